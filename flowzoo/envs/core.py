@@ -1,0 +1,298 @@
+"""WorkflowEnv: the one turn-ordered PettingZoo AEC engine every workflow runs on.
+
+One episode is one problem. Agents act in the order the workflow dictates; each sees a text
+prompt and answers with a text completion. When the workflow ends, the task family's
+verifier scores the final answer and every agent receives the team reward (plus a per-role
+signal in ``reward_mode="role"``). Whatever an agent emits, the engine never raises on it:
+non-text is coerced, oversize text is cut, and every fallback is flagged in ``infos``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.spaces import Dict as DictSpace
+from gymnasium.spaces import Discrete
+from pettingzoo import AECEnv
+
+from flowzoo.envs.spaces import UnicodeText
+from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow
+from flowzoo.tasks.base import Task, TaskSet
+
+REWARD_MODES = ("team", "role")
+RENDER_MODES = ("ansi", "human")
+
+
+class WorkflowEnv(AECEnv):
+    """A multi-agent LLM workflow as an AEC environment (see ``flowzoo.make_env``)."""
+
+    metadata = {
+        "render_modes": list(RENDER_MODES),
+        "name": "flowzoo_workflow_v0",
+        "is_parallelizable": False,
+    }
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        tasks: TaskSet,
+        *,
+        reward_mode: str = "team",
+        role_weight: float = 0.5,
+        max_cycles: int | None = None,
+        max_prompt_chars: int = 16384,
+        max_action_chars: int = 8192,
+        render_mode: str | None = None,
+        env_id: str = "",
+    ) -> None:
+        super().__init__()
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(
+                f"unknown reward_mode {reward_mode!r}; valid: {', '.join(REWARD_MODES)}"
+            )
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(
+                f"unknown render_mode {render_mode!r}; valid: {', '.join(RENDER_MODES)}"
+            )
+        if not 0.0 <= role_weight <= 1.0:
+            raise ValueError(f"role_weight must be in [0, 1], got {role_weight}")
+        if max_prompt_chars < 64 or max_action_chars < 1:
+            raise ValueError("max_prompt_chars must be >= 64 and max_action_chars >= 1")
+        self.workflow = workflow
+        self.family = workflow.family
+        self.tasks = tasks
+        self.reward_mode = reward_mode
+        self.role_weight = float(role_weight)
+        self.max_cycles = int(max_cycles) if max_cycles is not None else workflow.max_turns() + 1
+        if self.max_cycles < 1:
+            raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
+        self.max_prompt_chars = max_prompt_chars
+        self.max_action_chars = max_action_chars
+        self.render_mode = render_mode
+        self.env_id = env_id
+        self.metadata = {**self.metadata, "name": env_id or f"flowzoo_{workflow.name}"}
+
+        self.possible_agents = workflow.agents()
+        self._roles = {a: workflow.role_of(a) for a in self.possible_agents}
+        self.observation_spaces = {
+            a: DictSpace(
+                {
+                    "prompt": UnicodeText(max_prompt_chars),
+                    "turn": Discrete(self.max_cycles + 1),
+                }
+            )
+            for a in self.possible_agents
+        }
+        self.action_spaces = {a: UnicodeText(max_action_chars) for a in self.possible_agents}
+        self._rng = np.random.default_rng()
+        self.episode: Episode | None = None
+        self._prompt = ""
+        self._step = 0
+
+    # ------------------------------------------------------------------ PettingZoo API
+    def observation_space(self, agent: str) -> DictSpace:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> UnicodeText:
+        return self.action_spaces[agent]
+
+    def role_of(self, agent: str) -> str:
+        """The role an agent plays (``solver_1`` -> ``solver``)."""
+        try:
+            return self._roles[agent]
+        except KeyError:
+            raise ValueError(
+                f"unknown agent {agent!r}; valid: {', '.join(self.possible_agents)}"
+            ) from None
+
+    @property
+    def roles(self) -> list[str]:
+        return list(dict.fromkeys(self._roles.values()))
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+            for i, a in enumerate(self.possible_agents):
+                self.action_spaces[a].seed(seed + i)
+        task = self._pick_task(options or {})
+        self.episode = Episode(task=task, family=self.family)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: self._base_info(a) for a in self.agents}
+        self._step = 0
+        self.agent_selection = self.workflow.first(self.episode)
+        self._prompt = self._build_prompt(self.agent_selection)
+
+    def observe(self, agent: str) -> dict[str, Any]:
+        prompt = self._prompt if agent == self.agent_selection and not self._done() else ""
+        return {"prompt": prompt, "turn": np.int64(min(self._step, self.max_cycles))}
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        text, flags = self._coerce_action(action)
+        ep = self.episode
+        turn = Turn(
+            agent=agent, role=self._roles[agent], prompt=self._prompt, action=text, flags=flags
+        )
+        ep.turns.append(turn)
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        nxt = self.workflow.act(agent, text, ep, turn)
+        self._step += 1
+        info = self.infos[agent]
+        info["turn"] = len(ep.turns_of(agent))
+        info["step"] = self._step
+        if turn.flags:
+            info["flags"] = sorted(set(info.get("flags", [])) | set(turn.flags))
+        if nxt is None:
+            self._finish(self.workflow.outcome(ep))
+        elif self._step >= self.max_cycles:
+            self._truncate()
+        else:
+            if nxt not in self._roles:
+                raise RuntimeError(f"workflow {self.workflow.name} named unknown agent {nxt!r}")
+            self.agent_selection = nxt
+            self._prompt = self._build_prompt(nxt)
+        self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
+
+    def render(self) -> str | None:
+        text = self.transcript()
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        self.episode = None
+
+    # ------------------------------------------------------------------ helpers
+    def transcript(self) -> str:
+        """The episode so far as readable text."""
+        if self.episode is None:
+            return ""
+        ep = self.episode
+        lines = [
+            f"=== {self.env_id or self.workflow.name} | task {ep.task.id}",
+            f"Problem: {ep.task.question}",
+        ]
+        for i, t in enumerate(ep.turns):
+            flag = f"  [flags: {', '.join(t.flags)}]" if t.flags else ""
+            lines.append(f"--- turn {i} | {t.agent} ({t.role}){flag}")
+            lines.append(t.action)
+        out = ep.data.get("outcome")
+        if out is not None:
+            lines.append(
+                f"=== final answer: {out.verdict.extracted!r} | correct: {out.verdict.correct}"
+            )
+        return "\n".join(lines)
+
+    def _done(self) -> bool:
+        return bool(self.agents) and all(
+            self.terminations[a] or self.truncations[a] for a in self.agents
+        )
+
+    def _pick_task(self, options: dict[str, Any]) -> Task:
+        if "task" in options and options["task"] is not None:
+            t = options["task"]
+            if not isinstance(t, Task):
+                raise TypeError(f"options['task'] must be a flowzoo Task, got {type(t).__name__}")
+            return t
+        if options.get("task_id") is not None:
+            return self.tasks.by_id(str(options["task_id"]))
+        if options.get("task_index") is not None:
+            i = int(options["task_index"])
+            if not 0 <= i < len(self.tasks):
+                raise ValueError(f"task_index {i} out of range 0..{len(self.tasks) - 1}")
+            return self.tasks[i]
+        return self.tasks[int(self._rng.integers(len(self.tasks)))]
+
+    def _base_info(self, agent: str) -> dict[str, Any]:
+        return {
+            "role": self._roles[agent],
+            "turn": 0,
+            "step": 0,
+            "task_id": self.episode.task.id if self.episode else "",
+        }
+
+    def _build_prompt(self, agent: str) -> str:
+        p = self.workflow.prompt(agent, self.episode)
+        if len(p) > self.max_prompt_chars:
+            p = p[-self.max_prompt_chars :]
+            self.infos[agent]["flags"] = sorted(
+                set(self.infos[agent].get("flags", [])) | {"prompt_truncated"}
+            )
+        return p
+
+    def _coerce_action(self, action: Any) -> tuple[str, list[str]]:
+        flags: list[str] = []
+        if action is None:
+            text, flags = "", ["none_action"]
+        elif isinstance(action, str):
+            text = action
+        elif isinstance(action, (bytes, bytearray)):
+            text = bytes(action).decode("utf-8", errors="replace")
+            flags.append("bytes_action")
+        else:
+            raise TypeError(
+                f"action for {self.agent_selection!r} must be a str (the completion), got "
+                f"{type(action).__name__}"
+            )
+        if "\x00" in text:
+            text = text.replace("\x00", "")
+            flags.append("nul_stripped")
+        if len(text) > self.max_action_chars:
+            text = text[: self.max_action_chars]
+            flags.append("action_truncated")
+        if not text.strip():
+            flags.append("empty_action")
+        return text, flags
+
+    def _finish(self, out: Outcome) -> None:
+        self.episode.data["outcome"] = out
+        team = float(out.verdict.score)
+        flags_by_agent = {
+            a: sorted({f for t in self.episode.turns_of(a) for f in t.flags}) for a in self.agents
+        }
+        parse_failures = sum(len(v) for v in flags_by_agent.values())
+        for a in self.agents:
+            role_sig = float(out.role_signals.get(a, 0.0))
+            if self.reward_mode == "team":
+                r = team
+            else:
+                r = (1.0 - self.role_weight) * team + self.role_weight * role_sig
+            self.rewards[a] = r
+            self.terminations[a] = True
+            info = self.infos[a]
+            info.update(out.info)
+            info.update(
+                final_answer=out.verdict.extracted,
+                correct=bool(out.verdict.correct),
+                score=team,
+                verdict_reason=out.verdict.reason,
+                team_reward=team,
+                role_reward=role_sig,
+                flags=info.get("flags", []),
+                flags_by_agent=flags_by_agent,
+                n_flags=parse_failures,
+            )
+        self.agent_selection = self.agents[0]
+
+    def _truncate(self) -> None:
+        for a in self.agents:
+            self.truncations[a] = True
+            self.rewards[a] = 0.0
+            self.infos[a].update(final_answer=None, correct=False, score=0.0, truncated=True)
+            self.infos[a]["flags"] = sorted(set(self.infos[a].get("flags", [])) | {"max_cycles"})
+        self.agent_selection = self.agents[0]
+
+    def __str__(self) -> str:
+        return self.metadata["name"]

@@ -1,0 +1,160 @@
+"""What a workflow declares: roles, turn order, prompts, parsers, where the answer comes from.
+
+The engine (:class:`flowzoo.envs.core.WorkflowEnv`) owns everything PettingZoo needs; a
+workflow is a small class over an :class:`Episode` record. Adding a workflow means
+subclassing :class:`Workflow` and registering ids in ``flowzoo.envs.registry``.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from flowzoo.tasks.base import Task, TaskFamily, Verdict
+
+#: Completions quoted inside another role's prompt are cut to this many characters (head
+#: and tail kept), so one runaway agent cannot blow up everyone else's context.
+QUOTE_CHARS = 1200
+
+
+def quote(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` shortened to ``limit`` characters, keeping its start and its end (where the
+    answer usually is)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return text[:head] + " [...] " + text[-(limit - head - 7) :]
+
+
+@dataclass
+class Turn:
+    """One agent's turn: what it saw, what it said, what the parser made of it."""
+
+    agent: str
+    role: str
+    prompt: str
+    action: str
+    parsed: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Episode:
+    """Everything a workflow knows about the running episode."""
+
+    task: Task
+    family: TaskFamily
+    turns: list[Turn] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def turns_of(self, agent: str) -> list[Turn]:
+        return [t for t in self.turns if t.agent == agent]
+
+    def last_of_role(self, role: str) -> Turn | None:
+        for t in reversed(self.turns):
+            if t.role == role:
+                return t
+        return None
+
+
+@dataclass
+class Outcome:
+    """Where the final answer came from and what the analyst wants to know about it."""
+
+    final_text: str | None
+    verdict: Verdict
+    #: per-agent role signal in [0, 1], used by ``reward_mode="role"``
+    role_signals: dict[str, float]
+    #: workflow bookkeeping merged into every agent's final info (must be deterministic)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WorkflowOptions:
+    """Options shared by every workflow; subclasses add their own fields."""
+
+    #: role -> template overriding the default prompt of that role
+    prompt_templates: dict[str, str] = field(default_factory=dict)
+
+
+class Workflow:
+    """Base class. Subclasses set ``name``, ``Options``, ``templates()`` and the four hooks."""
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type[WorkflowOptions]] = WorkflowOptions
+    #: fields each role's template may use (besides ``question`` and ``answer_format``)
+    template_fields: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init__(self, options: WorkflowOptions, family: TaskFamily) -> None:
+        self.options = options
+        self.family = family
+        self.templates = {**self.default_templates(), **options.prompt_templates}
+        self._check_templates()
+
+    # ---- declared by subclasses
+    def default_templates(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def agents(self) -> list[str]:
+        """Agent names in their first-turn order."""
+        raise NotImplementedError
+
+    def role_of(self, agent: str) -> str:
+        """``solver_2`` -> ``solver``: parallel same-role agents share one role."""
+        head, _, tail = agent.rpartition("_")
+        return head if head and tail.isdigit() else agent
+
+    def first(self, ep: Episode) -> str:
+        return self.agents()[0]
+
+    def prompt(self, agent: str, ep: Episode) -> str:
+        raise NotImplementedError
+
+    def act(self, agent: str, text: str, ep: Episode, turn: Turn) -> str | None:
+        """Parse ``text`` into ``turn.parsed``/``turn.flags`` and return the next agent,
+        or None when the workflow is done."""
+        raise NotImplementedError
+
+    def outcome(self, ep: Episode) -> Outcome:
+        raise NotImplementedError
+
+    def max_turns(self) -> int:
+        """Upper bound on turns per episode with these options."""
+        raise NotImplementedError
+
+    # ---- helpers
+    def fill(self, role_key: str, ep: Episode, **values: Any) -> str:
+        return self.templates[role_key].format(
+            question=ep.task.question, answer_format=self.family.answer_format, **values
+        )
+
+    def _check_templates(self) -> None:
+        valid = set(self.default_templates())
+        unknown = set(self.options.prompt_templates) - valid
+        if unknown:
+            raise ValueError(
+                f"prompt_templates for unknown roles {sorted(unknown)} in {self.name}; "
+                f"valid: {sorted(valid)}"
+            )
+        for key, tpl in self.templates.items():
+            if not isinstance(tpl, str):
+                raise ValueError(
+                    f"prompt template for {key!r} must be a str, got {type(tpl).__name__}"
+                )
+            allowed = {"question", "answer_format", *self.template_fields.get(key, ())}
+            try:
+                used = {f for _, f, _, _ in string.Formatter().parse(tpl) if f}
+            except ValueError as e:
+                raise ValueError(f"prompt template for {key!r} is malformed: {e}") from None
+            bad = used - allowed
+            if bad:
+                raise ValueError(
+                    f"prompt template for {key!r} uses unknown fields {sorted(bad)}; "
+                    f"valid: {sorted(allowed)}"
+                )
+
+
+def option_names(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]

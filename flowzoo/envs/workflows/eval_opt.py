@@ -1,0 +1,116 @@
+"""Eval-Opt: an optimizer drafts, an evaluator critiques, the optimizer revises.
+
+Turn order: ``optimizer, evaluator, optimizer, evaluator, ...``. The evaluator replies with a
+verdict (``Verdict: ACCEPT`` or ``Verdict: REVISE``; CORRECT/INCORRECT are read the same way)
+and feedback. The loop stops at ACCEPT or after ``max_rounds`` evaluator turns (3 for math,
+2 for code, as in the study). The final answer is the last draft. An unreadable verdict
+counts as REVISE and is flagged ``verdict_unparsed``. With ``evaluator_sees_tests=True``
+(code tasks; off by default, as in the study) the evaluator also sees the draft's test report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow, WorkflowOptions, quote
+from flowzoo.envs.workflows.parsing import parse_feedback, parse_verdict
+from flowzoo.tasks.base import Verdict
+
+
+@dataclass
+class EvalOptOptions(WorkflowOptions):
+    max_rounds: int = 3
+    evaluator_sees_tests: bool = False
+
+
+class EvalOpt(Workflow):
+    name = "eval-opt"
+    Options = EvalOptOptions
+    template_fields = {
+        "optimizer": (),
+        "optimizer_revise": ("draft", "feedback"),
+        "evaluator": ("draft", "tests"),
+    }
+
+    def __init__(self, options: EvalOptOptions, family) -> None:
+        if not 1 <= options.max_rounds <= 10:
+            raise ValueError(f"max_rounds must be in 1..10, got {options.max_rounds}")
+        if options.evaluator_sees_tests and not hasattr(family, "test_report"):
+            raise ValueError(
+                f"evaluator_sees_tests needs a task family with test reports (code), not {family.name}"
+            )
+        super().__init__(options, family)
+
+    def default_templates(self) -> dict[str, str]:
+        return {
+            "optimizer": "Problem: {question}\nRole: optimizer. Solve it. {answer_format}\n",
+            "optimizer_revise": (
+                "Problem: {question}\nDraft: {draft}\nFeedback: {feedback}\n"
+                "Role: optimizer. Revise the draft using the feedback. {answer_format}\n"
+            ),
+            "evaluator": (
+                "Problem: {question}\nDraft: {draft}\n{tests}Role: evaluator. Check the draft. "
+                "Reply 'Verdict: ACCEPT' or 'Verdict: REVISE', then 'Feedback: ...'.\n"
+            ),
+        }
+
+    def agents(self) -> list[str]:
+        return ["optimizer", "evaluator"]
+
+    def max_turns(self) -> int:
+        return 2 * self.options.max_rounds
+
+    def prompt(self, agent: str, ep: Episode) -> str:
+        if agent == "evaluator":
+            draft = ep.last_of_role("optimizer").action
+            tests = ""
+            if self.options.evaluator_sees_tests:
+                tests = "Tests: " + self.family.test_report(ep.task, draft) + "\n"
+            return self.fill("evaluator", ep, draft=quote(draft), tests=tests)
+        last_eval = ep.last_of_role("evaluator")
+        if last_eval is None:
+            return self.fill("optimizer", ep)
+        return self.fill(
+            "optimizer_revise",
+            ep,
+            draft=quote(ep.last_of_role("optimizer").action),
+            feedback=last_eval.parsed.get("feedback", ""),
+        )
+
+    def act(self, agent: str, text: str, ep: Episode, turn: Turn) -> str | None:
+        if agent == "optimizer":
+            return "evaluator"
+        verdict = parse_verdict(text)
+        if verdict is None:
+            turn.flags.append("verdict_unparsed")
+            verdict = "revise"
+        turn.parsed["verdict"] = verdict
+        turn.parsed["feedback"] = parse_feedback(text)
+        turn.parsed["draft"] = ep.last_of_role("optimizer").action
+        rounds = len(ep.turns_of("evaluator"))
+        if verdict == "accept" or rounds >= self.options.max_rounds:
+            return None
+        return "optimizer"
+
+    def outcome(self, ep: Episode) -> Outcome:
+        drafts = [t.action for t in ep.turns_of("optimizer")]
+        scored: dict[str, Verdict] = {}
+        uniq = list(dict.fromkeys(drafts))
+        for text, v in zip(uniq, self.family.score_many(ep.task, uniq), strict=True):
+            scored[text] = v
+        final_text = drafts[-1]
+        verdict = scored[final_text]
+        evals = ep.turns_of("evaluator")
+        hits = [
+            (t.parsed["verdict"] == "accept") == bool(scored[t.parsed["draft"]].correct)
+            for t in evals
+        ]
+        info = {
+            "rounds": len(evals),
+            "accepted": bool(evals) and evals[-1].parsed["verdict"] == "accept",
+            "draft_correct": [bool(scored[d].correct) for d in drafts],
+            "first_draft_correct": bool(scored[drafts[0]].correct),
+            "evaluator_accuracy": sum(hits) / len(hits) if hits else 0.0,
+        }
+        signals = {"optimizer": float(verdict.score), "evaluator": info["evaluator_accuracy"]}
+        return Outcome(final_text, verdict, signals, info)

@@ -1,0 +1,142 @@
+"""Orch-Workers: an orchestrator plans, k workers carry out one item each, a synthesizer combines.
+
+Turn order: ``orchestrator, worker_0 .. worker_{k-1}, synthesizer``.
+
+- ``mode="strategies"`` (default, as in the study's code): the orchestrator proposes up to k
+  distinct solution strategies without solving; each worker solves the whole problem with
+  its strategy; the synthesizer compares the full solutions and gives the final answer.
+- ``mode="decompose"``: the orchestrator splits the problem into sub-questions; workers
+  answer them; the synthesizer combines the sub-answers.
+
+Plan items are lines like ``Strategy 1: ...``, ``1. ...`` or ``- ...``. Fallbacks: no item
+parses -> every worker gets the whole problem with no strategy (``plan_unparsed``); fewer
+items than workers -> items are reused in turn (``plan_short``); an orchestrator that writes
+a boxed answer is flagged ``orchestrator_solved``. The final answer is the synthesizer's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow, WorkflowOptions, quote
+from flowzoo.envs.workflows.parsing import parse_plan
+from flowzoo.tasks.math.extract import find_boxed
+
+MODES = ("strategies", "decompose")
+NO_STRATEGY = "Solve the problem directly."
+
+
+@dataclass
+class OrchWorkersOptions(WorkflowOptions):
+    n_workers: int = 3
+    mode: str = "strategies"
+
+
+class OrchWorkers(Workflow):
+    name = "orch-workers"
+    Options = OrchWorkersOptions
+    template_fields = {
+        "orchestrator": ("n",),
+        "worker": ("item",),
+        "synthesizer": ("plan", "results", "n"),
+    }
+
+    def __init__(self, options: OrchWorkersOptions, family) -> None:
+        if not 1 <= options.n_workers <= 16:
+            raise ValueError(f"n_workers must be in 1..16, got {options.n_workers}")
+        if options.mode not in MODES:
+            raise ValueError(f"unknown mode {options.mode!r}; valid: {', '.join(MODES)}")
+        super().__init__(options, family)
+        self.k = options.n_workers
+
+    def default_templates(self) -> dict[str, str]:
+        if self.options.mode == "strategies":
+            return {
+                "orchestrator": (
+                    "Problem: {question}\nRole: orchestrator. Do not solve it. Propose {n} different "
+                    "strategies, one per line as 'Strategy 1: ...'.\n"
+                ),
+                "worker": (
+                    "Problem: {question}\nStrategy: {item}\nRole: worker. Solve it with this "
+                    "strategy. {answer_format}\n"
+                ),
+                "synthesizer": (
+                    "Problem: {question}\n{results}\nRole: synthesizer. Compare the {n} solutions "
+                    "and give the final answer. {answer_format}\n"
+                ),
+            }
+        return {
+            "orchestrator": (
+                "Problem: {question}\nRole: orchestrator. Split the problem into up to {n} "
+                "sub-questions, one per line as 'Step 1: ...'.\n"
+            ),
+            "worker": (
+                "Problem: {question}\nSub-question: {item}\nRole: worker. Answer the sub-question. "
+                "{answer_format}\n"
+            ),
+            "synthesizer": (
+                "Problem: {question}\nPlan:\n{plan}\n{results}\nRole: synthesizer. Combine the "
+                "{n} sub-answers into the final answer. {answer_format}\n"
+            ),
+        }
+
+    def agents(self) -> list[str]:
+        return ["orchestrator"] + [f"worker_{i}" for i in range(self.k)] + ["synthesizer"]
+
+    def max_turns(self) -> int:
+        return self.k + 2
+
+    def prompt(self, agent: str, ep: Episode) -> str:
+        if agent == "orchestrator":
+            return self.fill("orchestrator", ep, n=self.k)
+        items: list[str] = ep.data["items"]
+        if agent == "synthesizer":
+            label = "Solution" if self.options.mode == "strategies" else "Sub-answer"
+            results = "\n".join(
+                f"{label} {i + 1}: {quote(ep.turns_of(f'worker_{i}')[-1].action)}"
+                for i in range(self.k)
+            )
+            plan = "\n".join(f"{i + 1}. {it}" for i, it in enumerate(items))
+            return self.fill("synthesizer", ep, plan=plan, results=results, n=self.k)
+        i = int(agent.rsplit("_", 1)[1])
+        return self.fill("worker", ep, item=items[i])
+
+    def act(self, agent: str, text: str, ep: Episode, turn: Turn) -> str | None:
+        if agent == "orchestrator":
+            plan = parse_plan(text, self.k)
+            if plan is None:
+                turn.flags.append("plan_unparsed")
+                fallback = NO_STRATEGY if self.options.mode == "strategies" else ep.task.question
+                items = [fallback] * self.k
+            else:
+                if len(plan) < self.k:
+                    turn.flags.append("plan_short")
+                items = [plan[i % len(plan)] for i in range(self.k)]
+            if self.options.mode == "strategies" and find_boxed(text):
+                turn.flags.append("orchestrator_solved")
+            turn.parsed["plan"] = plan
+            ep.data["items"] = items
+            return "worker_0"
+        if agent == "synthesizer":
+            return None
+        i = int(agent.rsplit("_", 1)[1])
+        return f"worker_{i + 1}" if i + 1 < self.k else "synthesizer"
+
+    def outcome(self, ep: Episode) -> Outcome:
+        synth = ep.last_of_role("synthesizer").action
+        verdict = self.family.score(ep.task, synth)
+        plan_ok = ep.last_of_role("orchestrator").parsed.get("plan") is not None
+        info: dict = {"plan_parsed": plan_ok, "plan_items": list(ep.data["items"])}
+        signals = {
+            "synthesizer": float(verdict.score),
+            "orchestrator": float(verdict.score) if plan_ok else 0.0,
+        }
+        if self.options.mode == "strategies":
+            texts = [ep.turns_of(f"worker_{i}")[-1].action for i in range(self.k)]
+            wv = self.family.score_many(ep.task, texts)
+            info["worker_correct"] = {f"worker_{i}": bool(v.correct) for i, v in enumerate(wv)}
+            info["any_worker_correct"] = any(v.correct for v in wv)
+            signals.update({f"worker_{i}": float(v.score) for i, v in enumerate(wv)})
+        else:
+            signals.update({f"worker_{i}": float(verdict.score) for i in range(self.k)})
+        return Outcome(synth, verdict, signals, info)

@@ -1,0 +1,137 @@
+"""Voting: k solvers answer the same prompt independently, an aggregator decides.
+
+Turn order: ``solver_0 .. solver_{k-1}``, then ``aggregator``. Solvers see only the problem
+(never each other). ``aggregator_mode="select"`` (default, as in the study's code): the
+aggregator names a candidate (``\\boxed{2}`` = candidate 2, 1-based) and that solver's
+answer is final; an unparseable choice falls back per ``aggregator_fallback``:
+``"none"`` (default; no final answer, reward 0), ``"majority"`` or ``"first"``.
+``aggregator_mode="answer"``: the aggregator writes the final answer itself.
+``infos`` record each solver's correctness and the plain majority vote's, so the learned
+aggregator can be compared with majority voting.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow, WorkflowOptions, quote
+from flowzoo.envs.workflows.parsing import parse_choice
+from flowzoo.tasks.base import Verdict
+
+AGGREGATOR_MODES = ("select", "answer")
+FALLBACKS = ("none", "majority", "first")
+
+
+@dataclass
+class VotingOptions(WorkflowOptions):
+    n_voters: int = 3
+    aggregator_mode: str = "select"
+    aggregator_fallback: str = "none"
+
+
+class Voting(Workflow):
+    name = "voting"
+    Options = VotingOptions
+    template_fields = {"solver": (), "aggregator": ("candidates", "n")}
+
+    def __init__(self, options: VotingOptions, family) -> None:
+        if not 1 <= options.n_voters <= 16:
+            raise ValueError(f"n_voters must be in 1..16, got {options.n_voters}")
+        if options.aggregator_mode not in AGGREGATOR_MODES:
+            raise ValueError(
+                f"unknown aggregator_mode {options.aggregator_mode!r}; valid: {', '.join(AGGREGATOR_MODES)}"
+            )
+        if options.aggregator_fallback not in FALLBACKS:
+            raise ValueError(
+                f"unknown aggregator_fallback {options.aggregator_fallback!r}; valid: {', '.join(FALLBACKS)}"
+            )
+        super().__init__(options, family)
+        self.k = options.n_voters
+
+    def default_templates(self) -> dict[str, str]:
+        if self.options.aggregator_mode == "select":
+            agg = (
+                "Problem: {question}\n{candidates}\nRole: aggregator. Pick the best of the {n} "
+                "candidates. Reply with its number as \\boxed{{N}}.\n"
+            )
+        else:
+            agg = (
+                "Problem: {question}\n{candidates}\nRole: aggregator. Read the {n} candidates and "
+                "give the final answer. {answer_format}\n"
+            )
+        return {
+            "solver": "Problem: {question}\nRole: solver. Solve it. {answer_format}\n",
+            "aggregator": agg,
+        }
+
+    def agents(self) -> list[str]:
+        return [f"solver_{i}" for i in range(self.k)] + ["aggregator"]
+
+    def max_turns(self) -> int:
+        return self.k + 1
+
+    def prompt(self, agent: str, ep: Episode) -> str:
+        if agent == "aggregator":
+            cands = "\n".join(
+                f"Candidate {i + 1}: {quote(ep.turns_of(f'solver_{i}')[-1].action)}"
+                for i in range(self.k)
+            )
+            return self.fill("aggregator", ep, candidates=cands, n=self.k)
+        return self.fill("solver", ep)
+
+    def act(self, agent: str, text: str, ep: Episode, turn: Turn) -> str | None:
+        if agent == "aggregator":
+            if self.options.aggregator_mode == "select":
+                choice = parse_choice(text, self.k)
+                turn.parsed["choice"] = choice
+                if choice is None:
+                    turn.flags.append("choice_unparsed")
+            return None
+        i = int(agent.rsplit("_", 1)[1])
+        return f"solver_{i + 1}" if i + 1 < self.k else "aggregator"
+
+    def outcome(self, ep: Episode) -> Outcome:
+        solver_texts = [ep.turns_of(f"solver_{i}")[-1].action for i in range(self.k)]
+        verdicts = self.family.score_many(ep.task, solver_texts)
+        classes = [self.family.answer_class(ep.task, v) for v in verdicts]
+        maj = _majority(classes)
+        agg_turn = ep.last_of_role("aggregator")
+        info: dict = {
+            "solver_correct": {f"solver_{i}": bool(v.correct) for i, v in enumerate(verdicts)},
+            "solver_answers": {f"solver_{i}": v.extracted for i, v in enumerate(verdicts)},
+            "majority_index": maj,
+            "majority_correct": bool(maj is not None and verdicts[maj].correct),
+            "any_correct": any(v.correct for v in verdicts),
+            "n_distinct_answers": len({c for c in classes if c is not None}),
+        }
+        if self.options.aggregator_mode == "select":
+            choice = agg_turn.parsed.get("choice")
+            used = choice
+            if choice is None:
+                fb = self.options.aggregator_fallback
+                used = maj if fb == "majority" else (0 if fb == "first" else None)
+            info["selected_index"] = used
+            info["choice_parsed"] = choice is not None
+            if used is None:
+                final_text, verdict = None, Verdict(0.0, False, None, "no_choice")
+            else:
+                final_text, verdict = solver_texts[used], verdicts[used]
+        else:
+            final_text = agg_turn.action
+            verdict = self.family.score(ep.task, final_text)
+        signals = {f"solver_{i}": float(v.score) for i, v in enumerate(verdicts)}
+        signals["aggregator"] = float(verdict.score)
+        return Outcome(final_text, verdict, signals, info)
+
+
+def _majority(classes: list) -> int | None:
+    """Index of the first member of the most common answer class (ties: earliest)."""
+    counts = Counter(c for c in classes if c is not None)
+    if not counts:
+        return None
+    best = max(counts.values())
+    for i, c in enumerate(classes):
+        if c is not None and counts[c] == best:
+            return i
+    return None

@@ -1,0 +1,104 @@
+"""Task, TaskSet and Verdict: what is solved and how an answer is scored.
+
+A *task family* (math, code) knows how to pull an answer out of a completion, how to
+score it against a task, and how to tell two answers apart for majority voting. The
+environments only talk to this interface, so a new family is one module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem: an id, the text shown to agents, and the gold used to score."""
+
+    id: str
+    question: str
+    answer: str = ""
+    family: str = "math"
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of scoring one answer: a score in [0, 1] and why."""
+
+    score: float
+    correct: bool
+    extracted: str | None = None
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+def stable_hash(text: str) -> int:
+    """A process-independent hash (Python's ``hash`` is salted per run)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+class TaskSet(Sequence[Task]):
+    """An ordered, indexable collection of tasks with lookup by id."""
+
+    def __init__(self, tasks: Iterable[Task], name: str = "tasks", split: str = "all") -> None:
+        self._tasks: list[Task] = list(tasks)
+        self.name = name
+        self.split = split
+        self._by_id: dict[str, int] = {}
+        for i, t in enumerate(self._tasks):
+            if t.id in self._by_id:
+                raise ValueError(f"duplicate task id {t.id!r} in task set {name!r}")
+            self._by_id[t.id] = i
+        if not self._tasks:
+            raise ValueError(f"task set {name!r} ({split}) is empty")
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._tasks[i]
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self._tasks)
+
+    def by_id(self, task_id: str) -> Task:
+        """The task with this id; a KeyError naming a few valid ids otherwise."""
+        try:
+            return self._tasks[self._by_id[task_id]]
+        except KeyError:
+            some = ", ".join(list(self._by_id)[:5])
+            raise KeyError(f"unknown task id {task_id!r} in {self.name!r}; e.g. {some}") from None
+
+    def ids(self) -> list[str]:
+        return [t.id for t in self._tasks]
+
+    def __repr__(self) -> str:
+        return f"TaskSet(name={self.name!r}, split={self.split!r}, n={len(self)})"
+
+
+@runtime_checkable
+class TaskFamily(Protocol):
+    """How a family of tasks is presented and scored; the envs use nothing else."""
+
+    name: str
+    #: the sentence every solving role's prompt ends with, stating the output format
+    answer_format: str
+
+    def extract(self, text: str) -> str | None:
+        """The answer inside a completion, or None if there is none."""
+        ...
+
+    def score(self, task: Task, text: str) -> Verdict:
+        """Score a completion (not a pre-extracted answer) against the task."""
+        ...
+
+    def score_many(self, task: Task, texts: Sequence[str]) -> list[Verdict]:
+        """Score several completions of the same task (batched where it pays)."""
+        ...
+
+    def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
+        """A key such that equal keys mean 'the same answer', for majority voting."""
+        ...

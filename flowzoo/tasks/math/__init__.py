@@ -1,0 +1,68 @@
+"""Math tasks: answer extraction, equivalence checking, task sources.
+
+Public entry points other tools call: :func:`extract_answer` and :func:`is_equivalent`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from flowzoo.tasks.base import Task, Verdict
+from flowzoo.tasks.math.data import (
+    arithmetic_tasks,
+    load_hf_local,
+    load_math_dataset,
+    load_math_file,
+    reasoning_gym_tasks,
+)
+from flowzoo.tasks.math.extract import extract_answer, normalize, to_number
+from flowzoo.tasks.math.verify import check, is_equivalent
+
+__all__ = [
+    "MathFamily",
+    "arithmetic_tasks",
+    "check",
+    "extract_answer",
+    "is_equivalent",
+    "load_hf_local",
+    "load_math_dataset",
+    "load_math_file",
+    "normalize",
+    "reasoning_gym_tasks",
+]
+
+
+class MathFamily:
+    """Math answers: extracted from a completion, checked for equivalence with the gold."""
+
+    name = "math"
+    answer_format = "End with the final answer as \\boxed{ANSWER}."
+
+    def extract(self, text: str) -> str | None:
+        return extract_answer(text)
+
+    def score(self, task: Task, text: str) -> Verdict:
+        return check(task.answer, extract_answer(text))
+
+    def score_many(self, task: Task, texts: Sequence[str]) -> list[Verdict]:
+        return [self.score(task, t) for t in texts]
+
+    def reference_completion(self, task: Task) -> str:
+        """A correct, well-formed completion (for scripted experts and tests)."""
+        return f"The answer is \\boxed{{{task.answer}}}."
+
+    def wrong_completion(self, task: Task) -> str:
+        """A well-formed completion whose answer is wrong."""
+        num = to_number(normalize(task.answer))
+        wrong = str(num[0] + 1) if num is not None else "-12345"
+        return f"The answer is \\boxed{{{wrong}}}."
+
+    def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
+        """Exact value for numbers, normalised text otherwise (None: no answer)."""
+        if verdict.extracted is None:
+            return None
+        norm = normalize(verdict.extracted)
+        num = to_number(norm)
+        if num is not None:
+            return ("num", num[0] / 100 if num[1] else num[0])
+        return ("text", norm.replace(" ", "").lower())

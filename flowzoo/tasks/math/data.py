@@ -1,0 +1,252 @@
+"""Math task sources: a procedural generator (no download) and loaders for local files.
+
+The generator is what the tiny models learn on: graded difficulty, deterministic for a
+seed, and a train/test split decided by a hash of the question text, so no question can
+ever appear in both splits whatever the seeds or sizes asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from flowzoo.tasks.base import Task, TaskSet, stable_hash
+from flowzoo.tasks.math.extract import extract_answer, find_boxed
+
+SPLITS = ("train", "test")
+#: one question in TEST_FRACTION_DEN goes to the test split
+TEST_FRACTION_DEN = 5
+
+_NAMES = ["Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
+_THINGS = ["apples", "books", "coins", "pens", "cards", "shells", "stamps", "marbles"]
+
+
+def _split_of(question: str) -> str:
+    return "test" if stable_hash(question) % TEST_FRACTION_DEN == 0 else "train"
+
+
+def _level1(r: random.Random) -> tuple[str, int]:
+    a, b = r.randint(1, 20), r.randint(1, 20)
+    if r.random() < 0.5:
+        return f"What is {a} + {b}?", a + b
+    a, b = max(a, b), min(a, b)
+    return f"What is {a} - {b}?", a - b
+
+
+def _level2(r: random.Random) -> tuple[str, int]:
+    a, b, c = r.randint(2, 9), r.randint(2, 9), r.randint(1, 20)
+    if r.random() < 0.5:
+        return f"What is {a} * {b} + {c}?", a * b + c
+    return f"What is {a} * {b} - {c}?", a * b - c
+
+
+def _level3(r: random.Random) -> tuple[str, int]:
+    name, thing = r.choice(_NAMES), r.choice(_THINGS)
+    boxes, each, gone = r.randint(2, 6), r.randint(2, 9), r.randint(1, 9)
+    q = (
+        f"{name} has {boxes} bags with {each} {thing} in each bag. "
+        f"{name} gives away {gone} {thing}. How many {thing} are left?"
+    )
+    return q, boxes * each - gone
+
+
+def _level4(r: random.Random) -> tuple[str, int]:
+    a, b = r.sample(_NAMES, 2)
+    thing = r.choice(_THINGS)
+    x, k, y = r.randint(2, 15), r.randint(2, 4), r.randint(1, 9)
+    q = (
+        f"{a} has {x} {thing}. {b} has {k} times as many {thing} as {a}, "
+        f"then finds {y} more. How many {thing} do they have together?"
+    )
+    return q, x + k * x + y
+
+
+LEVELS: dict[int, Callable[[random.Random], tuple[str, int]]] = {
+    1: _level1,
+    2: _level2,
+    3: _level3,
+    4: _level4,
+}
+
+
+def arithmetic_tasks(
+    n: int = 200, split: str = "train", seed: int = 0, levels: Iterable[int] = (1, 2, 3, 4)
+) -> TaskSet:
+    """``n`` distinct generated problems of the given split, evenly over ``levels``."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    levels = tuple(levels)
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad or not levels:
+        raise ValueError(f"unknown levels {bad or levels}; valid: {sorted(LEVELS)}")
+    r = random.Random(f"arith:{seed}")
+    seen: set[str] = set()
+    tasks: list[Task] = []
+    attempts = 0
+    while len(tasks) < n:
+        attempts += 1
+        if attempts > 200 * n + 10_000:
+            raise ValueError(f"cannot generate {n} distinct {split} problems at levels {levels}")
+        lv = levels[len(tasks) % len(levels)]
+        q, a = LEVELS[lv](r)
+        if q in seen or _split_of(q) != split:
+            continue
+        seen.add(q)
+        tid = f"arith-{lv}-{stable_hash(q) % 10**10:010d}"
+        tasks.append(Task(id=tid, question=q, answer=str(a), family="math", meta={"level": lv}))
+    return TaskSet(tasks, name="arith", split=split)
+
+
+# ------------------------------------------------------------------------------ loaders
+
+
+def _read_jsonl(path: str | os.PathLike) -> list[dict]:
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"task file not found: {p}")
+    rows = []
+    with p.open(encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
+    return rows
+
+
+def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
+    q = row.get("question") or row.get("problem") or row.get("prompt")
+    if not isinstance(q, str) or not q.strip():
+        raise ValueError(f"{source} row {i}: no 'question'/'problem' text")
+    if style == "gsm8k":
+        raw = str(row.get("answer", ""))
+        ans = (
+            raw.split("####")[-1].strip().replace(",", "") if "####" in raw else extract_answer(raw)
+        )
+    elif style == "math":
+        sol = str(row.get("solution", row.get("answer", "")))
+        boxed = find_boxed(sol)
+        ans = boxed[-1] if boxed else (str(row["answer"]) if "answer" in row else None)
+    else:
+        ans = row.get("answer")
+        ans = None if ans is None else str(ans)
+    if ans is None or not str(ans).strip():
+        raise ValueError(f"{source} row {i}: no gold answer found ({style} style)")
+    tid = str(row.get("id") or row.get("unique_id") or f"{style}-{stable_hash(q) % 10**10:010d}")
+    return Task(
+        id=tid, question=q.strip(), answer=str(ans).strip(), family="math", meta={"source": source}
+    )
+
+
+def load_math_file(path: str | os.PathLike, style: str = "jsonl") -> TaskSet:
+    """Load a local JSONL file: ``jsonl`` ({id, question, answer}), ``gsm8k`` (``#### a``)
+    or ``math`` (a ``\\boxed{}`` solution)."""
+    if style not in ("jsonl", "gsm8k", "math"):
+        raise ValueError(f"unknown math file style {style!r}; valid: jsonl, gsm8k, math")
+    rows = _read_jsonl(path)
+    return TaskSet(
+        [_task_from_row(r, i, str(path), style) for i, r in enumerate(rows)], name=str(path)
+    )
+
+
+def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "jsonl") -> TaskSet:
+    """A Hugging Face ``datasets`` dataset from a local dir (``save_to_disk``) or data file.
+
+    Never touches the hub: a path that does not exist is an error, not a download."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"local dataset path not found: {p} (flowzoo never downloads)")
+    try:
+        import datasets
+    except ImportError as e:
+        raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
+    if p.is_dir():
+        ds = datasets.load_from_disk(str(p))
+        if isinstance(ds, datasets.DatasetDict):
+            if split not in ds:
+                raise ValueError(f"split {split!r} not in {p}; valid: {', '.join(ds)}")
+            ds = ds[split]
+    else:
+        fmt = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}.get(
+            p.suffix
+        )
+        if fmt is None:
+            raise ValueError(f"unsupported data file {p.name}; use .jsonl, .json, .parquet or .csv")
+        ds = datasets.load_dataset(fmt, data_files=str(p), split="train")
+    return TaskSet(
+        [_task_from_row(dict(r), i, str(p), style) for i, r in enumerate(ds)],
+        name=str(p),
+        split=split,
+    )
+
+
+def reasoning_gym_tasks(name: str, n: int = 200, split: str = "train", seed: int = 0) -> TaskSet:
+    """Tasks from a ``reasoning-gym`` procedural generator (``pip install flowzoo[tasks]``).
+
+    Train and test come from different seeds; test questions that also occur in the
+    train draw of the same size are dropped, so the splits do not overlap."""
+    try:
+        import reasoning_gym
+    except ImportError as e:
+        raise ImportError(
+            f"dataset 'reasoning-gym:{name}' needs the reasoning-gym package: "
+            "pip install 'flowzoo[tasks]'"
+        ) from e
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+
+    def draw(s: int) -> list[dict]:
+        return list(reasoning_gym.create_dataset(name, size=n, seed=s))
+
+    train = draw(2 * seed)
+    if split == "train":
+        rows = train
+    else:
+        seen = {r["question"] for r in train}
+        rows = [r for r in draw(2 * seed + 1) if r["question"] not in seen]
+    tasks = []
+    for r in rows:
+        q = r["question"]
+        tid = f"rg-{name}-{stable_hash(q) % 10**10:010d}"
+        tasks.append(
+            Task(
+                id=tid,
+                question=q,
+                answer=str(r["answer"]),
+                family="math",
+                meta={"source": f"reasoning-gym:{name}"},
+            )
+        )
+    uniq = list({t.id: t for t in tasks}.values())
+    return TaskSet(uniq, name=f"reasoning-gym:{name}", split=split)
+
+
+def load_math_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:
+    """Resolve a dataset spec: ``arith`` | ``arith:1-2`` | ``jsonl:PATH`` | ``gsm8k:PATH`` |
+    ``math:PATH`` | ``hf:PATH`` | ``reasoning-gym:NAME``."""
+    kind, _, arg = spec.partition(":")
+    if kind == "arith":
+        levels: tuple[int, ...] = (1, 2, 3, 4)
+        if arg:
+            lo, _, hi = arg.partition("-")
+            try:
+                levels = tuple(range(int(lo), int(hi or lo) + 1))
+            except ValueError:
+                raise ValueError(f"bad level range in {spec!r}; e.g. 'arith:1-2'") from None
+        return arithmetic_tasks(n=n, split=split, seed=seed, levels=levels)
+    if kind in ("jsonl", "gsm8k", "math") and arg:
+        return load_math_file(arg, style=kind)
+    if kind == "hf" and arg:
+        return load_hf_local(arg, split=split)
+    if kind == "reasoning-gym" and arg:
+        return reasoning_gym_tasks(arg, n=n, split=split, seed=seed)
+    raise ValueError(
+        f"unknown math dataset {spec!r}; valid: arith, arith:LO-HI, jsonl:PATH, gsm8k:PATH, "
+        "math:PATH, hf:PATH, reasoning-gym:NAME"
+    )

@@ -1,0 +1,159 @@
+import json
+import time
+
+import pytest
+
+from flowzoo.tasks.math import (
+    MathFamily,
+    arithmetic_tasks,
+    check,
+    extract_answer,
+    is_equivalent,
+    load_math_dataset,
+    load_math_file,
+)
+from flowzoo.tasks.math.verify import SymbolicChecker
+from tests.math_pairs import TRICKY_PAIRS
+
+
+def test_tricky_table_is_large_enough():
+    assert len(TRICKY_PAIRS) >= 60
+    assert sum(1 for *_, e in TRICKY_PAIRS if e) >= 20
+    assert sum(1 for *_, e in TRICKY_PAIRS if not e) >= 20
+
+
+@pytest.mark.parametrize("gold,pred,expected", TRICKY_PAIRS)
+def test_tricky_pairs(gold, pred, expected):
+    assert is_equivalent(gold, pred) is expected
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("so \\boxed{42}.", "42"),
+        ("first \\boxed{1} then \\boxed{\\frac{3}{4}}", "\\frac{3}{4}"),
+        ("nested \\boxed{\\frac{\\sqrt{2}}{2}} ok", "\\frac{\\sqrt{2}}{2}"),
+        ("Janet earns 18 a day.\n#### 18", "18"),
+        ("Answer: 7 apples.", "7 apples"),
+        ("The final answer is $\\frac{1}{2}$.", "\\frac{1}{2}"),
+        ("I think 3 then 4 then 12", "12"),
+        ("\\boxed 5", "5"),
+        ("\\boxed{unclosed 3", "unclosed 3"),
+        ("", None),
+        ("no numbers here", None),
+        (None, None),
+    ],
+)
+def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_extract_answer_huge_input_is_fast():
+    text = "garbage " * 200_000 + "\\boxed{9}"
+    t = time.perf_counter()
+    assert extract_answer(text) == "9"
+    assert time.perf_counter() - t < 1.0
+
+
+def test_pathological_expression_hits_the_time_limit_and_checker_recovers():
+    checker = SymbolicChecker(timeout_s=1.0)
+    try:
+        t = time.perf_counter()
+        ok, reason = checker.check("1", "\\sqrt{2}^{10^{10}}")
+        assert (ok, reason) == (False, "timeout")
+        assert time.perf_counter() - t < 1.0 + 15  # the start of the worker is not limited
+        assert checker.timeouts == 1
+        # a fresh worker serves the next check
+        assert checker.check("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}") == (True, "symbolic")
+    finally:
+        checker.close()
+
+
+def test_symbolic_check_works_from_a_thread():
+    import threading
+
+    out = []
+    th = threading.Thread(target=lambda: out.append(is_equivalent("(x+1)^2", "x^2+2x+1")))
+    th.start()
+    th.join(60)
+    assert out == [True]
+
+
+@pytest.mark.parametrize(
+    "junk", ["\\frac{", "$$$", "\\left(", "\x00\x01", "🙂" * 100, "}" * 500, "\\" * 999]
+)
+def test_check_never_raises(junk):
+    v = check("5", junk)
+    assert v.correct is False
+    v = check(junk, "5")
+    assert isinstance(v.correct, bool)
+
+
+def test_math_family_scores_completions():
+    fam = MathFamily()
+    t = arithmetic_tasks(3, split="test")[0]
+    assert fam.score(t, fam.reference_completion(t)).correct
+    assert not fam.score(t, fam.wrong_completion(t)).correct
+    assert fam.answer_class(t, check("2", "2.0")) == fam.answer_class(t, check("2", "2"))
+
+
+def test_arithmetic_splits_are_disjoint_and_deterministic():
+    train = arithmetic_tasks(400, split="train", seed=0)
+    test = arithmetic_tasks(200, split="test", seed=7)
+    assert not {t.question for t in train} & {t.question for t in test}
+    again = arithmetic_tasks(400, split="train", seed=0)
+    assert [t.id for t in train] == [t.id for t in again]
+    levels = {t.meta["level"] for t in train}
+    assert levels == {1, 2, 3, 4}
+    for t in list(train)[:50]:
+        assert is_equivalent(t.answer, t.answer)
+
+
+def test_dataset_specs_and_errors():
+    assert {t.meta["level"] for t in load_math_dataset("arith:1-2", n=20)} == {1, 2}
+    with pytest.raises(ValueError, match="valid"):
+        load_math_dataset("nope")
+    with pytest.raises(ValueError, match="split"):
+        arithmetic_tasks(5, split="dev")
+
+
+def test_file_loaders(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text(json.dumps({"id": "q1", "question": "1+1?", "answer": "2"}) + "\n")
+    ts = load_math_file(p)
+    assert ts.by_id("q1").answer == "2"
+    g = tmp_path / "g.jsonl"
+    g.write_text(json.dumps({"question": "How many?", "answer": "3 + 4 = 7\n#### 1,007"}) + "\n")
+    assert load_math_file(g, style="gsm8k")[0].answer == "1007"
+    m = tmp_path / "m.jsonl"
+    m.write_text(json.dumps({"problem": "Half?", "solution": "It is $\\boxed{\\frac12}$."}) + "\n")
+    assert load_math_file(m, style="math")[0].answer == "\\frac12"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        load_math_file(bad)
+    with pytest.raises(FileNotFoundError):
+        load_math_file(tmp_path / "missing.jsonl")
+    with pytest.raises(KeyError, match="unknown task id"):
+        ts.by_id("zzz")
+
+
+def test_hf_local_loader(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from flowzoo.tasks.math import load_hf_local
+
+    ds = datasets.Dataset.from_list(
+        [{"question": "2+2?", "answer": "4"}, {"question": "3+3?", "answer": "6"}]
+    )
+    ds.save_to_disk(str(tmp_path / "ds"))
+    ts = load_hf_local(tmp_path / "ds")
+    assert [t.answer for t in ts] == ["4", "6"]
+
+
+def test_reasoning_gym_tasks():
+    pytest.importorskip("reasoning_gym")
+    from flowzoo.tasks.math import reasoning_gym_tasks
+
+    train = reasoning_gym_tasks("basic_arithmetic", n=30, split="train")
+    test = reasoning_gym_tasks("basic_arithmetic", n=30, split="test")
+    assert not {t.question for t in train} & {t.question for t in test}
