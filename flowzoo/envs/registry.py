@@ -33,6 +33,7 @@ FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
     "code": ("sandbox", "sandbox_options", "partial_credit", "test_timeout_s"),
 }
 DEFAULT_DATASET = {"math": "arith", "code": "funcs"}
+DEFAULT_N_TASKS = {"math": 500, "code": 200}
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def make_env(env_id: str, **overrides: Any):
             spec.family,
             dataset,
             str(opts.get("split", "train")),
-            int(opts.get("n_tasks", 500)),
+            int(opts.get("n_tasks", DEFAULT_N_TASKS[spec.family])),
             int(opts.get("task_seed", 0)),
         )
     else:

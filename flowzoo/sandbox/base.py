@@ -1,0 +1,112 @@
+"""The sandbox protocol: run an untrusted Python program, get an ExecResult. Knows nothing of
+tasks or environments."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+STATUSES = ("ok", "error", "timeout", "memory", "killed", "sandbox_error")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What happened to one program. ``status`` is one of :data:`STATUSES`."""
+
+    status: str
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    wall_s: float = 0.0
+    #: the signal that ended the program, when one did
+    signal: int | None = None
+    #: stdout or stderr went over the output cap and was cut
+    truncated: bool = False
+    #: the backend and its isolation mechanisms, for the record
+    backend: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program for :meth:`Sandbox.run_many`."""
+
+    source: str
+    files: dict[str, str] = field(default_factory=dict)
+    stdin: str | None = None
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested backend or isolation mechanism does not work on this machine."""
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A place to run untrusted Python programs with limits."""
+
+    name: str
+
+    @property
+    def isolation(self) -> tuple[str, ...]:
+        """The isolation mechanisms actually in force (never more than are)."""
+        ...
+
+    def run(
+        self,
+        source: str,
+        *,
+        files: dict[str, str] | None = None,
+        stdin: str | None = None,
+        timeout_s: float | None = None,
+        memory_mb: int | None = None,
+    ) -> ExecResult: ...
+
+    def run_many(self, jobs: Sequence[Job], max_workers: int | None = None) -> list[ExecResult]: ...
+
+    def close(self) -> None: ...
+
+
+class ConcurrentRunMixin:
+    """``run_many`` on top of ``run``: a thread pool (runs are subprocess waits), results in
+    job order."""
+
+    default_workers: int = 4
+
+    def run_many(self, jobs: Sequence[Job], max_workers: int | None = None) -> list[ExecResult]:
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        workers = max(1, min(max_workers or self.default_workers, len(jobs)))
+
+        def one(j: Job) -> ExecResult:
+            return self.run(
+                j.source, files=j.files, stdin=j.stdin, timeout_s=j.timeout_s, memory_mb=j.memory_mb
+            )
+
+        if workers == 1:
+            return [one(j) for j in jobs]
+        with ThreadPoolExecutor(workers) as ex:
+            return list(ex.map(one, jobs))
+
+
+def classify(exit_code: int | None, sig: int | None, stderr: str, timed_out: bool) -> str:
+    """Map how a program ended to a status."""
+    if timed_out:
+        return "timeout"
+    tail = stderr[-2000:]
+    if "MemoryError" in tail or "Cannot allocate memory" in tail:
+        return "memory"
+    if sig is not None:
+        if sig == 24:  # SIGXCPU: the CPU-time limit
+            return "timeout"
+        return "killed"
+    if exit_code == 0:
+        return "ok"
+    return "error"

@@ -1,0 +1,390 @@
+"""Docker backend: a pool of warm, hardened containers; a run costs an exec, not a start.
+
+Containers run with no network, memory/CPU/pids limits, a read-only root with tmpfs work
+dirs, all capabilities dropped, ``no-new-privileges`` and uid 65534. The program and its
+files travel inside the exec command (no archive copy into tmpfs), a boot script applies
+rlimits, and a run that overruns its time has its container killed and replaced (killing a
+``docker`` client would leave the program running). A container that has processes left
+after a run is replaced too, so no daemon survives into the next run. Every container is
+labelled and removed on ``close()``, at exit, and by :func:`cleanup` after a crash.
+
+Images: pass ``image=`` (any image with ``python3``; ``docker/Dockerfile`` builds one for a
+registry), or leave it unset to use ``flowzoo-sandbox:host``, an image built offline from an
+empty root into which the host's ``/usr``, ``/lib*``, ``/bin`` and the interpreter's prefix are
+bind-mounted read-only (no registry needed).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import io
+import json
+import os
+import queue
+import sys
+import tarfile
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+
+from flowzoo.sandbox.base import ConcurrentRunMixin, ExecResult, SandboxUnavailable, classify
+
+LABEL = "flowzoo.sandbox"
+HOST_IMAGE = "flowzoo-sandbox:host"
+NOBODY = "65534:65534"
+
+_BOOT = """\
+import base64, json, os, sys, resource as R
+_spec = json.loads(base64.b64decode({payload!r}))
+_d = "/box/" + _spec["id"]
+os.makedirs(_d)
+for _n, _t in _spec["files"].items():
+    _p = os.path.join(_d, _n)
+    os.makedirs(os.path.dirname(_p), exist_ok=True)
+    with open(_p, "w", encoding="utf-8", errors="surrogatepass") as _f:
+        _f.write(_t)
+os.chdir(_d)
+if _spec["stdin"] is not None:
+    _fd = os.open(".stdin", os.O_RDONLY); os.dup2(_fd, 0); os.close(_fd)
+for _k, _v in _spec["limits"]:
+    try:
+        R.setrlimit(_k, (_v, _v))
+    except (ValueError, OSError):
+        pass
+sys.argv = ["main.py"]
+sys.path.insert(0, _d)
+_src = open("main.py", "rb").read()
+_g = {{"__name__": "__main__", "__file__": os.path.join(_d, "main.py"), "__builtins__": __builtins__}}
+exec(compile(_src, "main.py", "exec"), _g)
+"""
+
+
+def _client():
+    try:
+        import docker
+    except ImportError as e:
+        raise SandboxUnavailable(
+            "the Docker backend needs the docker SDK: pip install 'flowzoo[docker]'"
+        ) from e
+    try:
+        c = docker.from_env(timeout=30)
+        c.ping()
+        return c
+    except Exception as e:
+        raise SandboxUnavailable(f"no Docker engine answers: {e}") from e
+
+
+def docker_unavailable_reason() -> str | None:
+    """None when a Docker engine answers, else why not (for skips and errors)."""
+    try:
+        _client().close()
+        return None
+    except SandboxUnavailable as e:
+        return str(e)
+
+
+def ensure_host_image(client) -> str:
+    """Build ``flowzoo-sandbox:host`` offline (an empty root with mount points) if absent."""
+    try:
+        client.images.get(HOST_IMAGE)
+        return HOST_IMAGE
+    except Exception:
+        pass
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in (
+            "box",
+            "tmp",
+            "usr",
+            "lib",
+            "lib64",
+            "lib32",
+            "bin",
+            "sbin",
+            "etc",
+            "proc",
+            "dev",
+            "sys",
+        ):
+            info = tarfile.TarInfo(d)
+            host = "/" + d
+            if d not in ("box", "tmp") and os.path.islink(host):
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(host)
+            else:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o1777 if d in ("tmp", "box") else 0o755
+            tar.addfile(info)
+        passwd = b"root:x:0:0::/:/bin/false\nnobody:x:65534:65534::/box:/bin/false\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+    repo, tag = HOST_IMAGE.split(":")
+    client.api.import_image_from_data(buf.getvalue(), repository=repo, tag=tag)
+    return HOST_IMAGE
+
+
+def _host_mounts() -> tuple[dict, str]:
+    vols: dict[str, dict] = {}
+    for d in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.isdir(d) and not os.path.islink(d):
+            vols[d] = {"bind": d, "mode": "ro"}
+    exe = os.path.realpath(sys.executable)
+    prefix = os.path.realpath(sys.base_prefix)
+    if not any(prefix.startswith(v + "/") or prefix == v for v in vols):
+        vols[prefix] = {"bind": prefix, "mode": "ro"}
+    return vols, exe
+
+
+@dataclass(frozen=True)
+class DockerLimits:
+    timeout_s: float = 10.0
+    memory_mb: int = 512
+    cpus: float = 1.0
+    pids_limit: int = 64
+    max_output_bytes: int = 1 << 20
+    max_file_mb: int = 16
+    tmpfs_mb: int = 64
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+class DockerSandbox(ConcurrentRunMixin):
+    """Runs Python programs by exec into a pool of warm hardened containers."""
+
+    name = "docker"
+
+    def __init__(
+        self, image: str | None = None, pool_size: int = 2, python: str = "python3", **limits
+    ) -> None:
+        valid = set(DockerLimits.__dataclass_fields__)
+        bad = set(limits) - valid
+        if bad:
+            raise ValueError(
+                f"unknown docker sandbox limits {sorted(bad)}; valid: {', '.join(sorted(valid))}"
+            )
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        self.limits = DockerLimits(**limits)
+        self.client = _client()
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if image is None:
+            self.image = ensure_host_image(self.client)
+            self._volumes, self.python = _host_mounts()
+        else:
+            self.image, self._volumes, self.python = image, {}, python
+        self.pool_size = pool_size
+        self.default_workers = pool_size
+        self._pool: queue.Queue = queue.Queue()
+        self._all: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        for _ in range(pool_size):
+            self._pool.put(self._start())
+        _LIVE.add(self)
+
+    @property
+    def isolation(self) -> tuple[str, ...]:
+        return (
+            "docker",
+            "net-none",
+            "read-only-root",
+            "cap-drop-all",
+            "no-new-privileges",
+            "uid-65534",
+            "memory",
+            "pids",
+            "cpus",
+            "rlimits",
+        )
+
+    def _start(self):
+        lim = self.limits
+        c = self.client.containers.run(
+            self.image,
+            [self.python, "-I", "-S", "-c", "import time\nwhile True: time.sleep(3600)"],
+            detach=True,
+            network_mode="none",
+            mem_limit=f"{lim.memory_mb + 64}m",
+            memswap_limit=f"{lim.memory_mb + 64}m",
+            nano_cpus=int(lim.cpus * 1e9),
+            pids_limit=lim.pids_limit,
+            read_only=True,
+            tmpfs={"/box": f"size={lim.tmpfs_mb}m,mode=1777", "/tmp": "size=16m,mode=1777"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            user=NOBODY,
+            volumes=self._volumes,
+            environment={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/box"},
+            working_dir="/box",
+            labels={LABEL: "1", f"{LABEL}.owner": self.owner},
+        )
+        with self._lock:
+            self._all.add(c.id)
+        return c
+
+    def _discard(self, c) -> None:
+        try:
+            c.remove(force=True)
+        except Exception:
+            pass
+        with self._lock:
+            self._all.discard(c.id)
+
+    def run(
+        self, source: str, *, files=None, stdin=None, timeout_s=None, memory_mb=None
+    ) -> ExecResult:
+        """Run ``source`` as ``main.py`` in a warm container; never raises for what it does."""
+        import resource as R
+
+        if self._closed:
+            return ExecResult("sandbox_error", None, "", "sandbox is closed", backend="docker")
+        lim = self.limits
+        timeout = float(timeout_s if timeout_s is not None else lim.timeout_s)
+        mem = int(memory_mb if memory_mb is not None else lim.memory_mb)
+        all_files = {**(files or {}), "main.py": source}
+        for n in all_files:
+            if n.startswith("/") or ".." in n.split("/"):
+                return ExecResult(
+                    "sandbox_error",
+                    None,
+                    "",
+                    f"file name {n!r} must stay inside the work dir",
+                    backend="docker",
+                )
+        if stdin is not None:
+            all_files[".stdin"] = stdin
+        spec = {
+            "id": uuid.uuid4().hex,
+            "files": all_files,
+            "stdin": stdin,
+            "limits": [
+                (R.RLIMIT_CPU, int(timeout) + 1),
+                (R.RLIMIT_AS, max(64, mem) << 20),
+                (R.RLIMIT_FSIZE, lim.max_file_mb << 20),
+                (R.RLIMIT_CORE, 0),
+            ],
+        }
+        payload = base64.b64encode(json.dumps(spec).encode()).decode()
+        cmd = [self.python, "-I", "-S", "-c", _BOOT.format(payload=payload)]
+        c = self._pool.get()
+        healthy = True
+        try:
+            res, healthy = self._exec(c, cmd, timeout, lim.max_output_bytes)
+            if healthy:
+                healthy = self._clean_after(c)
+            return res
+        finally:
+            if healthy and not self._closed:
+                self._pool.put(c)
+            else:
+                self._discard(c)
+                if not self._closed:
+                    try:
+                        self._pool.put(self._start())
+                    except Exception:
+                        pass
+
+    def _exec(self, c, cmd, timeout: float, cap: int) -> tuple[ExecResult, bool]:
+        api = self.client.api
+        t0 = time.monotonic()
+        try:
+            ex = api.exec_create(c.id, cmd, user=NOBODY, workdir="/box")
+            stream = api.exec_start(ex["Id"], stream=True, demux=True)
+        except Exception as e:
+            return ExecResult(
+                "sandbox_error",
+                None,
+                "",
+                f"docker exec failed: {e}",
+                time.monotonic() - t0,
+                backend="docker",
+            ), False
+        bufs = [bytearray(), bytearray()]
+        state = {"truncated": False}
+
+        def pump():
+            try:
+                for out, err in stream:
+                    for i, chunk in enumerate((out, err)):
+                        if chunk:
+                            room = cap - len(bufs[i])
+                            if room > 0:
+                                bufs[i] += chunk[:room]
+                            if len(chunk) > max(room, 0):
+                                state["truncated"] = True
+            except Exception:
+                pass
+
+        th = threading.Thread(target=pump, daemon=True)
+        th.start()
+        th.join(timeout)
+        timed_out = th.is_alive()
+        healthy = True
+        code = None
+        if timed_out:
+            healthy = False
+            try:
+                c.kill()
+            except Exception:
+                pass
+            th.join(5)
+        else:
+            try:
+                code = api.exec_inspect(ex["Id"]).get("ExitCode")
+            except Exception:
+                healthy = False
+        wall = time.monotonic() - t0
+        stdout = bytes(bufs[0]).decode("utf-8", errors="replace")
+        stderr = bytes(bufs[1]).decode("utf-8", errors="replace")
+        sig = code - 128 if code is not None and code > 128 else None
+        status = classify(code, sig, stderr, timed_out)
+        return ExecResult(
+            status, code, stdout, stderr, wall, sig, state["truncated"], "docker"
+        ), healthy
+
+    def _clean_after(self, c) -> bool:
+        """True when only the container's idle process is left (else it is replaced)."""
+        try:
+            procs = c.top().get("Processes") or []
+            return len(procs) <= 1
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        """Remove every container this sandbox started."""
+        self._closed = True
+        with self._lock:
+            ids = list(self._all)
+        for cid in ids:
+            try:
+                self.client.api.remove_container(cid, force=True)
+            except Exception:
+                pass
+        with self._lock:
+            self._all.clear()
+
+
+def cleanup(client=None) -> int:
+    """Remove every flowzoo sandbox container on this engine (e.g. after a crash)."""
+    client = client or _client()
+    n = 0
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        try:
+            c.remove(force=True)
+            n += 1
+        except Exception:
+            pass
+    return n
+
+
+@atexit.register
+def _close_all() -> None:
+    for s in list(_LIVE):
+        try:
+            s.close()
+        except Exception:
+            pass

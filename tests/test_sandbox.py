@@ -1,0 +1,275 @@
+"""Hostile programs against every sandbox backend that works here (Docker skips with the
+reason when no engine answers). Each must be contained and reported, the host unaffected,
+nothing left running."""
+
+import os
+import time
+import uuid
+
+import pytest
+
+from flowzoo.sandbox import STATUSES, Job, SandboxUnavailable, get_sandbox
+from flowzoo.sandbox.process import probe
+
+
+def _docker_or_skip():
+    from flowzoo.sandbox.docker import docker_unavailable_reason
+
+    why = docker_unavailable_reason()
+    if why:
+        pytest.skip(f"no Docker engine: {why}")
+    return get_sandbox("docker", timeout_s=5, memory_mb=256, pool_size=2)
+
+
+@pytest.fixture(
+    scope="module", params=["process", pytest.param("docker", marks=pytest.mark.docker)]
+)
+def sbx(request):
+    if request.param == "docker":
+        s = _docker_or_skip()
+    else:
+        s = get_sandbox("process", timeout_s=5, memory_mb=256)
+    yield s
+    s.close()
+
+
+def _procs_with(token: str) -> list[int]:
+    hits = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    hits.append(int(pid))
+        except OSError:
+            pass
+    return hits
+
+
+def test_hello_and_stdin(sbx):
+    r = sbx.run("import sys; print('hi', sys.stdin.read().upper())", stdin="abc")
+    assert r.status == "ok" and r.stdout.strip() == "hi ABC" and r.exit_code == 0
+    assert r.status in STATUSES and r.backend.startswith(sbx.name)
+
+
+def test_files_beside_main(sbx):
+    r = sbx.run("import helper; print(helper.X)", files={"helper.py": "X = 41 + 1"})
+    assert r.stdout.strip() == "42"
+
+
+def test_infinite_loop_times_out(sbx):
+    t = time.monotonic()
+    r = sbx.run("while True: pass", timeout_s=1.5)
+    assert r.status == "timeout"
+    assert time.monotonic() - t < 10
+
+
+def test_sleep_times_out(sbx):
+    r = sbx.run("import time; time.sleep(60)", timeout_s=1.0)
+    assert r.status == "timeout" and r.wall_s < 5
+
+
+def test_fork_bomb_is_contained(sbx):
+    r = sbx.run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+        timeout_s=2,
+    )
+    assert r.status in ("timeout", "killed", "error")
+    time.sleep(0.5)
+    ok = sbx.run("print('still fine')")
+    assert ok.status == "ok", ok
+
+
+def test_memory_bomb(sbx):
+    r = sbx.run("x = bytearray(2 * 1024**3)\nprint('allocated')", memory_mb=128)
+    assert r.status in ("memory", "killed")
+    assert "allocated" not in r.stdout
+
+
+def test_stdout_flood_is_capped(sbx):
+    r = sbx.run("import sys\nfor _ in range(100): sys.stdout.write('x' * 1_000_000)", timeout_s=20)
+    assert r.truncated
+    assert len(r.stdout) <= 1 << 20
+    assert r.status in ("ok", "killed", "timeout")
+
+
+def test_cannot_write_outside_work_dir(sbx):
+    name = f"flowzoo-escape-{uuid.uuid4().hex}"
+    src = (
+        "import os\n"
+        "for d in ('/tmp', '/root', '/etc', os.path.expanduser('~'), '/var/tmp'):\n"
+        "    try:\n"
+        f"        open(os.path.join(d, {name!r}), 'w').write('x')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        f"open({name!r}, 'w').write('inside is fine')\n"
+        "print('done')"
+    )
+    r = sbx.run(src)
+    assert r.status == "ok"
+    if "fs-readonly" in sbx.isolation:
+        for d in ("/tmp", "/root", "/etc", "/var/tmp"):
+            assert not os.path.exists(os.path.join(d, name)), d
+    else:
+        for d in ("/root", "/etc"):
+            assert not os.path.exists(os.path.join(d, name)), d
+
+
+def test_cannot_read_parent_environment(sbx, monkeypatch):
+    secret = uuid.uuid4().hex
+    monkeypatch.setenv("FLOWZOO_TEST_SECRET", secret)
+    src = (
+        "import os\nprint(dict(os.environ))\n"
+        "try:\n    print(open(f'/proc/{os.getppid()}/environ', 'rb').read())\nexcept OSError as e:\n    print(e)"
+    )
+    r = sbx.run(src)
+    assert secret not in r.stdout and secret not in r.stderr
+
+
+def test_no_network(sbx):
+    if "net-ns" not in sbx.isolation and sbx.name == "process":
+        pytest.skip(
+            f"this machine's mechanism {sbx.isolation} has no network isolation (reported as such)"
+        )
+    src = (
+        "import socket\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+        "    print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('blocked', e)\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 80), timeout=1)\n"
+        "    print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('blocked', e)\n"
+    )
+    r = sbx.run(src)
+    assert "CONNECTED" not in r.stdout and r.stdout.count("blocked") == 2
+
+
+def test_killing_its_parent_does_not_hurt_the_host(sbx):
+    r = sbx.run(
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\nprint('tried')"
+    )
+    assert r.status in STATUSES
+    assert sbx.run("print(1)").status == "ok"
+
+
+def test_daemon_does_not_outlive_the_run(sbx):
+    if sbx.name == "process" and "pid-ns" not in sbx.isolation:
+        pytest.skip("no PID namespace here: a setsid daemon can escape (reported in isolation)")
+    token = f"{int(uuid.uuid4().int % 1000) + 100}.{uuid.uuid4().int % 10**6:06d}"
+    src = (
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv('/bin/sleep', ['sleep', {token!r}])\n"
+        "    os._exit(0)\n"
+        "print('parent exits')"
+    )
+    r = sbx.run(src)
+    assert r.status == "ok"
+    time.sleep(0.5)
+    assert _procs_with(token) == []
+
+
+@pytest.mark.parametrize(
+    "src,status,code",
+    [
+        ("import sys; sys.exit(3)", "error", 3),
+        ("import os; os._exit(7)", "error", 7),
+        ("raise SystemExit(0)", "ok", 0),
+        ("def f(:\n", "error", 1),
+        ("raise ValueError('boom')", "error", 1),
+    ],
+)
+def test_exits_and_errors(sbx, src, status, code):
+    r = sbx.run(src)
+    assert (r.status, r.exit_code) == (status, code)
+    if "def f(" in src:
+        assert "SyntaxError" in r.stderr
+
+
+def test_non_utf8_output(sbx):
+    r = sbx.run("import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok\\n')")
+    assert r.status == "ok" and "ok" in r.stdout and "\ufffd" in r.stdout
+
+
+def test_run_many_keeps_order_and_mixes_outcomes(sbx):
+    jobs = [Job(f"print({i})") for i in range(6)] + [
+        Job("while True: pass", timeout_s=1),
+        Job("1/0"),
+    ]
+    res = sbx.run_many(jobs)
+    assert [r.stdout.strip() for r in res[:6]] == [str(i) for i in range(6)]
+    assert res[6].status == "timeout" and res[7].status == "error"
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="valid"):
+        get_sandbox("vm")
+    with pytest.raises(ValueError, match="bwrap"):
+        get_sandbox("process", mechanism="chroot")
+    with pytest.raises(ValueError, match="timeout_s"):
+        get_sandbox("process", timeout=3)
+    s = get_sandbox("process")
+    r = s.run("print(1)", files={"../evil.py": "x"})
+    assert r.status == "sandbox_error" and "inside the work dir" in r.stderr
+
+
+def test_isolation_is_reported_honestly():
+    s = get_sandbox("process")
+    if probe("bwrap"):
+        assert s.mechanism == "bwrap" and "net-ns" in s.isolation
+    none = get_sandbox("process", mechanism="none")
+    assert "net-ns" not in none.isolation and "pid-ns" not in none.isolation
+    assert none.run("print(2)").stdout.strip() == "2"
+
+
+def test_unavailable_mechanism_refuses(monkeypatch):
+    import flowzoo.sandbox.process as sp
+
+    monkeypatch.setattr(sp, "probe", lambda m: m == "none")
+    with pytest.raises(SandboxUnavailable):
+        sp.ProcessSandbox(mechanism="bwrap")
+    with pytest.warns(UserWarning, match="rlimits only"):
+        assert sp.ProcessSandbox(mechanism="auto").mechanism == "none"
+
+
+def test_sandbox_fusion_status_mapping_and_missing_url(monkeypatch):
+    from flowzoo.sandbox.fusion import map_fusion_status
+
+    ok = {
+        "status": "Success",
+        "run_result": {"status": "Finished", "return_code": 0, "stdout": "1\n", "stderr": ""},
+    }
+    assert map_fusion_status(ok)[:3] == ("ok", 0, "1\n")
+    tle = {"status": "Failed", "run_result": {"status": "TimeLimitExceeded", "return_code": None}}
+    assert map_fusion_status(tle)[0] == "timeout"
+    err = {
+        "status": "Failed",
+        "run_result": {"status": "Finished", "return_code": 1, "stderr": "MemoryError"},
+    }
+    assert map_fusion_status(err)[0] == "memory"
+    assert map_fusion_status({"status": "SandboxError", "message": "down"})[0] == "sandbox_error"
+    monkeypatch.delenv("FLOWZOO_SANDBOX_FUSION_URL", raising=False)
+    with pytest.raises(SandboxUnavailable, match="url"):
+        get_sandbox("sandbox-fusion")
+
+
+def test_sandbox_fusion_server():
+    url = os.environ.get("FLOWZOO_SANDBOX_FUSION_URL")
+    if not url:
+        pytest.skip("no SandboxFusion server: set FLOWZOO_SANDBOX_FUSION_URL to run this test")
+    s = get_sandbox("sandbox-fusion", url=url)
+    assert s.run("print(6 * 7)").stdout.strip() == "42"
+    assert s.run("while True: pass", timeout_s=1).status == "timeout"
+
+
+def test_sandbox_fusion_unreachable_is_a_sandbox_error():
+    s = get_sandbox("sandbox-fusion", url="http://127.0.0.1:9", retries=1)
+    r = s.run("print(1)")
+    assert r.status == "sandbox_error" and "request failed" in r.stderr
