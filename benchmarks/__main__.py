@@ -1,0 +1,50 @@
+"""`python -m benchmarks [--quick] [--only NAME ...] [--json PATH]`: run, print a table, write JSON."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+import time
+
+BENCHES = ("env", "verifier", "sandbox")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks")
+    p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    p.add_argument("--only", action="append", choices=BENCHES)
+    p.add_argument("--json", default="benchmarks/results.json")
+    args = p.parse_args(argv)
+    rows = []
+    for name in args.only or BENCHES:
+        t = time.perf_counter()
+        mod = importlib.import_module(f"benchmarks.bench_{name}")
+        got = mod.run(quick=args.quick)
+        rows += got
+        print(f"[{name}] {len(got)} rows in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    print(
+        f"{'bench':<9} {'metric':<46} {'value':>10} {'reference':>10} {'ratio':>7} {'target':>7} met"
+    )
+    for r in rows:
+        tgt = "" if r.target is None else (("<=" if r.lower_is_better else ">=") + f"{r.target:g}")
+        met = {True: "yes", False: "NO", None: ""}[r.met]
+        print(
+            f"{r.bench:<9} {r.metric:<46} {r.value:>10.3g} {r.reference:>10.3g} {r.ratio:>7.2f} {tgt:>7} {met}"
+        )
+    out = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "quick": args.quick,
+        "rows": [r.as_dict() for r in rows],
+    }
+    with open(args.json, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

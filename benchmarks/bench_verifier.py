@@ -1,0 +1,107 @@
+"""Math verifier: checks/s and accuracy vs math_verify called the right way (same run)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from benchmarks.common import Row
+from flowzoo.tasks.math import arithmetic_tasks, check
+from tests.math_pairs import TRICKY_PAIRS
+
+
+def generated_pairs(n: int, seed: int = 0) -> list[tuple[str, str, bool]]:
+    """Gold/prediction pairs in the forms rollouts produce, half right, half wrong."""
+    r = random.Random(seed)
+    golds = [t.answer for t in arithmetic_tasks(400, seed=seed)]
+    out = []
+    while len(out) < n:
+        g = r.choice(golds)
+        v = int(g)
+        right = r.random() < 0.5
+        w = v if right else v + r.choice([-2, -1, 1, 2, 10])
+        form = r.randrange(8)
+        if form == 0:
+            p = str(w)
+        elif form == 1:
+            p = f"{w}.0"
+        elif form == 2:
+            p = f"x = {w}"
+        elif form == 3:
+            p = f"{w} apples"
+        elif form == 4:
+            p = f"\\frac{{{2 * w}}}{{2}}"
+        elif form == 5:
+            p = f"\\text{{{w}}}"
+        elif form == 6:
+            p = f"{w:,}"
+        else:
+            p = f"\\sqrt{{{w * w}}}" if w >= 0 else str(w)
+        out.append((g, p, right))
+    return out
+
+
+def _reference_check():
+    logging.disable(logging.CRITICAL)
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    cfg = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+
+    def ref(gold: str, pred: str) -> bool:
+        try:
+            g = parse("$\\boxed{" + gold + "}$", extraction_config=cfg, parsing_timeout=None)
+            p = parse("$\\boxed{" + pred + "}$", extraction_config=cfg, parsing_timeout=None)
+            return bool(verify(g, p, timeout_seconds=None))
+        except Exception:
+            return False
+
+    return ref
+
+
+def run(quick: bool = False) -> list[Row]:
+    n_gen = 2000 if quick else 10_000
+    n_ref = 300 if quick else 1000
+    pairs = list(TRICKY_PAIRS) + generated_pairs(n_gen)
+    check("1", "\\sqrt{1}")  # start the worker outside the timing
+    t = time.perf_counter()
+    ours = [check(g, p).correct for g, p, _ in pairs]
+    ours_rate = len(pairs) / (time.perf_counter() - t)
+    ref = _reference_check()
+    sample = list(TRICKY_PAIRS) + generated_pairs(n_ref, seed=1)
+    t = time.perf_counter()
+    theirs = [ref(g, p) for g, p, _ in sample]
+    ref_rate = len(sample) / (time.perf_counter() - t)
+    acc = sum(o == e for o, (_, _, e) in zip(ours, pairs, strict=True)) / len(pairs)
+    ref_acc = sum(o == e for o, (_, _, e) in zip(theirs, sample, strict=True)) / len(sample)
+    tricky_ours = sum(check(g, p).correct == e for g, p, e in TRICKY_PAIRS)
+    tricky_ref = sum(ref(g, p) == e for g, p, e in TRICKY_PAIRS)
+    return [
+        Row(
+            "verifier",
+            "checks/s",
+            ours_rate,
+            ref_rate,
+            "math_verify (gold boxed, LaTeX config)",
+            "checks/s",
+            target=5.0,
+        ),
+        Row(
+            "verifier",
+            "accuracy (tricky + generated)",
+            acc,
+            ref_acc,
+            "math_verify accuracy",
+            "fraction",
+            target=1.0,
+        ),
+        Row(
+            "verifier",
+            f"tricky table correct of {len(TRICKY_PAIRS)}",
+            tricky_ours,
+            tricky_ref,
+            "math_verify on the table",
+            "pairs",
+            target=1.0,
+        ),
+    ]
