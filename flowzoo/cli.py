@@ -1,4 +1,4 @@
-"""``flowzoo`` command line: ``envs`` lists the environments, ``demo`` plays them.
+"""``flowzoo`` command line: ``train``, ``eval``, ``pretrain-tiny``, ``envs``, ``demo``.
 
 Subcommands that need torch import it lazily, so ``flowzoo envs`` works on a plain install.
 """
@@ -6,9 +6,11 @@ Subcommands that need torch import it lazily, so ``flowzoo envs`` works on a pla
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _cmd_envs(args: argparse.Namespace) -> int:
@@ -69,6 +71,104 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_config_from_args(args: argparse.Namespace):
+    import dataclasses
+
+    from flowzoo.agents.trainer import TrainConfig, load_config_file
+
+    given = {
+        k: v
+        for k, v in vars(args).items()
+        if k in {f.name for f in dataclasses.fields(TrainConfig)} and v is not None
+    }
+    for key in ("env_options", "kl_per_role"):
+        if isinstance(given.get(key), str):
+            given[key] = json.loads(given[key])
+    if args.config:
+        return load_config_file(args.config, **given)
+    return TrainConfig(**given)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from flowzoo.agents.trainer import Trainer, TrainingDiverged
+
+    cfg = _train_config_from_args(args)
+    if cfg.out_dir == "runs/default":
+        cfg.out_dir = f"runs/{cfg.env}-{cfg.policy}-{cfg.param}-{cfg.algo}-{cfg.model.replace('/', '_')}-s{cfg.seed}"
+    print(
+        f"flowzoo train: {cfg.env} | policy {cfg.policy}/{cfg.param} | {cfg.algo} | model {cfg.model} | {cfg.steps} steps -> {cfg.out_dir}"
+    )
+    try:
+        summary = Trainer(cfg).train()
+    except TrainingDiverged as e:
+        print(
+            f"flowzoo: training stopped: {e}; the last good checkpoint is in {cfg.out_dir}/checkpoint",
+            file=sys.stderr,
+        )
+        return 3
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(summary: dict) -> None:
+    c = summary.get("curve")
+    print(
+        f"status {summary['status']} after {summary['steps_done']} steps in {summary['wall_s']:.0f}s"
+    )
+    if c:
+        print(
+            f"held-out accuracy: base {c['base']:.3f}  peak {c['peak']:.3f} (step {c['peak_step']})  "
+            f"final {c['final']:.3f}  delta {c['delta_vs_base']:+.3f}  cliff {'yes' if c['cliff'] else 'no'}"
+        )
+    shares = summary.get("mean_grad_share") or {}
+    if shares:
+        print("mean gradient-mass share: " + ", ".join(f"{r} {v:.2f}" for r, v in shares.items()))
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from flowzoo.agents.evaluate import evaluate_env, single_policy
+    from flowzoo.agents.policy import Policy
+    from flowzoo.agents.tiny import resolve_model
+
+    pol = Policy(resolve_model(args.model))
+    envs = args.env or ["eval-opt-math", "voting-math", "orch-workers-math"]
+    rows = []
+    for env_id in envs:
+        r = evaluate_env(
+            env_id,
+            single_policy(pol),
+            n_episodes=args.episodes,
+            temperature=args.temperature,
+            seed=args.seed,
+        )
+        rows.append(r.as_dict())
+        fails = ", ".join(f"{k} {v:.2f}" for k, v in r.parse_fail.items())
+        print(f"{env_id:<20} accuracy {r.accuracy:.3f}  parse failures: {fails}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    import time
+
+    from flowzoo.agents.tiny import PretrainConfig, ensure_tiny, fast_config
+
+    for scale in args.scale:
+        cfg = (
+            fast_config(scale)
+            if args.fast
+            else PretrainConfig(scale=scale, **({"steps": args.steps} if args.steps else {}))
+        )
+        t = time.time()
+        path = ensure_tiny(cfg, cache_dir=args.cache_dir)
+        meta = json.loads((path / "flowzoo_tiny.json").read_text())
+        print(
+            f"{scale}: {meta['parameters']:,} parameters, {meta['corpus_examples']} examples, trained {meta['train_seconds']:.0f}s (this call {time.time() - t:.0f}s) -> {path}"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flowzoo", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -81,11 +181,63 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--error-rate", type=float, default=0.3)
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=_cmd_demo)
+
+    t = sub.add_parser("train", help="train a workflow's roles with GRPO or PPO")
+    t.add_argument("--config", help="a TOML or YAML file of TrainConfig fields (flags override it)")
+    _add_train_flags(t)
+    t.set_defaults(fn=_cmd_train)
+
+    ev = sub.add_parser("eval", help="evaluate a model as every role on held-out problems")
+    ev.add_argument(
+        "--model", default="tiny-s", help="tiny-s | tiny-m | tiny-l | a local checkpoint path"
+    )
+    ev.add_argument("--env", action="append")
+    ev.add_argument("--episodes", type=int, default=100)
+    ev.add_argument("--temperature", type=float, default=0.0)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--json", default=None)
+    ev.set_defaults(fn=_cmd_eval)
+
+    pt = sub.add_parser("pretrain-tiny", help="build and pretrain the tiny base models (cached)")
+    pt.add_argument(
+        "--scale", action="append", choices=["tiny-s", "tiny-m", "tiny-l"], default=None
+    )
+    pt.add_argument("--fast", action="store_true", help="seconds-scale run for tests")
+    pt.add_argument("--steps", type=int, default=None)
+    pt.add_argument("--cache-dir", default=None)
+    pt.set_defaults(fn=_cmd_pretrain)
     return p
+
+
+def _add_train_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field (defaults come from the dataclass, or the file)."""
+    import dataclasses
+    import typing
+
+    from flowzoo.agents.trainer import TrainConfig
+
+    hints = typing.get_type_hints(TrainConfig)
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        tp = hints[f.name]
+        if tp is bool:
+            p.add_argument(
+                flag,
+                dest=f.name,
+                default=None,
+                type=lambda x: x.lower() in ("1", "true", "yes", "on"),
+                metavar="BOOL",
+            )
+        elif tp in (int, float, str):
+            p.add_argument(flag, dest=f.name, default=None, type=tp)
+        else:  # dicts: JSON on the command line
+            p.add_argument(flag, dest=f.name, default=None, type=str, metavar="JSON")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "scale", "unset") is None:
+        args.scale = ["tiny-s", "tiny-m", "tiny-l"]
     try:
         return int(args.fn(args) or 0)
     except (ValueError, FileNotFoundError, ImportError) as e:

@@ -33,7 +33,13 @@ FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
     "code": ("sandbox", "sandbox_options", "partial_credit", "test_timeout_s"),
 }
 DEFAULT_DATASET = {"math": "arith", "code": "funcs"}
-DEFAULT_N_TASKS = {"math": 500, "code": 200}
+#: default number of generated problems per (family, split)
+DEFAULT_N_TASKS = {
+    ("math", "train"): 500,
+    ("math", "test"): 200,
+    ("code", "train"): 200,
+    ("code", "test"): 100,
+}
 
 
 @dataclass(frozen=True)
@@ -134,11 +140,12 @@ def make_env(env_id: str, **overrides: Any):
     if isinstance(dataset, TaskSet):
         tasks = dataset
     elif isinstance(dataset, str):
+        split = str(opts.get("split", "train"))
         tasks = _load_tasks(
             spec.family,
             dataset,
-            str(opts.get("split", "train")),
-            int(opts.get("n_tasks", DEFAULT_N_TASKS[spec.family])),
+            split,
+            int(opts.get("n_tasks", DEFAULT_N_TASKS.get((spec.family, split), 200))),
             int(opts.get("task_seed", 0)),
         )
     else:

@@ -100,11 +100,26 @@ def expert_policy(error_rate: float, seed: int = 0) -> Policy:
             bad = [i for i in range(len(cands)) if i not in good]
             pool = bad if (err and bad) else (good or bad)
             return f"Best is candidate {pool[0] + 1}. \\boxed{{{pool[0] + 1}}}"
-        if role == "worker" and getattr(wf.options, "mode", "") == "decompose":
-            return fam.reference_completion(task) if not err else fam.wrong_completion(task)
-        return fam.wrong_completion(task) if err else fam.reference_completion(task)
+        if role in ("aggregator", "synthesizer"):
+            # combine what the others said: take the majority of their answers (or, on a
+            # slip, a wrong one), rather than solving from scratch
+            src = "solver" if role == "aggregator" else "worker"
+            return _combine(env, _candidates(env, src), err, rng)
+        return fam.noisy_completion(task, rng) if err else fam.reference_completion(task)
 
     return policy
+
+
+def _combine(env: WorkflowEnv, cands: list[str], err: bool, rng: random.Random) -> str:
+    fam, task = env.family, env.episode.task
+    verdicts = fam.score_many(task, cands)
+    good = [c for c, v in zip(cands, verdicts, strict=True) if v.correct]
+    bad = [
+        c for c, v in zip(cands, verdicts, strict=True) if not v.correct and v.extracted is not None
+    ]
+    if err or not good:
+        return bad[0] if bad else fam.noisy_completion(task, rng)
+    return good[0]
 
 
 def play_episode(

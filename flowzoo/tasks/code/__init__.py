@@ -6,6 +6,8 @@ Untrusted code only ever runs inside the sandbox backend chosen by ``sandbox=``
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -164,6 +166,33 @@ class CodeFamily:
     def reference_completion(self, task: Task) -> str:
         """A correct completion: the canonical solution in a fenced block."""
         return f"```python\n{task.answer.rstrip()}\n```"
+
+    def noisy_completion(self, task: Task, rng: random.Random) -> str:
+        """A plausible buggy completion: one constant or comparison of the canonical
+        solution changed (may occasionally still pass, like a real near-miss)."""
+        src = task.answer
+        nums = [m for m in re.finditer(r"(?<![\w.])\d+", src)]
+        if nums and rng.random() < 0.7:
+            m = rng.choice(nums)
+            new = str(int(m.group()) + rng.choice([-1, 1, 2]))
+            src = src[: m.start()] + new + src[m.end() :]
+        else:
+            swaps = [
+                ("<=", "<"),
+                (">=", ">"),
+                (" > ", " >= "),
+                (" < ", " <= "),
+                (" + ", " - "),
+                (" - ", " + "),
+                ("==", "!="),
+            ]
+            hits = [(a, b) for a, b in swaps if a in src]
+            if hits:
+                a, b = rng.choice(hits)
+                src = src.replace(a, b, 1)
+            else:
+                return self.wrong_completion(task)
+        return f"```python\n{src.rstrip()}\n```"
 
     def wrong_completion(self, task: Task) -> str:
         """A well-formed completion that fails the tests (returns None)."""

@@ -5,6 +5,7 @@ Public entry points other tools call: :func:`extract_answer` and :func:`is_equiv
 
 from __future__ import annotations
 
+import random
 from collections.abc import Hashable, Sequence
 
 from flowzoo.tasks.base import Task, Verdict
@@ -14,6 +15,7 @@ from flowzoo.tasks.math.data import (
     load_math_dataset,
     load_math_file,
     reasoning_gym_tasks,
+    solve_steps,
 )
 from flowzoo.tasks.math.extract import extract_answer, normalize, to_number
 from flowzoo.tasks.math.verify import check, is_equivalent
@@ -48,8 +50,22 @@ class MathFamily:
         return [self.score(task, t) for t in texts]
 
     def reference_completion(self, task: Task) -> str:
-        """A correct, well-formed completion (for scripted experts and tests)."""
+        """A correct, well-formed completion (worked steps where the task has them)."""
+        steps = task.meta.get("steps")
+        if steps:
+            lines, _ = solve_steps(steps)
+            return ". ".join(lines) + f". \\boxed{{{task.answer}}}"
         return f"The answer is \\boxed{{{task.answer}}}."
+
+    def noisy_completion(self, task: Task, rng: random.Random) -> str:
+        """A plausible wrong completion: one arithmetic slip carried through the steps."""
+        steps = task.meta.get("steps")
+        if not steps:
+            return self.wrong_completion(task)
+        at = rng.randrange(len(steps))
+        slip = rng.choice([-10, -2, -1, 1, 2, 10])
+        lines, val = solve_steps(steps, slip_at=at, slip=slip)
+        return ". ".join(lines) + f". \\boxed{{{val}}}"
 
     def wrong_completion(self, task: Task) -> str:
         """A well-formed completion whose answer is wrong."""

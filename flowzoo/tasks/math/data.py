@@ -28,43 +28,67 @@ def _split_of(question: str) -> str:
     return "test" if stable_hash(question) % TEST_FRACTION_DEN == 0 else "train"
 
 
-def _level1(r: random.Random) -> tuple[str, int]:
-    a, b = r.randint(1, 20), r.randint(1, 20)
+#: A worked solution is a list of steps ``(left, op, right)``; ``None`` as an operand means
+#: "the previous step's result". Experts write the steps out; noisy ones slip on one of them.
+Step = tuple[int | None, str, int | None]
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+def solve_steps(
+    steps: list[Step], slip_at: int | None = None, slip: int = 0
+) -> tuple[list[str], int]:
+    """Written-out steps (``"6 * 7 = 42"``) and the final value; ``slip`` is added to the
+    result of step ``slip_at`` and carried through the rest, like a real arithmetic slip."""
+    lines: list[str] = []
+    prev = 0
+    for i, (a, op, b) in enumerate(steps):
+        x = prev if a is None else a
+        y = prev if b is None else b
+        prev = _OPS[op](x, y) + (slip if i == slip_at else 0)
+        lines.append(f"{x} {op} {y} = {prev}")
+    return lines, prev
+
+
+_ASK = ("What is {e}?", "Compute {e}.", "Find {e}.", "Calculate {e}.")
+
+
+def _level1(r: random.Random) -> tuple[str, list[Step]]:
+    a, b = r.randint(1, 9), r.randint(1, 9)
+    ask = r.choice(_ASK)
     if r.random() < 0.5:
-        return f"What is {a} + {b}?", a + b
+        return ask.format(e=f"{a} + {b}"), [(a, "+", b)]
     a, b = max(a, b), min(a, b)
-    return f"What is {a} - {b}?", a - b
+    return ask.format(e=f"{a} - {b}"), [(a, "-", b)]
 
 
-def _level2(r: random.Random) -> tuple[str, int]:
-    a, b, c = r.randint(2, 9), r.randint(2, 9), r.randint(1, 20)
-    if r.random() < 0.5:
-        return f"What is {a} * {b} + {c}?", a * b + c
-    return f"What is {a} * {b} - {c}?", a * b - c
+def _level2(r: random.Random) -> tuple[str, list[Step]]:
+    a, b, c = r.randint(2, 5), r.randint(2, 5), r.randint(1, 9)
+    op = "+" if r.random() < 0.5 else "-"
+    return r.choice(_ASK).format(e=f"{a} * {b} {op} {c}"), [(a, "*", b), (None, op, c)]
 
 
-def _level3(r: random.Random) -> tuple[str, int]:
+def _level3(r: random.Random) -> tuple[str, list[Step]]:
     name, thing = r.choice(_NAMES), r.choice(_THINGS)
-    boxes, each, gone = r.randint(2, 6), r.randint(2, 9), r.randint(1, 9)
+    boxes, each, gone = r.randint(2, 4), r.randint(2, 5), r.randint(1, 5)
     q = (
         f"{name} has {boxes} bags with {each} {thing} in each bag. "
         f"{name} gives away {gone} {thing}. How many {thing} are left?"
     )
-    return q, boxes * each - gone
+    return q, [(boxes, "*", each), (None, "-", gone)]
 
 
-def _level4(r: random.Random) -> tuple[str, int]:
+def _level4(r: random.Random) -> tuple[str, list[Step]]:
     a, b = r.sample(_NAMES, 2)
     thing = r.choice(_THINGS)
-    x, k, y = r.randint(2, 15), r.randint(2, 4), r.randint(1, 9)
+    x, k, y = r.randint(2, 9), r.randint(2, 3), r.randint(1, 5)
     q = (
         f"{a} has {x} {thing}. {b} has {k} times as many {thing} as {a}, "
         f"then finds {y} more. How many {thing} do they have together?"
     )
-    return q, x + k * x + y
+    return q, [(k, "*", x), (x, "+", None), (None, "+", y)]
 
 
-LEVELS: dict[int, Callable[[random.Random], tuple[str, int]]] = {
+LEVELS: dict[int, Callable[[random.Random], tuple[str, list[Step]]]] = {
     1: _level1,
     2: _level2,
     3: _level3,
@@ -91,12 +115,14 @@ def arithmetic_tasks(
         if attempts > 200 * n + 10_000:
             raise ValueError(f"cannot generate {n} distinct {split} problems at levels {levels}")
         lv = levels[len(tasks) % len(levels)]
-        q, a = LEVELS[lv](r)
+        q, steps = LEVELS[lv](r)
         if q in seen or _split_of(q) != split:
             continue
         seen.add(q)
+        _, a = solve_steps(steps)
         tid = f"arith-{lv}-{stable_hash(q) % 10**10:010d}"
-        tasks.append(Task(id=tid, question=q, answer=str(a), family="math", meta={"level": lv}))
+        meta = {"level": lv, "steps": steps}
+        tasks.append(Task(id=tid, question=q, answer=str(a), family="math", meta=meta))
     return TaskSet(tasks, name="arith", split=split)
 
 

@@ -1,0 +1,1 @@
+"""LLM policies and training: the only part of flowzoo that imports torch."""

@@ -1,0 +1,135 @@
+"""Drive many env instances at once: at every tick gather the agents whose turn it is, group
+their prompts by policy, generate one batch per policy, step the envs, record every turn.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from flowzoo.agents.policy import Policy
+
+
+@dataclass
+class TurnRecord:
+    """One agent turn, with what the update needs (ids, old log-probs) and the reward."""
+
+    episode: int
+    agent: str
+    role: str
+    #: this agent's turn index within the episode (0 for its first turn)
+    turn: int
+    #: the global turn index within the episode
+    step: int
+    policy: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finished: bool
+    reward: float = 0.0
+    team_reward: float = 0.0
+    role_reward: float = 0.0
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode: its turns and the final bookkeeping."""
+
+    index: int
+    env_id: str
+    task_id: str
+    group: Any
+    turns: list[TurnRecord] = field(default_factory=list)
+    rewards: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.info.get("correct", False))
+
+
+def _advance_dead(env) -> None:
+    """Step through terminated agents (reward bookkeeping) until a live one or the end."""
+    while env.agents:
+        a = env.agent_selection
+        if env.terminations[a] or env.truncations[a]:
+            env.step(None)
+        else:
+            return
+
+
+def rollout(
+    envs: Sequence,
+    policy_for: Callable[[str], tuple[str, Policy]],
+    reset_options: Sequence[dict[str, Any] | None] | None = None,
+    seeds: Sequence[int | None] | None = None,
+    groups: Sequence[Any] | None = None,
+    max_new_tokens: int = 96,
+    temperature: float = 0.7,
+    generator: torch.Generator | None = None,
+) -> list[EpisodeRecord]:
+    """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``."""
+    n = len(envs)
+    reset_options = list(reset_options) if reset_options is not None else [None] * n
+    seeds = list(seeds) if seeds is not None else [None] * n
+    groups = list(groups) if groups is not None else list(range(n))
+    records: list[EpisodeRecord] = []
+    turn_counts: list[dict[str, int]] = []
+    for i, env in enumerate(envs):
+        env.reset(seed=seeds[i], options=reset_options[i])
+        records.append(EpisodeRecord(i, env.env_id, env.episode.task.id, groups[i]))
+        turn_counts.append(defaultdict(int))
+    live = set(range(n))
+    while live:
+        by_policy: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+        pol_obj: dict[str, Policy] = {}
+        for i in sorted(live):
+            env = envs[i]
+            agent = env.agent_selection
+            name, pol = policy_for(env.role_of(agent))
+            pol_obj[name] = pol
+            by_policy[name].append((i, agent, env.observe(agent)["prompt"]))
+        for name, items in by_policy.items():
+            gens = pol_obj[name].generate(
+                [p for _, _, p in items],
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                generator=generator,
+            )
+            for (i, agent, _), g in zip(items, gens, strict=True):
+                env = envs[i]
+                role = env.role_of(agent)
+                records[i].turns.append(
+                    TurnRecord(
+                        episode=i,
+                        agent=agent,
+                        role=role,
+                        turn=turn_counts[i][agent],
+                        step=len(records[i].turns),
+                        policy=name,
+                        prompt_ids=g.prompt_ids,
+                        completion_ids=g.completion_ids,
+                        logprobs=g.logprobs,
+                        text=g.text,
+                        finished=g.finished,
+                    )
+                )
+                turn_counts[i][agent] += 1
+                env.step(g.text)
+                if all(env.terminations[a] or env.truncations[a] for a in env.agents):
+                    rec = records[i]
+                    rec.rewards = {a: float(env.rewards[a]) for a in env.agents}
+                    rec.info = dict(env.infos[env.possible_agents[0]])
+                    by_agent = {a: dict(env.infos[a]) for a in env.agents}
+                    for t in rec.turns:
+                        t.reward = rec.rewards.get(t.agent, 0.0)
+                        t.team_reward = float(by_agent[t.agent].get("team_reward", 0.0))
+                        t.role_reward = float(by_agent[t.agent].get("role_reward", 0.0))
+                    _advance_dead(env)
+                    live.discard(i)
+    return records

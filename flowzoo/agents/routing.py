@@ -1,0 +1,218 @@
+"""PolicyRouter: role -> policy, for the two orthogonal choices the study compares.
+
+**Sharing**: ``shared`` (every role updates one policy), ``isolated`` (one policy per *role*;
+parallel same-role agents such as ``solver_0..2`` share their role's policy), or a user map
+``{"solver": "a", "aggregator": "b"}``. **Parameterisation**: ``full`` (full fine-tuning; an
+isolated policy is a full copy) or ``lora`` (one frozen base, one PEFT LoRA adapter per
+policy; the reference policy is the base with adapters off). Each policy has its own
+optimizer state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from flowzoo.agents.policy import Policy
+
+SHARING = ("shared", "isolated")
+PARAMETERISATIONS = ("full", "lora")
+
+
+@dataclass
+class LoraSettings:
+    """The study's set-up: rank 64, alpha 32, all linear layers."""
+
+    r: int = 64
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str | tuple[str, ...] = "all-linear"
+
+
+def role_map(roles: list[str], sharing: str | dict[str, str]) -> dict[str, str]:
+    """role -> policy name for a sharing choice (a dict must cover every role)."""
+    if isinstance(sharing, dict):
+        missing = [r for r in roles if r not in sharing]
+        if missing:
+            raise ValueError(f"policy map misses roles {missing}; roles are {roles}")
+        return {r: str(sharing[r]) for r in roles}
+    if sharing == "shared":
+        return dict.fromkeys(roles, "shared")
+    if sharing == "isolated":
+        return {r: r for r in roles}
+    raise ValueError(
+        f"unknown policy sharing {sharing!r}; valid: {', '.join(SHARING)} or a role->name map"
+    )
+
+
+def parse_policy_arg(arg: str) -> str | dict[str, str]:
+    """CLI form: ``shared`` | ``isolated`` | ``solver=a,aggregator=b``."""
+    if "=" not in arg:
+        return arg
+    out = {}
+    for part in arg.split(","):
+        role, _, name = part.partition("=")
+        if not role.strip() or not name.strip():
+            raise ValueError(f"bad policy map entry {part!r}; expected role=name")
+        out[role.strip()] = name.strip()
+    return out
+
+
+class AdapterPolicy(Policy):
+    """A view of a shared PEFT model with one adapter active."""
+
+    def __init__(self, base: Policy, adapter: str) -> None:
+        self.__dict__.update(base.__dict__)
+        self.adapter = adapter
+
+    def activate(self) -> None:
+        if self.model.active_adapter != self.adapter:
+            self.model.set_adapter(self.adapter)
+
+    def generate(self, *a, **kw):
+        self.activate()
+        return super().generate(*a, **kw)
+
+    def logprobs(self, *a, **kw):
+        self.activate()
+        return super().logprobs(*a, **kw)
+
+
+class PolicyRouter:
+    """Owns the policies, their trainable parameters and the reference policy."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        roles: list[str],
+        sharing: str | dict[str, str] = "shared",
+        param: str = "full",
+        lora: LoraSettings | None = None,
+        device: str = "cpu",
+        need_reference: bool = False,
+    ) -> None:
+        if param not in PARAMETERISATIONS:
+            raise ValueError(
+                f"unknown parameterisation {param!r}; valid: {', '.join(PARAMETERISATIONS)}"
+            )
+        self.model_path = str(model_path)
+        self.roles = list(roles)
+        self.map = role_map(self.roles, sharing)
+        self.names = list(dict.fromkeys(self.map.values()))
+        self.param = param
+        self.device = device
+        self.lora = lora or LoraSettings()
+        self.policies: dict[str, Policy] = {}
+        self.reference: Policy | None = None
+        if param == "full":
+            for name in self.names:
+                self.policies[name] = Policy(self.model_path, device=device)
+            if need_reference:
+                self.reference = Policy(self.model_path, device=device)
+                self.reference.model.requires_grad_(False)
+        else:
+            self._build_lora()
+
+    def _build_lora(self) -> None:
+        from peft import LoraConfig, get_peft_model
+
+        base = Policy(self.model_path, device=self.device)
+        cfg = LoraConfig(
+            r=self.lora.r,
+            lora_alpha=self.lora.alpha,
+            lora_dropout=self.lora.dropout,
+            target_modules=self.lora.target_modules
+            if isinstance(self.lora.target_modules, str)
+            else list(self.lora.target_modules),
+            init_lora_weights=True,
+        )
+        peft_model = get_peft_model(base.model, cfg, adapter_name=self.names[0])
+        for name in self.names[1:]:
+            peft_model.add_adapter(name, cfg)
+        base.model = peft_model
+        for name in self.names:
+            self.policies[name] = AdapterPolicy(base, name)
+        self._peft = peft_model
+
+    # ------------------------------------------------------------------ routing
+    def policy_for(self, role: str) -> tuple[str, Policy]:
+        try:
+            name = self.map[role]
+        except KeyError:
+            raise ValueError(f"no policy for role {role!r}; roles are {self.roles}") from None
+        return name, self.policies[name]
+
+    def roles_of(self, name: str) -> list[str]:
+        return [r for r, n in self.map.items() if n == name]
+
+    def trainable(self, name: str) -> list[torch.nn.Parameter]:
+        """The parameters an update of policy ``name`` may change."""
+        if self.param == "full":
+            return [p for p in self.policies[name].model.parameters()]
+        return [p for n, p in self._peft.named_parameters() if f".{name}." in n and "lora_" in n]
+
+    def named_trainable(self, name: str) -> list[tuple[str, torch.nn.Parameter]]:
+        if self.param == "full":
+            return list(self.policies[name].model.named_parameters())
+        return [
+            (n, p) for n, p in self._peft.named_parameters() if f".{name}." in n and "lora_" in n
+        ]
+
+    def prepare_update(self, name: str) -> Policy:
+        """Activate ``name`` (its adapter for LoRA) with only its parameters requiring grad."""
+        pol = self.policies[name]
+        if self.param == "lora":
+            pol.activate()
+            for n, p in self._peft.named_parameters():
+                p.requires_grad_(f".{name}." in n and "lora_" in n)
+        return pol
+
+    @torch.no_grad()
+    def reference_logprobs(
+        self, name: str, prompt_ids, completion_ids, temperature: float
+    ) -> list[torch.Tensor]:
+        """Log-probs under the reference policy (base weights; LoRA: adapters off)."""
+        if self.param == "lora":
+            pol = self.policies[name]
+            with self._peft.disable_adapter():
+                return [
+                    t.detach()
+                    for t in Policy.logprobs(pol, prompt_ids, completion_ids, temperature)
+                ]
+        if self.reference is None:
+            raise RuntimeError("no reference policy: build the router with need_reference=True")
+        return [
+            t.detach() for t in self.reference.logprobs(prompt_ids, completion_ids, temperature)
+        ]
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Every trainable tensor, per policy (full weights, or that policy's adapter)."""
+        return {n: {k: p.detach().clone() for k, p in self.named_trainable(n)} for n in self.names}
+
+    def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        for name, tensors in state.items():
+            params = dict(self.named_trainable(name))
+            missing = set(params) - set(tensors)
+            if missing:
+                raise ValueError(f"checkpoint for policy {name!r} lacks {len(missing)} tensors")
+            with torch.no_grad():
+                for k, v in tensors.items():
+                    params[k].copy_(v)
+
+    def save_pretrained(self, out_dir: str | os.PathLike) -> None:
+        """Each policy as a loadable checkpoint (full) or PEFT adapter dir (lora)."""
+        out = Path(out_dir)
+        for name in self.names:
+            pol = self.policies[name]
+            d = out / name
+            if self.param == "full":
+                pol.model.save_pretrained(d)
+                pol.tokenizer.save_pretrained(d)
+            else:
+                self._peft.save_pretrained(out / "adapters", selected_adapters=[name])
+        if self.param == "lora":
+            self.policies[self.names[0]].tokenizer.save_pretrained(out / "adapters")

@@ -1,0 +1,348 @@
+"""The project's own base models: character-level Qwen3-architecture policies, pretrained on
+transcripts of the workflows themselves.
+
+Real checkpoints cannot be downloaded here, so flowzoo makes small ones that can play every
+role: a character tokenizer (``tokenizers``, saved as a ``transformers`` fast tokenizer) and
+``Qwen3ForCausalLM`` at three scales mirroring the study's 0.6B/1.7B/4B spread. The corpus
+comes from running the math (and code) workflow envs with *noisy* scripted experts, so every
+role sees its real prompt format and answers in its real output format, and the pretrained
+models are imperfect: RL has room to help and room to hurt. Everything downstream loads them
+with ``from_pretrained(path)``, exactly like a real checkpoint. Embeddings are untied (vLLM's
+weight reload mishandles a tied ``lm_head``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import string
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+#: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
+RECIPE_VERSION = 2
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+CHARSET = [c for c in string.printable if c not in "\x0b\x0c\r"]
+
+SCALES: dict[str, dict] = {
+    "tiny-s": dict(
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=192,
+    ),
+    "tiny-m": dict(
+        hidden_size=128,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=384,
+    ),
+    "tiny-l": dict(
+        hidden_size=256,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=768,
+    ),
+}
+#: per-scale training budget on 2 CPU cores: (steps, batch size); see the README for times
+BUDGETS: dict[str, tuple[int, int]] = {
+    "tiny-s": (400, 16),
+    "tiny-m": (450, 16),
+    "tiny-l": (250, 16),
+}
+MATH_ENVS = ("eval-opt-math", "voting-math", "orch-workers-math")
+CODE_ENVS = ("eval-opt-code", "voting-code", "orch-workers-code")
+
+
+@dataclass
+class PretrainConfig:
+    """How a tiny model is built. Every field is part of the cache key."""
+
+    scale: str = "tiny-m"
+    envs: tuple[str, ...] = MATH_ENVS
+    #: episodes of each env with the noisy experts
+    episodes_per_env: int = 800
+    #: per-turn mistake rate of the scripted experts (wrong steps, verdicts, plans, choices)
+    error_rate: float = 0.25
+    #: None: the scale's budget from BUDGETS
+    steps: int | None = None
+    batch_size: int | None = None
+    lr: float = 2e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    max_len: int = 768
+    seed: int = 0
+    #: extra env options per env id, e.g. {"voting-math": {"n_voters": 3}}
+    env_options: dict[str, dict] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise ValueError(f"unknown tiny scale {self.scale!r}; valid: {', '.join(SCALES)}")
+        self.envs = tuple(self.envs)
+        steps, batch = BUDGETS[self.scale]
+        self.steps = steps if self.steps is None else int(self.steps)
+        self.batch_size = batch if self.batch_size is None else int(self.batch_size)
+
+    def key(self) -> str:
+        blob = json.dumps(
+            {"v": RECIPE_VERSION, **dataclasses.asdict(self)}, sort_keys=True, default=str
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
+    """Seconds-scale pretraining for tests: still learns the output formats."""
+    base = dict(
+        scale=scale,
+        episodes_per_env=100,
+        steps=120,
+        batch_size=12,
+        lr=4e-3,
+        warmup_steps=10,
+        max_len=448,
+    )
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+def cache_root() -> Path:
+    """``$FLOWZOO_CACHE`` or ``~/.cache/flowzoo``."""
+    return Path(os.environ.get("FLOWZOO_CACHE", Path.home() / ".cache" / "flowzoo"))
+
+
+# ------------------------------------------------------------------------------ tokenizer
+
+
+def build_tokenizer():
+    """A character-level fast tokenizer (printable ASCII + specials; others -> ``<unk>``)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIALS + CHARSET)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        clean_up_tokenization_spaces=False,
+        model_max_length=4096,
+    )
+
+
+def build_model(scale: str, vocab_size: int, max_len: int = 1024, seed: int = 0):
+    """A randomly initialised ``Qwen3ForCausalLM`` of the given tiny scale."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    if scale in SCALES:
+        dims = SCALES[scale]
+    else:
+        raise ValueError(f"unknown tiny scale {scale!r}; valid: {', '.join(SCALES)}")
+    cfg = Qwen3Config(
+        vocab_size=vocab_size,
+        max_position_embeddings=max_len,
+        head_dim=dims["hidden_size"] // dims["num_attention_heads"],
+        tie_word_embeddings=False,
+        rope_theta=10000.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        **dims,
+    )
+    torch.manual_seed(seed)
+    return Qwen3ForCausalLM(cfg)
+
+
+def parameter_count(scale: str) -> int:
+    """Exact parameter count of a tiny scale."""
+    return sum(p.numel() for p in build_model(scale, len(SPECIALS) + len(CHARSET)).parameters())
+
+
+# ------------------------------------------------------------------------------ corpus
+
+
+def make_corpus(cfg: PretrainConfig) -> list[tuple[str, str, str]]:
+    """(env id, prompt, completion) for every turn of noisy-expert episodes on train tasks."""
+    from flowzoo.envs import make_env
+    from flowzoo.envs.scripted import expert_policy, play_episode
+
+    rows: list[tuple[str, str, str]] = []
+    for k, env_id in enumerate(cfg.envs):
+        env = make_env(env_id, split="train", **cfg.env_options.get(env_id, {}))
+        pol = expert_policy(cfg.error_rate, seed=cfg.seed * 1000 + k)
+        for i in range(cfg.episodes_per_env):
+            play_episode(env, pol, seed=cfg.seed * 1_000_003 + i)
+            rows.extend((env_id, t.prompt, t.action) for t in env.episode.turns)
+    return rows
+
+
+def _encode(tok, rows, max_len: int) -> list[tuple[list[int], int]]:
+    """(ids, number of prompt tokens) per row; prompts are cut from the left to fit."""
+    out = []
+    for _, prompt, completion in rows:
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        c = tok(completion, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        c = c[: max_len // 2]
+        room = max_len - 1 - len(c)
+        p = [tok.bos_token_id] + p[-room:]
+        out.append((p + c, len(p)))
+    return out
+
+
+# ------------------------------------------------------------------------------ training
+
+
+def _batch(examples, idx, pad_id):
+    width = max(len(examples[i][0]) for i in idx)
+    ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(idx), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(idx), width), dtype=torch.long)
+    for r, i in enumerate(idx):
+        seq, n_prompt = examples[i]
+        ids[r, : len(seq)] = torch.tensor(seq)
+        mask[r, : len(seq)] = 1
+        labels[r, n_prompt : len(seq)] = torch.tensor(seq[n_prompt:])  # loss on completions only
+    return ids, mask, labels
+
+
+def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
+    """Generate the corpus, train, and save model + tokenizer + ``flowzoo_tiny.json``.
+
+    Resumable: a ``checkpoint.pt`` (model, optimizer, step, RNG) is written as it goes and
+    picked up by the next call with the same ``out_dir``."""
+    from tqdm import tqdm
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    t0 = time.time()
+    rng = random.Random(cfg.seed)
+    rows = make_corpus(cfg)
+    corpus_s = time.time() - t0
+    tok = build_tokenizer()
+    examples = _encode(tok, rows, cfg.max_len)
+    model = build_model(cfg.scale, len(tok), cfg.max_len, cfg.seed)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98)
+    )
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return cfg.lr * (step + 1) / cfg.warmup_steps
+        frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+    ckpt = out / "checkpoint.pt"
+    start, losses = 0, []
+    if ckpt.exists():
+        state = torch.load(ckpt, weights_only=False)
+        if state.get("key") == cfg.key():
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            start, losses = state["step"], state["losses"]
+            rng.setstate(state["rng"])
+            torch.set_rng_state(state["torch_rng"])
+    model.train()
+    order: list[int] = []
+    bar = tqdm(
+        range(start, cfg.steps),
+        desc=f"pretrain {cfg.scale}",
+        disable=not progress,
+        file=sys.stderr,
+        initial=start,
+        total=cfg.steps,
+    )
+    for step in bar:
+        if len(order) < cfg.batch_size:
+            order = list(range(len(examples)))
+            rng.shuffle(order)
+        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        ids, mask, labels = _batch(examples, idx, tok.pad_token_id)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"pretraining loss became {loss.item()} at step {step}; last checkpoint kept in {ckpt}"
+            )
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+        if (step + 1) % 200 == 0 and step + 1 < cfg.steps:
+            torch.save(
+                {
+                    "key": cfg.key(),
+                    "model": model.state_dict(),
+                    "opt": opt.state_dict(),
+                    "step": step + 1,
+                    "losses": losses,
+                    "rng": rng.getstate(),
+                    "torch_rng": torch.get_rng_state(),
+                },
+                ckpt,
+            )
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    meta = {
+        "config": dataclasses.asdict(cfg),
+        "key": cfg.key(),
+        "recipe_version": RECIPE_VERSION,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "corpus_examples": len(examples),
+        "corpus_seconds": round(corpus_s, 2),
+        "train_seconds": round(time.time() - t0 - corpus_s, 2),
+        "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
+    }
+    (out / "flowzoo_tiny.json").write_text(json.dumps(meta, indent=1, default=str))
+    if ckpt.exists():
+        ckpt.unlink()
+    return out
+
+
+def ensure_tiny(
+    name_or_cfg: str | PretrainConfig = "tiny-m",
+    fast: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> Path:
+    """The path of a pretrained tiny model, building it on first use (cached by config hash).
+
+    ``name_or_cfg``: ``tiny-s`` | ``tiny-m`` | ``tiny-l`` or a :class:`PretrainConfig`."""
+    if isinstance(name_or_cfg, PretrainConfig):
+        cfg = name_or_cfg
+    else:
+        cfg = fast_config(name_or_cfg) if fast else PretrainConfig(scale=name_or_cfg)
+    root = Path(cache_dir) if cache_dir is not None else cache_root() / "tiny"
+    path = root / f"{cfg.scale}-{cfg.key()}"
+    if (path / "flowzoo_tiny.json").exists() and (path / "config.json").exists():
+        return path
+    return pretrain(cfg, path, progress=progress)
+
+
+def resolve_model(model: str, fast: bool = False) -> str:
+    """A model argument as the CLI takes it: a tiny scale name (built on first use) or a
+    local checkpoint path."""
+    if model in SCALES:
+        return str(ensure_tiny(model, fast=fast))
+    if not Path(model).exists():
+        raise FileNotFoundError(
+            f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}) nor a local path"
+        )
+    return model

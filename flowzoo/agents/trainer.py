@@ -1,0 +1,728 @@
+"""The training loop: rollout -> advantages -> per-policy, per-role update -> eval -> checkpoint.
+
+Every hyperparameter is one field of :class:`TrainConfig` (the CLI and TOML/YAML files map
+onto it one to one). Each step logs, per role, the loss, the gradient norm of that role's
+contribution, its gradient-mass share and (shared policies) the cosine between role
+gradients — the quantities the study uses to explain why runs peak and then fall off a cliff.
+
+Reproducibility: all randomness of step ``k`` (problems, sampling, minibatch order) is
+derived from ``(seed, k)``, so a resumed run, which restores parameters, optimizer states,
+the damper's EMA and the step, continues exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from flowzoo.agents.algorithms.grpo import (
+    ADV_NORMS,
+    GROUP_BY,
+    LOSS_AGGS,
+    GroupKey,
+    advantages,
+    aggregate,
+    clipped_token_loss,
+    k3_kl,
+)
+from flowzoo.agents.algorithms.ppo import ValueHead, gae, logprobs_and_values, value_loss
+from flowzoo.agents.diagnostics import (
+    CoherenceDamper,
+    analyze_curve,
+    flat_grad,
+    role_gradient_stats,
+)
+from flowzoo.agents.evaluate import evaluate_env
+from flowzoo.agents.rollout import EpisodeRecord, TurnRecord, rollout
+from flowzoo.agents.routing import LoraSettings, PolicyRouter, parse_policy_arg
+
+ALGOS = ("grpo", "ppo")
+ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss, gradient or reward became NaN/inf; the last good checkpoint is kept."""
+
+
+@dataclass
+class TrainConfig:
+    """One training run. Defaults suit a CPU run on a tiny model; ``preset="study"`` applies
+    the study's settings (G=8, T=0.7, lr 2e-5, no KL, seq-mean-token-mean, clip 0.2/0.28,
+    grad clip 1.0, LoRA r64/alpha32)."""
+
+    env: str = "voting-math"
+    env_options: dict[str, Any] = field(default_factory=dict)
+    model: str = "tiny-s"
+    #: shared | isolated | role=name,role=name (a custom map)
+    policy: str = "shared"
+    #: full | lora
+    param: str = "full"
+    lora_r: int = 64
+    lora_alpha: int = 32
+    algo: str = "grpo"
+    steps: int = 20
+    problems_per_step: int = 4
+    group_size: int = 8
+    train_tasks: int = 500
+    temperature: float = 0.7
+    max_new_tokens: int = 64
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    #: role -> its own KL coefficient (the per-role KL anchor); overrides kl_coef for that role
+    kl_per_role: dict[str, float] = field(default_factory=dict)
+    loss_agg: str = "seq-mean-token-mean"
+    std_norm: bool = True
+    #: group | global | per-role | none
+    adv_norm: str = "group"
+    #: task | task_role_turn | task_agent_turn (the study's)
+    group_by: str = "task_agent_turn"
+    #: tokens | per-agent | equal-per-role
+    role_weighting: str = "tokens"
+    #: reward = team_weight * team + (1 - team_weight) * the role's own signal
+    team_weight: float = 1.0
+    damper_lambda: float = 0.0
+    damper_decay: float = 0.9
+    grad_clip: float = 1.0
+    #: optimizer steps per rollout batch (>1 makes later minibatches off-policy, so clipping acts)
+    minibatches: int = 1
+    ppo_epochs: int = 1
+    micro_batch: int = 16
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    vf_coef: float = 0.5
+    value_clip: float = 0.2
+    eval_every: int = 5
+    eval_episodes: int = 64
+    eval_temperature: float = 0.0
+    save_every: int = 5
+    cliff_margin: float = 0.1
+    cliff_window: int = 3
+    seed: int = 0
+    out_dir: str = "runs/default"
+    device: str = "cpu"
+    resume: bool = True
+    preset: str = ""
+
+    def __post_init__(self) -> None:
+        if self.preset:
+            apply_preset(self, self.preset)
+        checks = [
+            ("algo", self.algo, ALGOS),
+            ("loss_agg", self.loss_agg, LOSS_AGGS),
+            ("group_by", self.group_by, GROUP_BY),
+            ("adv_norm", self.adv_norm, ADV_NORMS),
+            ("role_weighting", self.role_weighting, ROLE_WEIGHTING),
+            ("param", self.param, ("full", "lora")),
+        ]
+        for name, value, valid in checks:
+            if value not in valid:
+                raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+        if self.group_size < 1 or self.problems_per_step < 1 or self.steps < 0:
+            raise ValueError("group_size and problems_per_step must be >= 1 and steps >= 0")
+        if not 0.0 <= self.team_weight <= 1.0:
+            raise ValueError(f"team_weight must be in [0, 1], got {self.team_weight}")
+        if self.minibatches < 1 or self.ppo_epochs < 1:
+            raise ValueError("minibatches and ppo_epochs must be >= 1")
+
+    def identity(self) -> str:
+        """Hash of everything that shapes the run's trajectory (not its length or place)."""
+        d = dataclasses.asdict(self)
+        for k in ("steps", "out_dir", "resume", "eval_every", "save_every", "device"):
+            d.pop(k, None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "study": dict(
+        group_size=8,
+        temperature=0.7,
+        lr=2e-5,
+        kl_coef=0.0,
+        loss_agg="seq-mean-token-mean",
+        clip_low=0.2,
+        clip_high=0.28,
+        grad_clip=1.0,
+        group_by="task_agent_turn",
+        param="lora",
+        lora_r=64,
+        lora_alpha=32,
+        team_weight=1.0,
+    ),
+}
+
+
+def apply_preset(cfg: TrainConfig, name: str) -> None:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    for k, v in PRESETS[name].items():
+        setattr(cfg, k, v)
+
+
+def load_config_file(path: str | os.PathLike, **overrides: Any) -> TrainConfig:
+    """A TrainConfig from a TOML or YAML file (keys are the dataclass fields)."""
+    p = Path(path)
+    text = p.read_text()
+    if p.suffix == ".toml":
+        import tomllib
+
+        data = tomllib.loads(text)
+    elif p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        raise ValueError(f"config file must be .toml, .yaml or .yml, got {p.name}")
+    data = {**data, **overrides}
+    valid = {f.name for f in dataclasses.fields(TrainConfig)}
+    bad = sorted(set(data) - valid)
+    if bad:
+        raise ValueError(f"unknown config keys {bad} in {p}; valid: {', '.join(sorted(valid))}")
+    return TrainConfig(**data)
+
+
+def _finite(x: float) -> bool:
+    return math.isfinite(x)
+
+
+class Trainer:
+    """Runs a :class:`TrainConfig` end to end (see the module doc)."""
+
+    def __init__(self, cfg: TrainConfig, progress: bool = True) -> None:
+        from flowzoo.agents.tiny import resolve_model
+        from flowzoo.envs import make_env
+
+        self.cfg = cfg
+        self.progress = progress
+        torch.manual_seed(cfg.seed)
+        self.model_path = resolve_model(cfg.model)
+        self.env_factory = lambda split, n: make_env(
+            cfg.env, split=split, n_tasks=n, **cfg.env_options
+        )
+        probe = self.env_factory("train", cfg.train_tasks)
+        self.train_tasks = probe.tasks
+        self.roles = probe.roles
+        self.agents_per_role = defaultdict(int)
+        for a in probe.possible_agents:
+            self.agents_per_role[probe.role_of(a)] += 1
+        need_ref = cfg.kl_coef > 0 or any(v > 0 for v in cfg.kl_per_role.values())
+        self.router = PolicyRouter(
+            self.model_path,
+            self.roles,
+            sharing=parse_policy_arg(cfg.policy),
+            param=cfg.param,
+            lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha),
+            device=cfg.device,
+            need_reference=need_ref,
+        )
+        self.heads: dict[str, ValueHead] = {}
+        if cfg.algo == "ppo":
+            for name in self.router.names:
+                hs = self.router.policies[name].model.config.hidden_size
+                self.heads[name] = ValueHead(hs).to(cfg.device)
+        self.opts = {
+            name: torch.optim.AdamW(
+                self.router.trainable(name)
+                + (list(self.heads[name].parameters()) if name in self.heads else []),
+                lr=cfg.lr,
+                weight_decay=cfg.weight_decay,
+            )
+            for name in self.router.names
+        }
+        self.damper = (
+            CoherenceDamper(cfg.damper_lambda, cfg.damper_decay) if cfg.damper_lambda > 0 else None
+        )
+        self.out = Path(cfg.out_dir)
+        self.step = 0
+        self.envs = [
+            self.env_factory("train", cfg.train_tasks)
+            for _ in range(cfg.problems_per_step * cfg.group_size)
+        ]
+        self.eval_curve: list[tuple[int, float]] = []
+
+    # ------------------------------------------------------------------ persistence
+    @property
+    def ckpt_path(self) -> Path:
+        return self.out / "checkpoint" / "state.pt"
+
+    def save_checkpoint(self) -> None:
+        """Every policy (or adapter), optimizers, value heads, damper EMA, step — atomically."""
+        state = {
+            "identity": self.cfg.identity(),
+            "step": self.step,
+            "router": self.router.state_dict(),
+            "opts": {n: o.state_dict() for n, o in self.opts.items()},
+            "heads": {n: h.state_dict() for n, h in self.heads.items()},
+            "damper": self.damper.state_dict() if self.damper else None,
+            "eval_curve": self.eval_curve,
+            "torch_rng": torch.get_rng_state(),
+        }
+        self.ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.ckpt_path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.ckpt_path)
+
+    def load_checkpoint(self) -> bool:
+        if not self.ckpt_path.exists():
+            return False
+        state = torch.load(self.ckpt_path, weights_only=False)
+        if state["identity"] != self.cfg.identity():
+            raise ValueError(
+                f"{self.ckpt_path} belongs to a different configuration; use another out_dir or resume=False"
+            )
+        self.router.load_state_dict(state["router"])
+        for n, o in self.opts.items():
+            o.load_state_dict(state["opts"][n])
+        for n, h in self.heads.items():
+            h.load_state_dict(state["heads"][n])
+        if self.damper and state["damper"]:
+            self.damper.load_state_dict(state["damper"])
+        self.step = state["step"]
+        self.eval_curve = [tuple(x) for x in state["eval_curve"]]
+        torch.set_rng_state(state["torch_rng"])
+        return True
+
+    # ------------------------------------------------------------------ one step
+    def _rollout(self, step: int) -> list[EpisodeRecord]:
+        cfg = self.cfg
+        rng = np.random.default_rng([cfg.seed, step])
+        picks = rng.choice(
+            len(self.train_tasks),
+            size=cfg.problems_per_step,
+            replace=len(self.train_tasks) < cfg.problems_per_step,
+        )
+        task_ids = [self.train_tasks[int(i)].id for i in picks]
+        opts, seeds, groups = [], [], []
+        for k, tid in enumerate(task_ids):
+            for g in range(cfg.group_size):
+                opts.append({"task_id": tid})
+                seeds.append(int(cfg.seed * 1_000_003 + step * 1009 + k * 31 + g))
+                groups.append(tid)
+        gen = torch.Generator().manual_seed(int(cfg.seed * 7_919 + step))
+        return rollout(
+            self.envs,
+            self.router.policy_for,
+            opts,
+            seeds,
+            groups,
+            cfg.max_new_tokens,
+            cfg.temperature,
+            gen,
+        )
+
+    def _turn_reward(self, t: TurnRecord) -> float:
+        w = self.cfg.team_weight
+        return w * t.team_reward + (1.0 - w) * t.role_reward
+
+    def _grpo_advantages(self, records: list[EpisodeRecord]) -> tuple[dict[int, float], dict]:
+        cfg = self.cfg
+        turns = [t for r in records for t in r.turns]
+        keys = [
+            GroupKey.of(cfg.group_by, str(records[t.episode].group), t.role, t.agent, t.turn)
+            for t in turns
+        ]
+        rewards = [self._turn_reward(t) for t in turns]
+        adv, stats = advantages(keys, rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in turns])
+        return {id(t): a for t, a in zip(turns, adv, strict=True)}, dataclasses.asdict(stats)
+
+    def _weights(self, turns: list[TurnRecord]) -> list[float]:
+        mode = self.cfg.role_weighting
+        if mode == "tokens":
+            w = [1.0] * len(turns)
+        elif mode == "per-agent":
+            w = [1.0 / self.agents_per_role[t.role] for t in turns]
+        else:
+            per_role = defaultdict(int)
+            for t in turns:
+                per_role[t.role] += 1
+            w = [1.0 / (len(per_role) * per_role[t.role]) for t in turns]
+        s = sum(w)
+        return [x * len(turns) / s for x in w] if s > 0 else w
+
+    def _kl_for(self, role: str) -> float:
+        return float(self.cfg.kl_per_role.get(role, self.cfg.kl_coef))
+
+    def _update_policy(
+        self, name: str, turns: list[TurnRecord], adv: dict[int, Any], rng: random.Random
+    ) -> dict:
+        """Minibatched update of one policy; per-role gradients measured separately."""
+        cfg = self.cfg
+        pol = self.router.prepare_update(name)
+        params = [p for p in self.router.trainable(name)] + (
+            list(self.heads[name].parameters()) if name in self.heads else []
+        )
+        head = self.heads.get(name)
+        stats: dict[str, Any] = {
+            "roles": defaultdict(lambda: defaultdict(float)),
+            "policy": defaultdict(float),
+            "cosine": defaultdict(float),
+        }
+        order = list(range(len(turns)))
+        n_updates = 0
+        for _epoch in range(cfg.ppo_epochs):
+            rng.shuffle(order)
+            chunks = [order[i :: cfg.minibatches] for i in range(cfg.minibatches)]
+            for chunk in chunks:
+                batch = [turns[i] for i in chunk if turns[i].completion_ids]
+                if not batch:
+                    continue
+                n_updates += 1
+                self._one_update(name, pol, head, params, batch, adv, stats)
+        out = {
+            "roles": {
+                r: {k: v / max(1, n_updates) for k, v in d.items()}
+                for r, d in stats["roles"].items()
+            }
+        }
+        out["policy"] = {k: v / max(1, n_updates) for k, v in stats["policy"].items()}
+        out["cosine"] = {k: v / max(1, n_updates) for k, v in stats["cosine"].items()}
+        return out
+
+    def _one_update(self, name, pol, head, params, batch: list[TurnRecord], adv, stats) -> None:
+        cfg = self.cfg
+        opt = self.opts[name]
+        opt.zero_grad(set_to_none=True)
+        weights = self._weights(batch)
+        wmap = {id(t): w for t, w in zip(batch, weights, strict=True)}
+        total_tokens = sum(len(t.completion_ids) for t in batch)
+        total_seqs = float(len(batch))
+        by_role: dict[str, list[TurnRecord]] = defaultdict(list)
+        for t in batch:
+            by_role[t.role].append(t)
+        role_grads: dict[str, torch.Tensor] = {}
+        prev = flat_grad(params)
+        for role, rturns in by_role.items():
+            rs = stats["roles"][role]
+            beta = self._kl_for(role)
+            for i in range(0, len(rturns), cfg.micro_batch):
+                mb = rturns[i : i + cfg.micro_batch]
+                p_ids = [t.prompt_ids for t in mb]
+                c_ids = [t.completion_ids for t in mb]
+                if head is not None:
+                    new_lp, new_v = logprobs_and_values(pol, head, p_ids, c_ids, cfg.temperature)
+                else:
+                    new_lp, new_v = pol.logprobs(p_ids, c_ids, cfg.temperature), None
+                ref_lp = (
+                    self.router.reference_logprobs(name, p_ids, c_ids, cfg.temperature)
+                    if beta > 0
+                    else None
+                )
+                tok_losses = []
+                for j, t in enumerate(mb):
+                    old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
+                    a = adv[id(t)]
+                    a_t = a["adv"] if isinstance(a, dict) else torch.full_like(old, float(a))
+                    pl, clipped = clipped_token_loss(
+                        new_lp[j], old, a_t, cfg.clip_low, cfg.clip_high
+                    )
+                    if ref_lp is not None:
+                        kl = k3_kl(new_lp[j], ref_lp[j])
+                        pl = pl + beta * kl
+                        rs["kl"] += float(kl.mean()) * len(mb) / len(rturns)
+                    if new_v is not None:
+                        pl = pl + cfg.vf_coef * value_loss(
+                            new_v[j], a["old_v"], a["ret"], cfg.value_clip
+                        )
+                    tok_losses.append(pl)
+                    rs["clip_frac"] += float(clipped.mean()) / len(rturns)
+                loss = aggregate(
+                    tok_losses, [wmap[id(t)] for t in mb], cfg.loss_agg, total_tokens, total_seqs
+                )
+                loss_value = loss.item()
+                if not _finite(loss_value):
+                    raise TrainingDiverged(
+                        f"loss of role {role!r} (policy {name!r}) is {loss_value} at step {self.step}"
+                    )
+                if loss.requires_grad:
+                    loss.backward()
+                rs["loss"] += loss_value
+            cur = flat_grad(params)
+            role_grads[role] = cur - prev
+            prev = cur
+            rs["tokens"] += sum(len(t.completion_ids) for t in rturns)
+            rs["turns"] += len(rturns)
+        total = prev
+        self.last_role_grads[name] = {"roles": role_grads, "total": total.clone()}
+        if not torch.isfinite(total).all():
+            raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
+        if self.damper is not None:
+            total = torch.zeros_like(total)
+            for role, g in role_grads.items():
+                f = self.damper.factor(f"{name}/{role}", g)
+                stats["roles"][role]["damper_factor"] += f
+                total += f * g
+            _write_flat_grad(params, total)
+        rg = role_gradient_stats(role_grads)
+        for role in role_grads:
+            stats["roles"][role]["grad_norm"] += rg["norm"][role]
+        for pair, c in rg["cosine"].items():
+            stats["cosine"][pair] += c
+        stats["policy"]["grad_norm"] += float(total.norm())
+        stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        opt.step()
+
+    def train_step(self) -> dict:
+        """One rollout + update; returns the metrics line (also written to metrics.jsonl)."""
+        cfg = self.cfg
+        step = self.step
+        t0 = time.time()
+        records = self._rollout(step)
+        t_roll = time.time() - t0
+        per_policy, adv_stats = self.update(records)
+        turns = [t for r in records for t in r.turns]
+        metrics = self._metrics(step, records, turns, per_policy, adv_stats)
+        metrics["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
+        self.step += 1
+        return metrics
+
+    def update(self, records: list[EpisodeRecord]) -> tuple[dict, dict]:
+        """Advantages, then one update of every policy that played in ``records`` (a policy
+        with no turns is left exactly as it was)."""
+        cfg = self.cfg
+        turns = [t for r in records for t in r.turns]
+        rewards = [self._turn_reward(t) for t in turns]
+        if not all(_finite(x) for x in rewards):
+            raise TrainingDiverged(f"non-finite reward at step {self.step}")
+        if cfg.algo == "grpo":
+            adv, adv_stats = self._grpo_advantages(records)
+        else:
+            adv, adv_stats = self._ppo_advantages(records)
+        rng = random.Random(f"{cfg.seed}:{self.step}")
+        per_policy = {}
+        self.last_role_grads = {}
+        for name in self.router.names:
+            mine = [t for t in turns if t.policy == name]
+            if mine:
+                per_policy[name] = self._update_policy(name, mine, adv, rng)
+        return per_policy, adv_stats
+
+    def _ppo_advantages(self, records: list[EpisodeRecord]) -> tuple[dict[int, dict], dict]:
+        cfg = self.cfg
+        out: dict[int, dict] = {}
+        for name in self.router.names:
+            pol = self.router.prepare_update(name)
+            head = self.heads[name]
+            trajs: dict[tuple[int, str], list[TurnRecord]] = defaultdict(list)
+            for r in records:
+                for t in r.turns:
+                    if t.policy == name:
+                        trajs[(r.index, t.agent)].append(t)
+            flat = [t for ts in trajs.values() for t in ts if t.completion_ids]
+            values: dict[int, torch.Tensor] = {}
+            with torch.no_grad():
+                for i in range(0, len(flat), cfg.micro_batch):
+                    mb = flat[i : i + cfg.micro_batch]
+                    _, vs = logprobs_and_values(
+                        pol,
+                        head,
+                        [t.prompt_ids for t in mb],
+                        [t.completion_ids for t in mb],
+                        cfg.temperature,
+                    )
+                    for t, v in zip(mb, vs, strict=True):
+                        values[id(t)] = v.detach().cpu()
+            advs = []
+            for ts in trajs.values():
+                ts = [t for t in sorted(ts, key=lambda x: x.turn) if t.completion_ids]
+                if not ts:
+                    continue
+                a, ret = gae(
+                    [values[id(t)] for t in ts],
+                    self._turn_reward(ts[-1]),
+                    cfg.gamma,
+                    cfg.gae_lambda,
+                )
+                for t, ai, ri in zip(ts, a, ret, strict=True):
+                    out[id(t)] = {"adv": ai, "ret": ri, "old_v": values[id(t)]}
+                    advs.append(ai)
+            if advs:
+                allv = torch.cat(advs)
+                mu, sd = allv.mean(), allv.std(unbiased=False)
+                for k in [id(t) for t in flat]:
+                    if k in out:
+                        out[k]["adv"] = (out[k]["adv"] - mu) / (sd + 1e-6)
+        return out, {}
+
+    def _metrics(self, step, records, turns, per_policy, adv_stats) -> dict:
+        role_rows: dict[str, dict[str, float]] = {}
+        by_role = defaultdict(list)
+        for t in turns:
+            by_role[t.role].append(t)
+        norms = {}
+        for role, ts in by_role.items():
+            row = {
+                "reward": float(np.mean([self._turn_reward(t) for t in ts])),
+                "role_signal": float(np.mean([t.role_reward for t in ts])),
+                "resp_len": float(np.mean([len(t.completion_ids) for t in ts])),
+                "entropy_est": float(np.mean([-np.mean(t.logprobs) for t in ts if t.logprobs]))
+                if any(t.logprobs for t in ts)
+                else 0.0,
+                "truncated_frac": float(np.mean([not t.finished for t in ts])),
+            }
+            name = ts[0].policy
+            upd = per_policy.get(name, {}).get("roles", {}).get(role, {})
+            row.update({k: float(v) for k, v in upd.items()})
+            role_rows[role] = row
+            norms[role] = row.get("grad_norm", 0.0)
+        tot = sum(norms.values())
+        for role in role_rows:
+            role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
+        parse = defaultdict(int)
+        for env in self.envs:
+            for t in env.episode.turns:
+                if t.flags:
+                    parse[t.role] += 1
+        return {
+            "step": step,
+            "reward": float(np.mean([r.rewards.get(r.turns[0].agent, 0.0) for r in records])),
+            "train_acc": float(np.mean([r.correct for r in records])),
+            "roles": role_rows,
+            "cosine": {k: v for p in per_policy.values() for k, v in p.get("cosine", {}).items()},
+            "policies": {n: p.get("policy", {}) for n, p in per_policy.items()},
+            "adv": adv_stats,
+            "flag_rate": {r: parse[r] / max(1, len(by_role[r])) for r in by_role},
+        }
+
+    # ------------------------------------------------------------------ eval and loop
+    def evaluate(self) -> dict:
+        cfg = self.cfg
+        res = evaluate_env(
+            cfg.env,
+            self.router.policy_for,
+            n_episodes=cfg.eval_episodes,
+            temperature=cfg.eval_temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            env_options=cfg.env_options,
+            seed=cfg.seed,
+        )
+        return res.as_dict()
+
+    def train(self) -> dict:
+        """Run (or resume) to ``cfg.steps``; write config.json, metrics.jsonl, summary.json."""
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "config.json").write_text(
+            json.dumps(dataclasses.asdict(cfg), indent=1, default=str)
+        )
+        metrics_path = self.out / "metrics.jsonl"
+        resumed = cfg.resume and self.load_checkpoint()
+        if resumed:
+            _truncate_metrics(metrics_path, self.step)
+        elif metrics_path.exists():
+            metrics_path.unlink()
+        t_start = time.time()
+        status = "completed"
+        bar = tqdm(
+            total=cfg.steps,
+            initial=self.step,
+            desc=f"train {cfg.env} {cfg.policy}/{cfg.param}",
+            disable=not self.progress,
+            file=sys.stderr,
+        )
+        try:
+            if self.step == 0 and not self.eval_curve and cfg.eval_every > 0:
+                base = self.evaluate()
+                self.eval_curve.append((0, base["accuracy"]))
+                _append(metrics_path, {"step": -1, "eval": base})
+            while self.step < cfg.steps:
+                m = self.train_step()
+                if cfg.eval_every > 0 and (
+                    self.step % cfg.eval_every == 0 or self.step == cfg.steps
+                ):
+                    m["eval"] = self.evaluate()
+                    self.eval_curve.append((self.step, m["eval"]["accuracy"]))
+                _append(metrics_path, m)
+                if cfg.save_every > 0 and (
+                    self.step % cfg.save_every == 0 or self.step == cfg.steps
+                ):
+                    self.save_checkpoint()
+                post = {"reward": f"{m['reward']:.2f}", "acc": f"{m['train_acc']:.2f}"}
+                if self.eval_curve:
+                    post["eval"] = f"{self.eval_curve[-1][1]:.2f}"
+                bar.set_postfix(post)
+                bar.update(1)
+        except KeyboardInterrupt:
+            status = "interrupted"
+            self.save_checkpoint()
+            raise
+        except TrainingDiverged as e:
+            status = f"diverged: {e}"
+            raise
+        finally:
+            bar.close()
+            summary = self.summary(status, time.time() - t_start, resumed)
+            (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+            if status == "completed":
+                self.router.save_pretrained(self.out / "final")
+        return summary
+
+    def summary(self, status: str, wall_s: float, resumed: bool) -> dict:
+        cfg = self.cfg
+        out: dict[str, Any] = {
+            "status": status,
+            "steps_done": self.step,
+            "wall_s": round(wall_s, 2),
+            "resumed": resumed,
+            "env": cfg.env,
+            "policy": cfg.policy,
+            "param": cfg.param,
+            "algo": cfg.algo,
+            "model": cfg.model,
+        }
+        if self.eval_curve:
+            steps, acc = zip(*self.eval_curve, strict=True)
+            out["curve"] = analyze_curve(
+                list(steps), list(acc), cfg.cliff_window, cfg.cliff_margin
+            ).as_dict()
+            out["eval_curve"] = self.eval_curve
+        shares = defaultdict(list)
+        mp = self.out / "metrics.jsonl"
+        if mp.exists():
+            for line in mp.read_text().splitlines():
+                d = json.loads(line)
+                for role, row in d.get("roles", {}).items():
+                    shares[role].append(row.get("grad_share", 0.0))
+        out["mean_grad_share"] = {r: float(np.mean(v)) for r, v in shares.items()}
+        return out
+
+
+def _write_flat_grad(params, flat: torch.Tensor) -> None:
+    i = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[i : i + n].view_as(p).to(p.dtype).clone()
+        i += n
+
+
+def _append(path: Path, row: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(row, default=float) + "\n")
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics lines of steps before ``step`` (a resume rewrites the rest)."""
+    if not path.exists():
+        return
+    keep = [
+        ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] < step
+    ]
+    path.write_text("".join(ln + "\n" for ln in keep))

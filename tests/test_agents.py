@@ -1,0 +1,322 @@
+"""Policies, tiny models and the trainer, on a real (tiny, fast-pretrained) Qwen3 model."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from flowzoo.agents.algorithms.grpo import GroupKey, advantages, aggregate
+from flowzoo.agents.diagnostics import CoherenceDamper, analyze_curve, role_gradient_stats
+from flowzoo.agents.evaluate import evaluate_env, single_policy
+from flowzoo.agents.policy import Policy
+from flowzoo.agents.tiny import SCALES, build_model, parameter_count
+from flowzoo.agents.trainer import TrainConfig, Trainer, TrainingDiverged, load_config_file
+
+
+def _cfg(tiny_model, tmp_path, **kw):
+    base = dict(
+        env="voting-math",
+        model=str(tiny_model),
+        steps=1,
+        problems_per_step=2,
+        group_size=4,
+        eval_every=0,
+        save_every=0,
+        max_new_tokens=40,
+        lr=1e-3,
+        out_dir=str(tmp_path / "run"),
+        resume=False,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+# ------------------------------------------------------------------ tiny models
+
+
+def test_scales_have_the_stated_sizes():
+    counts = {s: parameter_count(s) for s in SCALES}
+    assert 1e5 <= counts["tiny-s"] <= 3e5
+    assert 1e6 <= counts["tiny-m"] <= 2e6
+    assert 5e6 <= counts["tiny-l"] <= 8e6
+    m = build_model("tiny-s", 101)
+    assert m.config.tie_word_embeddings is False
+    assert m.lm_head.weight.data_ptr() != m.model.embed_tokens.weight.data_ptr()
+
+
+def test_tiny_model_round_trips_through_from_pretrained(tiny_model):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert type(model).__name__ == "Qwen3ForCausalLM"
+    text = "Problem: What is 3 + 4?\n\\boxed{7}"
+    assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+    assert tok.eos_token == "</s>" and tok.pad_token == "<pad>" and tok.bos_token == "<s>"
+    meta = json.loads((tiny_model / "flowzoo_tiny.json").read_text())
+    assert meta["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("env_id", ["eval-opt-math", "voting-math", "orch-workers-math"])
+def test_fast_pretrained_model_follows_every_role_format(tiny_policy, env_id):
+    res = evaluate_env(env_id, single_policy(tiny_policy), n_episodes=16, batch=16)
+    for role, rate in res.parse_fail.items():
+        assert rate <= 0.25, (role, res.parse_fail)
+    for role, rate in res.no_answer.items():
+        assert rate <= 0.25, (role, res.no_answer)
+
+
+def test_sampled_logprobs_match_a_forward_pass(tiny_policy):
+    prompts = ["Problem: What is 3 + 4?\nRole: solver. Solve it.\n", "Problem: What is 9 - 2?\n"]
+    gens = tiny_policy.generate(prompts * 2, max_new_tokens=24, temperature=0.7, seed=3)
+    lps = tiny_policy.logprobs(
+        [g.prompt_ids for g in gens], [g.completion_ids for g in gens], temperature=0.7
+    )
+    for g, lp in zip(gens, lps, strict=True):
+        assert len(g.completion_ids) == len(g.logprobs) == len(lp)
+        assert max(abs(a - b) for a, b in zip(g.logprobs, lp.tolist(), strict=True)) < 1e-4
+    again = tiny_policy.generate(prompts * 2, max_new_tokens=24, temperature=0.7, seed=3)
+    assert [g.text for g in again] == [g.text for g in gens]
+
+
+def test_missing_model_path_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="local checkpoints only"):
+        Policy(tmp_path / "nope")
+
+
+# ------------------------------------------------------------------ algorithm pieces
+
+
+def test_grpo_groups_singletons_and_norms():
+    keys = [GroupKey("t1", agent="solver_0", turn=0)] * 3 + [
+        GroupKey("t2", agent="solver_0", turn=0)
+    ]
+    adv, st = advantages(keys, [1.0, 0.0, 0.0, 1.0])
+    assert st.groups == 2 and st.singleton_groups == 1
+    assert adv[3] == 0.0  # a size-1 group never gets its raw reward
+    assert adv[0] > 0 > adv[1] and math.isclose(sum(adv[:3]), 0.0, abs_tol=1e-9)
+    flat, _ = advantages(keys[:3], [1.0, 1.0, 1.0])
+    assert flat == [0.0, 0.0, 0.0]
+    raw, _ = advantages(keys[:3], [1.0, 0.0, 0.0], std_norm=False)
+    assert math.isclose(raw[0], 2 / 3, rel_tol=1e-6)
+    pr, _ = advantages(keys[:3], [1.0, 0.0, 0.0], norm="per-role", roles=["solver"] * 3)
+    assert math.isclose(pr[0], adv[0], rel_tol=1e-5)
+    assert GroupKey.of("task", "t", "solver", "solver_1", 0) == GroupKey.of(
+        "task", "t", "aggregator", "aggregator", 1
+    )
+    with pytest.raises(ValueError, match="valid"):
+        GroupKey.of("episode", "t", "r", "a", 0)
+
+
+def test_loss_aggregations():
+    a, b = torch.tensor([1.0, 1.0]), torch.tensor([4.0])
+    assert float(aggregate([a, b], [1, 1], "token-mean", 3, 2)) == pytest.approx(2.0)
+    assert float(aggregate([a, b], [1, 1], "seq-mean-token-mean", 3, 2)) == pytest.approx(2.5)
+    assert float(aggregate([a, b], [1, 1], "sequence-mean", 3, 2)) == pytest.approx(3.0)
+
+
+def test_role_gradient_stats_and_damper():
+    g = {"a": torch.tensor([3.0, 0.0]), "b": torch.tensor([0.0, 1.0])}
+    st = role_gradient_stats(g)
+    assert st["share"]["a"] == pytest.approx(0.75) and st["cosine"]["a|b"] == 0.0
+    d = CoherenceDamper(0.5)
+    assert d.factor("x", torch.tensor([1.0, 0.0])) == 1.0
+    assert d.factor("x", torch.tensor([1.0, 0.0])) == pytest.approx(0.5)
+    assert d.factor("x", torch.tensor([-1.0, 0.0])) == 1.0
+
+
+def test_cliff_rule():
+    up_then_down = analyze_curve(
+        [0, 10, 20, 30, 40], [0.4, 0.6, 0.7, 0.3, 0.2], window=2, margin=0.1
+    )
+    assert (
+        up_then_down.cliff
+        and up_then_down.peak_step == 20
+        and up_then_down.final == pytest.approx(0.25)
+    )
+    steady = analyze_curve([0, 10, 20], [0.4, 0.5, 0.55], window=2)
+    assert not steady.cliff and steady.delta_vs_base > 0
+    drop_but_above_base = analyze_curve([0, 1, 2, 3], [0.2, 0.8, 0.4, 0.4], window=2)
+    assert not drop_but_above_base.cliff
+
+
+# ------------------------------------------------------------------ the trainer
+
+
+def _snapshot(trainer):
+    return {n: {k: v.clone() for k, v in d.items()} for n, d in trainer.router.state_dict().items()}
+
+
+def _changed(before, after):
+    return {n for n in before if any(not torch.equal(before[n][k], after[n][k]) for k in before[n])}
+
+
+def _varied_rewards(records):
+    """A synthetic reward with within-group variance: even-length completions win."""
+    for r in records:
+        for t in r.turns:
+            t.team_reward = 1.0 if len(t.completion_ids) % 2 == 0 else 0.0
+
+
+@pytest.mark.parametrize(
+    "policy,param",
+    [("shared", "full"), ("isolated", "full"), ("shared", "lora"), ("isolated", "lora")],
+)
+def test_update_changes_exactly_the_policies_that_played(tiny_model, tmp_path, policy, param):
+    tr = Trainer(
+        _cfg(tiny_model, tmp_path, policy=policy, param=param, lora_r=4, lora_alpha=8),
+        progress=False,
+    )
+    records = tr._rollout(0)
+    _varied_rewards(records)
+    if policy == "isolated":  # only the solvers play this batch
+        for r in records:
+            r.turns = [t for t in r.turns if t.role == "solver"]
+    base_before = {
+        k: v.clone()
+        for k, v in tr.router.policies[tr.router.names[0]].model.named_parameters()
+        if "lora_" not in k
+    }
+    before = _snapshot(tr)
+    tr.update(records)
+    after = _snapshot(tr)
+    expected = {"shared"} if policy == "shared" else {"solver"}
+    assert _changed(before, after) == expected
+    if param == "lora":  # the frozen base never moves
+        now = dict(tr.router.policies[tr.router.names[0]].model.named_parameters())
+        assert all(torch.equal(v, now[k]) for k, v in base_before.items())
+
+
+def test_per_role_gradients_add_up_to_the_total(tiny_model, tmp_path):
+    tr = Trainer(_cfg(tiny_model, tmp_path, grad_clip=0.0), progress=False)
+    records = tr._rollout(0)
+    _varied_rewards(records)
+    per_policy, _ = tr.update(records)
+    g = tr.last_role_grads["shared"]
+    summed = sum(g["roles"].values())
+    assert torch.allclose(summed, g["total"], atol=1e-8)
+    norms = [float(v.norm()) for v in g["roles"].values()]
+    assert float(g["total"].norm()) <= sum(norms) + 1e-9
+    roles = per_policy["shared"]["roles"]
+    assert set(roles) == {"solver", "aggregator"}
+    assert per_policy["shared"]["policy"]["grad_norm"] == pytest.approx(
+        float(g["total"].norm()), rel=1e-6
+    )
+
+
+def test_ppo_update_moves_policy_and_value_head(tiny_model, tmp_path):
+    tr = Trainer(_cfg(tiny_model, tmp_path, algo="ppo"), progress=False)
+    records = tr._rollout(0)
+    _varied_rewards(records)
+    before = _snapshot(tr)
+    head_before = tr.heads["shared"].proj.weight.clone()
+    tr.update(records)
+    assert _changed(before, _snapshot(tr)) == {"shared"}
+    assert not torch.equal(head_before, tr.heads["shared"].proj.weight)
+
+
+def test_kl_anchor_per_role_is_logged(tiny_model, tmp_path):
+    tr = Trainer(_cfg(tiny_model, tmp_path, kl_per_role={"aggregator": 0.1}), progress=False)
+    records = tr._rollout(0)
+    _varied_rewards(records)
+    per_policy, _ = tr.update(records)
+    assert "kl" in per_policy["shared"]["roles"]["aggregator"]
+    assert "kl" not in per_policy["shared"]["roles"]["solver"]
+
+
+def test_resume_reproduces_the_next_step(tiny_model, tmp_path):
+    a = Trainer(
+        _cfg(tiny_model, tmp_path, steps=3, save_every=1, out_dir=str(tmp_path / "a")),
+        progress=False,
+    )
+    a.train()
+    rows_a = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    b = Trainer(
+        _cfg(tiny_model, tmp_path, steps=2, save_every=1, out_dir=str(tmp_path / "b")),
+        progress=False,
+    )
+    b.train()
+    b2 = Trainer(
+        _cfg(tiny_model, tmp_path, steps=3, save_every=1, out_dir=str(tmp_path / "b"), resume=True),
+        progress=False,
+    )
+    summary = b2.train()
+    assert summary["resumed"] and summary["steps_done"] == 3
+    rows_b = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows_b] == [0, 1, 2]
+    for key in ("reward", "train_acc"):
+        assert rows_a[2][key] == rows_b[2][key]
+    for role, row in rows_a[2]["roles"].items():
+        for k in ("loss", "grad_norm", "resp_len"):
+            assert row[k] == pytest.approx(rows_b[2]["roles"][role][k], rel=1e-5, abs=1e-9)
+    with pytest.raises(ValueError, match="different configuration"):
+        Trainer(
+            _cfg(tiny_model, tmp_path, steps=4, lr=0.5, out_dir=str(tmp_path / "b"), resume=True),
+            progress=False,
+        ).train()
+
+
+def test_nan_reward_stops_and_keeps_the_last_good_checkpoint(tiny_model, tmp_path):
+    class Poisoned(Trainer):
+        def _turn_reward(self, t):
+            return float("nan") if self.step >= 1 else super()._turn_reward(t)
+
+    tr = Poisoned(_cfg(tiny_model, tmp_path, steps=3, save_every=1), progress=False)
+    with pytest.raises(TrainingDiverged, match="non-finite reward"):
+        tr.train()
+    state = torch.load(tr.ckpt_path, weights_only=False)
+    assert state["step"] == 1
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"].startswith("diverged")
+
+
+def test_short_run_raises_an_easy_reward(tiny_model, tmp_path):
+    """Reward = the completion is at most 12 tokens: GRPO must learn to be brief."""
+
+    class Brief(Trainer):
+        def _turn_reward(self, t):
+            return 1.0 if len(t.completion_ids) <= 12 else 0.0
+
+    tr = Brief(
+        _cfg(
+            tiny_model,
+            tmp_path,
+            steps=10,
+            lr=3e-3,
+            group_size=6,
+            problems_per_step=2,
+            temperature=1.0,
+        ),
+        progress=False,
+    )
+    rewards = []
+    for _ in range(10):
+        m = tr.train_step()
+        rewards.append(
+            sum(r["reward"] * r["turns"] for r in m["roles"].values())
+            / sum(r["turns"] for r in m["roles"].values())
+        )
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.15, rewards
+
+
+def test_config_file_maps_onto_the_dataclass(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text(
+        'env = "eval-opt-math"\npolicy = "isolated"\nsteps = 3\n[kl_per_role]\nevaluator = 0.05\n'
+    )
+    cfg = load_config_file(p, seed=4)
+    assert (cfg.env, cfg.policy, cfg.steps, cfg.seed, cfg.kl_per_role) == (
+        "eval-opt-math",
+        "isolated",
+        3,
+        4,
+        {"evaluator": 0.05},
+    )
+    bad = tmp_path / "bad.toml"
+    bad.write_text("stpes = 3\n")
+    with pytest.raises(ValueError, match="stpes"):
+        load_config_file(bad)
+    with pytest.raises(ValueError, match="valid"):
+        TrainConfig(algo="dpo")
+    assert TrainConfig(preset="study").lr == 2e-5 and TrainConfig(preset="study").param == "lora"
