@@ -480,7 +480,6 @@ class Trainer:
 
     def train_step(self) -> dict:
         """One rollout + update; returns the metrics line (also written to metrics.jsonl)."""
-        cfg = self.cfg
         step = self.step
         t0 = time.time()
         records = self._rollout(step)
