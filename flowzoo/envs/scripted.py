@@ -73,15 +73,23 @@ def garbage_policy(seed: int = 0) -> Policy:
     return policy
 
 
-def expert_policy(error_rate: float, seed: int = 0) -> Policy:
+class ExpertPolicy:
     """A role-aware expert that makes a mistake with probability ``error_rate`` per turn:
-    a wrong answer, a wrong verdict, a bad plan, or a wrong candidate."""
-    rng = random.Random(seed)
+    a wrong arithmetic step (or a buggy program), a wrong verdict, a bad plan, or a wrong
+    candidate. ``reseed(seed)`` restarts its random stream (wrappers call it on reset)."""
 
-    def policy(env: WorkflowEnv, agent: str) -> str:
+    def __init__(self, error_rate: float, seed: int = 0) -> None:
+        self.error_rate = error_rate
+        self.reseed(seed)
+
+    def reseed(self, seed: int | None) -> None:
+        self.rng = random.Random(seed)
+
+    def __call__(self, env: WorkflowEnv, agent: str) -> str:
+        rng = self.rng
         fam, task, wf = env.family, env.episode.task, env.workflow
         role = env.role_of(agent)
-        err = rng.random() < error_rate
+        err = rng.random() < self.error_rate
         if role == "evaluator":
             draft = env.episode.last_of_role("optimizer").action
             ok = fam.score(task, draft).correct
@@ -101,13 +109,16 @@ def expert_policy(error_rate: float, seed: int = 0) -> Policy:
             pool = bad if (err and bad) else (good or bad)
             return f"Best is candidate {pool[0] + 1}. \\boxed{{{pool[0] + 1}}}"
         if role in ("aggregator", "synthesizer"):
-            # combine what the others said: take the majority of their answers (or, on a
+            # combine what the others said: take a correct answer among theirs (or, on a
             # slip, a wrong one), rather than solving from scratch
             src = "solver" if role == "aggregator" else "worker"
             return _combine(env, _candidates(env, src), err, rng)
         return fam.noisy_completion(task, rng) if err else fam.reference_completion(task)
 
-    return policy
+
+def expert_policy(error_rate: float, seed: int = 0) -> ExpertPolicy:
+    """A noisy role-aware expert (see :class:`ExpertPolicy`)."""
+    return ExpertPolicy(error_rate, seed)
 
 
 def _combine(env: WorkflowEnv, cands: list[str], err: bool, rng: random.Random) -> str:

@@ -1,0 +1,17 @@
+"""Views of the workflow envs for other RL libraries: single-agent Gymnasium, tokenised,
+discrete-choice (see the README's "Using flowzoo with other RL libraries")."""
+
+from flowzoo.envs.wrappers.choice import AggregatorChoiceEnv, EvaluatorChoiceEnv, step_consistency
+from flowzoo.envs.wrappers.single_agent import SingleAgentEnv, scripted, single_agent, transcript
+from flowzoo.envs.wrappers.tokenized import TokenizedView
+
+__all__ = [
+    "AggregatorChoiceEnv",
+    "EvaluatorChoiceEnv",
+    "SingleAgentEnv",
+    "TokenizedView",
+    "scripted",
+    "single_agent",
+    "step_consistency",
+    "transcript",
+]

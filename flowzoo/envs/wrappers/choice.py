@@ -1,0 +1,144 @@
+"""Discrete-choice views: a role's decision as a choice among candidates, with numeric
+features, so any Gymnasium/SB3 algorithm can learn it inside the real workflow.
+
+- :class:`AggregatorChoiceEnv`: the Voting aggregator picks one solver's answer
+  (``Discrete(n_voters)``); the solvers are played by given policies.
+- :class:`EvaluatorChoiceEnv`: the Eval-Opt evaluator answers ACCEPT (1) or REVISE (0)
+  (``Discrete(2)``) on each draft; the optimizer is played by a given policy.
+
+Rewards are the workflow's team reward at the end of the episode.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from flowzoo.envs.registry import make_env
+from flowzoo.envs.wrappers.single_agent import SingleAgentEnv
+
+_EQ_RE = re.compile(r"(-?\d+)\s*([-+*])\s*(-?\d+)\s*=\s*(-?\d+)")
+
+
+def step_consistency(text: str) -> tuple[float, int]:
+    """Fraction of written ``a op b = c`` steps that are arithmetically right, and how many."""
+    eqs = _EQ_RE.findall(text)
+    if not eqs:
+        return 0.0, 0
+    ok = 0
+    for a, op, b, c in eqs:
+        a_, b_, c_ = int(a), int(b), int(c)
+        ok += {"+": a_ + b_, "-": a_ - b_, "*": a_ * b_}[op] == c_
+    return ok / len(eqs), len(eqs)
+
+
+class AggregatorChoiceEnv(gym.Env):
+    """Choose which solver's answer the Voting aggregator selects.
+
+    Observation per candidate ``i`` (flattened, ``n_voters x 4``): has an answer, share of
+    solvers whose answer is equivalent to it, fraction of its written steps that check out,
+    and its position ``i / (n - 1)``."""
+
+    metadata = {"render_modes": []}
+    N_FEATURES = 4
+
+    def __init__(self, solvers: Any, env_id: str = "voting-math", **env_options) -> None:
+        super().__init__()
+        self.wf = make_env(env_id, aggregator_mode="select", **env_options)
+        self.k = self.wf.workflow.k
+        self.inner = SingleAgentEnv(self.wf, "aggregator", solvers)
+        self.action_space = spaces.Discrete(self.k)
+        self.observation_space = spaces.Box(
+            0.0, 1.0, shape=(self.k * self.N_FEATURES,), dtype=np.float32
+        )
+
+    def _features(self) -> np.ndarray:
+        ep = self.wf.episode
+        fam = self.wf.family
+        texts = [ep.turns_of(f"solver_{i}")[-1].action for i in range(self.k)]
+        verdicts = (
+            fam.score_many(ep.task, texts)
+            if fam.name == "code"
+            else [fam.score(ep.task, t) for t in texts]
+        )
+        classes = [fam.answer_class(ep.task, v) for v in verdicts]
+        feats = np.zeros((self.k, self.N_FEATURES), dtype=np.float32)
+        for i, (t, c) in enumerate(zip(texts, classes, strict=True)):
+            feats[i, 0] = c is not None
+            feats[i, 1] = (
+                (sum(1 for d in classes if d is not None and d == c) / self.k)
+                if c is not None
+                else 0.0
+            )
+            feats[i, 2] = step_consistency(t)[0]
+            feats[i, 3] = i / max(1, self.k - 1)
+        return feats.reshape(-1)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.inner.reset(seed=seed, options=options)
+        return self._features(), {}
+
+    def step(self, action):
+        a = int(action)
+        if not 0 <= a < self.k:
+            raise ValueError(f"action {action} out of range 0..{self.k - 1}")
+        _, reward, term, trunc, info = self.inner.step(f"\\boxed{{{a + 1}}}")
+        return (
+            np.zeros(self.observation_space.shape, dtype=np.float32),
+            float(reward),
+            True,
+            False,
+            info,
+        )
+
+
+class EvaluatorChoiceEnv(gym.Env):
+    """ACCEPT (1) or REVISE (0) each Eval-Opt draft.
+
+    Observation: the draft has an answer, fraction of its written steps that check out,
+    how many steps it wrote (/4), and the round (/max_rounds)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, optimizer: Any, env_id: str = "eval-opt-math", **env_options) -> None:
+        super().__init__()
+        self.wf = make_env(env_id, **env_options)
+        self.inner = SingleAgentEnv(self.wf, "evaluator", {"optimizer": optimizer})
+        self.action_space = spaces.Discrete(2)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(4,), dtype=np.float32)
+
+    def _features(self) -> np.ndarray:
+        ep = self.wf.episode
+        draft = ep.last_of_role("optimizer").action
+        frac, n = step_consistency(draft)
+        rounds = len(ep.turns_of("evaluator"))
+        return np.array(
+            [
+                self.wf.family.extract(draft) is not None,
+                frac,
+                min(1.0, n / 4),
+                rounds / self.wf.workflow.options.max_rounds,
+            ],
+            dtype=np.float32,
+        )
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.inner.reset(seed=seed, options=options)
+        return self._features(), {}
+
+    def step(self, action):
+        verdict = (
+            "Verdict: ACCEPT"
+            if int(action) == 1
+            else "Verdict: REVISE\nFeedback: recheck each step."
+        )
+        _, reward, term, trunc, info = self.inner.step(verdict)
+        if term or trunc:
+            return np.zeros(4, dtype=np.float32), float(reward), term, trunc, info
+        return self._features(), float(reward), False, False, info

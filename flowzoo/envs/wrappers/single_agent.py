@@ -1,0 +1,144 @@
+"""Single-agent Gymnasium views of a workflow env, for libraries that speak Gymnasium.
+
+``single_agent(env, "aggregator", others=...)``: one agent (or every agent of one role) is
+the controlled agent; the others are played by callables. A callable is either
+``fn(prompt) -> str`` (an LLM, a fixed transcript) or a scripted policy ``fn(env, agent)``
+wrapped with :func:`scripted`. Rewards are the controlled agent's rewards from the AEC env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+from flowzoo.envs.core import WorkflowEnv
+
+TextPolicy = Callable[[str], str]
+
+
+class scripted:  # noqa: N801 - reads like a function at the call site
+    """Mark an ``fn(env, agent) -> str`` policy (e.g. from flowzoo.envs.scripted)."""
+
+    def __init__(self, fn: Callable[[WorkflowEnv, str], str]) -> None:
+        self.fn = fn
+
+    def __call__(self, env: WorkflowEnv, agent: str) -> str:
+        return self.fn(env, agent)
+
+    def reseed(self, seed: int | None) -> None:
+        if hasattr(self.fn, "reseed"):
+            self.fn.reseed(seed)
+
+
+def transcript(texts: list[str]) -> TextPolicy:
+    """A fixed transcript: returns the given completions in turn (cycling)."""
+    state = {"i": 0}
+
+    def fn(prompt: str) -> str:
+        t = texts[state["i"] % len(texts)]
+        state["i"] += 1
+        return t
+
+    return fn
+
+
+def _play(env: WorkflowEnv, agent: str, pol) -> str:
+    if isinstance(pol, scripted):
+        return pol(env, agent)
+    return pol(env.observe(agent)["prompt"])
+
+
+class SingleAgentEnv(gym.Env):
+    """A gymnasium.Env in which ``controlled`` (an agent name or a role) acts."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, env: WorkflowEnv, controlled: str, others: Any = None) -> None:
+        super().__init__()
+        self.env = env
+        if controlled in env.possible_agents:
+            self.agents = {controlled}
+        elif controlled in env.roles:
+            self.agents = {a for a in env.possible_agents if env.role_of(a) == controlled}
+        else:
+            raise ValueError(
+                f"{controlled!r} is neither an agent nor a role of {env}; agents: {env.possible_agents}"
+            )
+        self.controlled = controlled
+        self._others = others
+        missing = [
+            a for a in env.possible_agents if a not in self.agents and self._other_for(a) is None
+        ]
+        if missing:
+            raise ValueError(
+                f"no policy for the other agents {missing}: pass others= a callable or a dict by agent or role"
+            )
+        first = sorted(self.agents)[0]
+        self.observation_space = env.observation_space(first)
+        self.action_space = env.action_space(first)
+        self._reward_agent = first
+
+    def _other_for(self, agent: str):
+        o = self._others
+        if o is None:
+            return None
+        if isinstance(o, dict):
+            return o.get(agent, o.get(self.env.role_of(agent)))
+        return o
+
+    def _advance(self) -> tuple[float, bool, bool]:
+        """Play the others (and dead steps) until a controlled agent must act or the end."""
+        env = self.env
+        reward = 0.0
+        while env.agents:
+            a = env.agent_selection
+            if a == self._reward_agent:
+                reward += float(env._cumulative_rewards.get(a, 0.0))
+            if env.terminations[a] or env.truncations[a]:
+                ended_by_trunc = env.truncations[a]
+                info = dict(env.infos[a])
+                env.step(None)
+                if not env.agents:
+                    self._last_info = info
+                    return reward, not ended_by_trunc, ended_by_trunc
+                continue
+            if a in self.agents:
+                return reward, False, False
+            env.step(_play(env, a, self._other_for(a)))
+        return reward, True, False
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None:  # stateful others (noisy experts) restart too: same seed, same episode
+            pols = self._others.values() if isinstance(self._others, dict) else [self._others]
+            for k, pol in enumerate(pols):
+                if hasattr(pol, "reseed"):
+                    pol.reseed(seed * 7919 + k)
+        self.env.reset(seed=seed, options=options)
+        self._last_info: dict = {}
+        self._advance()
+        a = self.env.agent_selection
+        return self.env.observe(a), dict(self.env.infos[a])
+
+    def step(self, action: str):
+        env = self.env
+        a = env.agent_selection
+        if a not in self.agents or not env.agents:
+            raise RuntimeError("step() called after the episode ended; call reset()")
+        env.step(action)
+        reward, term, trunc = self._advance()
+        if env.agents:
+            nxt = env.agent_selection
+            return env.observe(nxt), reward, False, False, dict(env.infos[nxt])
+        obs = {"prompt": "", "turn": self.observation_space["turn"].n - 1}
+        return obs, reward, term, trunc, self._last_info
+
+    def render(self) -> str:
+        return self.env.transcript()
+
+
+def single_agent(env: WorkflowEnv, agent_or_role: str, others: Any = None) -> SingleAgentEnv:
+    """A single-agent Gymnasium view (see :class:`SingleAgentEnv`)."""
+    return SingleAgentEnv(env, agent_or_role, others)
