@@ -169,6 +169,38 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from flowzoo.agents.sweep import load_sweep, parse_subset, run_sweep
+
+    spec = load_sweep(args.config)
+    if args.out_dir:
+        spec.out_dir = args.out_dir
+    rep = run_sweep(
+        spec,
+        backend=args.backend,
+        workers=args.workers,
+        subset=parse_subset(args.subset),
+        address=args.address,
+    )
+    failed = {k: v for k, v in rep["runs"].items() if v.startswith("failed")}
+    for k, v in rep["runs"].items():
+        print(f"{v:<22} {k}")
+    print(
+        f"sweep {spec.name}: {len(rep['runs'])} runs, {len(failed)} failed, {rep['wall_s']:.0f}s -> {spec.out_dir}"
+    )
+    return 1 if failed else 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from flowzoo.report import build_report
+
+    p = build_report(
+        args.runs_dir, args.out, window=args.window, margin=args.margin, plots=not args.no_plots
+    )
+    print(f"wrote {p}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flowzoo", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -206,6 +238,31 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--steps", type=int, default=None)
     pt.add_argument("--cache-dir", default=None)
     pt.set_defaults(fn=_cmd_pretrain)
+
+    sw = sub.add_parser("sweep", help="run a matrix of training runs (resumable)")
+    sw.add_argument("config", help="sweep file (.toml/.yaml) with [base], [grid], [[extra]]")
+    sw.add_argument("--backend", choices=["local", "ray"], default="local")
+    sw.add_argument(
+        "--workers", type=int, default=None, help="local backend: runs at a time (default: cores)"
+    )
+    sw.add_argument(
+        "--address", default=None, help="ray backend: cluster address (default: a local Ray)"
+    )
+    sw.add_argument("--subset", default=None, help="only runs matching key=value[,key=value]")
+    sw.add_argument("--out-dir", default=None)
+    sw.set_defaults(fn=_cmd_sweep)
+
+    rp = sub.add_parser(
+        "report", help="aggregate runs into report.md with tables, plots and findings"
+    )
+    rp.add_argument("runs_dir")
+    rp.add_argument("--out", default=None, help="default: RUNS_DIR/report")
+    rp.add_argument("--window", type=int, default=3, help="evals averaged for the final accuracy")
+    rp.add_argument(
+        "--margin", type=float, default=0.1, help="cliff: final at least this far below the peak"
+    )
+    rp.add_argument("--no-plots", action="store_true")
+    rp.set_defaults(fn=_cmd_report)
     return p
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENV_VERSION = 0
-WORKFLOWS = ("eval-opt", "voting", "orch-workers")
+WORKFLOWS = ("eval-opt", "voting", "orch-workers", "single")
 FAMILIES = ("math", "code")
 
 #: options of the engine itself (see WorkflowEnv)

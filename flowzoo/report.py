@@ -1,0 +1,325 @@
+"""``flowzoo report RUNS_DIR``: the empirical map from a directory of training runs.
+
+Reads every run (``config.json``, ``summary.json``, ``metrics.jsonl``), groups runs that
+differ only by seed into cells, and writes ``report.md`` with: a table per task of base,
+peak (with step), final accuracy and delta vs base (mean ± std over seeds) and cliff counts;
+the majority-vote and single-agent rows where those runs exist; a plot per cell of the
+held-out accuracy curves aligned with per-role gradient-mass share (shared policy) or
+per-role gradient norm (isolated policy); and findings that test the study's claims
+against these numbers — each stated as supported, contradicted or inconclusive, with the
+numbers behind it. No torch needed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean, pstdev
+
+from flowzoo.agents.curves import analyze_curve
+
+LEVER_KEYS = (
+    "role_weighting",
+    "adv_norm",
+    "kl_per_role",
+    "kl_coef",
+    "damper_lambda",
+    "algo",
+    "team_weight",
+)
+LEVER_DEFAULTS = {
+    "role_weighting": "tokens",
+    "adv_norm": "group",
+    "kl_per_role": {},
+    "kl_coef": 0.0,
+    "damper_lambda": 0.0,
+    "algo": "grpo",
+    "team_weight": 1.0,
+}
+
+
+@dataclass
+class Run:
+    path: Path
+    config: dict
+    summary: dict
+    metrics: list[dict]
+    curve: list[tuple[int, float]]
+    base_extra: dict = field(default_factory=dict)
+
+    @property
+    def workflow(self) -> str:
+        return self.config["env"].rsplit("-", 1)[0]
+
+    @property
+    def task(self) -> str:
+        return self.config["env"].rsplit("-", 1)[1]
+
+    @property
+    def levers(self) -> str:
+        parts = []
+        for k in LEVER_KEYS:
+            v = self.config.get(k, LEVER_DEFAULTS[k])
+            if v != LEVER_DEFAULTS[k]:
+                parts.append(f"{k}={json.dumps(v) if isinstance(v, dict) else v}")
+        return ", ".join(parts) or "-"
+
+    @property
+    def cell(self) -> tuple:
+        c = self.config
+        return (self.task, self.workflow, str(c["model"]), c["policy"], c["param"], self.levers)
+
+
+def load_runs(root: str | Path) -> list[Run]:
+    """Every run directory below ``root`` with a summary and an eval curve."""
+    runs = []
+    for s in sorted(Path(root).rglob("summary.json")):
+        d = s.parent
+        cfg_p = d / "config.json"
+        if not cfg_p.exists():
+            continue
+        summary = json.loads(s.read_text())
+        metrics = (
+            [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()]
+            if (d / "metrics.jsonl").exists()
+            else []
+        )
+        curve = [tuple(x) for x in summary.get("eval_curve", [])]
+        if not curve:
+            continue
+        base = next((m["eval"] for m in metrics if m.get("step") == -1 and "eval" in m), {})
+        runs.append(Run(d, json.loads(cfg_p.read_text()), summary, metrics, curve, base))
+    return runs
+
+
+def _ms(xs: list[float]) -> str:
+    if not xs:
+        return "-"
+    if len(xs) == 1:
+        return f"{xs[0]:.3f}"
+    return f"{mean(xs):.3f} ± {pstdev(xs):.3f}"
+
+
+@dataclass
+class CellStats:
+    key: tuple
+    runs: list[Run]
+    base: list[float]
+    peak: list[float]
+    peak_step: list[int]
+    final: list[float]
+    cliffs: int
+    majority: list[float]
+
+    @property
+    def delta(self) -> list[float]:
+        return [f - b for f, b in zip(self.final, self.base, strict=True)]
+
+
+def cell_stats(runs: list[Run], window: int = 3, margin: float = 0.1) -> list[CellStats]:
+    cells: dict[tuple, list[Run]] = defaultdict(list)
+    for r in runs:
+        cells[r.cell].append(r)
+    out = []
+    for key, rs in sorted(cells.items()):
+        summ = [
+            analyze_curve([s for s, _ in r.curve], [a for _, a in r.curve], window, margin)
+            for r in rs
+        ]
+        maj = [
+            float(r.base_extra["majority_correct"])
+            for r in rs
+            if "majority_correct" in r.base_extra
+        ]
+        out.append(
+            CellStats(
+                key,
+                rs,
+                [s.base for s in summ],
+                [s.peak for s in summ],
+                [s.peak_step for s in summ],
+                [s.final for s in summ],
+                sum(s.cliff for s in summ),
+                maj,
+            )
+        )
+    return out
+
+
+def _plot_cell(c: CellStats, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(6.4, 5.2), sharex=True)
+    shared = c.key[3] == "shared"
+    for i, r in enumerate(c.runs):
+        xs, ys = zip(*r.curve, strict=True)
+        ax1.plot(xs, ys, marker="o", ms=3, color=f"C{i}", label=f"seed {r.config.get('seed')}")
+        per_role: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for m in r.metrics:
+            for role, row in m.get("roles", {}).items():
+                per_role[role].append(
+                    (m["step"] + 1, row.get("grad_share" if shared else "grad_norm", 0.0))
+                )
+        for j, (role, pts) in enumerate(sorted(per_role.items())):
+            px, py = zip(*pts, strict=True)
+            ax2.plot(
+                px, py, color=f"C{j}", alpha=0.8 if i == 0 else 0.35, label=role if i == 0 else None
+            )
+    ax1.set_ylabel("held-out accuracy")
+    ax1.legend(fontsize=7)
+    ax2.set_ylabel("gradient-mass share" if shared else "per-role gradient norm")
+    ax2.set_xlabel("training step")
+    ax2.legend(fontsize=7)
+    task, wf, model, pol, param, lev = c.key
+    ax1.set_title(
+        f"{wf}-{task} | {model} | {pol}/{param}" + ("" if lev == "-" else f" | {lev}"), fontsize=9
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def findings(stats: list[CellStats]) -> list[str]:
+    """The study's claims, each checked against these cells (never beyond the numbers)."""
+    lines = []
+    multi = [c for c in stats if c.key[1] != "single"]
+    runs_n = sum(len(c.final) for c in multi)
+    if runs_n:
+        improved = sum(f > b for c in multi for f, b in zip(c.final, c.base, strict=True))
+        peaked = sum(p > b for c in multi for p, b in zip(c.peak, c.base, strict=True))
+        verdict = (
+            "supported"
+            if improved > runs_n / 2
+            else ("contradicted" if improved < runs_n / 2 else "inconclusive")
+        )
+        lines.append(
+            f"**Multi-agent RL usually improves over the base model** — {verdict}: final > base in {improved}/{runs_n} runs; "
+            f"peak > base in {peaked}/{runs_n}."
+        )
+    pairs = []
+    by = {(c.key[0], c.key[1], c.key[2], c.key[4], c.key[5], c.key[3]): c for c in multi}
+    for (task, wf, model, param, lev, pol), c in by.items():
+        if pol == "isolated" and (task, wf, model, param, lev, "shared") in by:
+            pairs.append((c, by[(task, wf, model, param, lev, "shared")]))
+    if pairs:
+        higher = sum(mean(i.peak) > mean(s.peak) for i, s in pairs)
+        diff = mean(mean(i.peak) - mean(s.peak) for i, s in pairs)
+        verdict = (
+            "supported"
+            if higher > len(pairs) / 2
+            else ("contradicted" if higher < len(pairs) / 2 else "inconclusive")
+        )
+        lines.append(
+            f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in {higher}/{len(pairs)} matched cells, mean peak difference {diff:+.3f}."
+        )
+        par = [(i, s) for i, s in pairs if i.key[1] in ("voting", "orch-workers")]
+        if par:
+            ci = sum(i.cliffs for i, _ in par)
+            cs = sum(s.cliffs for _, s in par)
+            ni = sum(len(i.final) for i, _ in par)
+            ns = sum(len(s.final) for _, s in par)
+            if ci == cs == 0:
+                verdict = "inconclusive (no cliffs in these runs)"
+            else:
+                verdict = "supported" if ci / ni > cs / ns else "contradicted"
+            lines.append(
+                f"**Isolated-Policy falls off a cliff more often in Voting/Orch-Workers** — {verdict}: cliffs isolated {ci}/{ni} runs vs shared {cs}/{ns}."
+            )
+    else:
+        lines.append(
+            "**Isolated vs Shared** — inconclusive: no matched pair of cells (same workflow, task, model, parameterisation, levers)."
+        )
+    shared = [c for c in multi if c.key[3] == "shared"]
+    if shared:
+        parts = []
+        for c in shared:
+            shares: dict[str, list[float]] = defaultdict(list)
+            for r in c.runs:
+                for role, v in r.summary.get("mean_grad_share", {}).items():
+                    shares[role].append(v)
+            if shares:
+                role, vals = max(shares.items(), key=lambda kv: mean(kv[1]))
+                parts.append((c, role, mean(vals), len(shares)))
+        if parts:
+            dominant = [p for p in parts if p[2] > 1.0 / p[3] + 0.15]
+            detail = "; ".join(
+                f"{c.key[1]}-{c.key[0]} {c.key[2]}: {role} {share:.2f}"
+                for c, role, share, _ in parts
+            )
+            verdict = "supported" if len(dominant) > len(parts) / 2 else "not supported"
+            lines.append(
+                f"**Under Shared-Policy one role dominates the gradient mass** — {verdict} "
+                f"({len(dominant)}/{len(parts)} shared cells have a role more than 0.15 above an even share): {detail}."
+            )
+    return lines
+
+
+def build_report(
+    root: str | Path,
+    out: str | Path | None = None,
+    window: int = 3,
+    margin: float = 0.1,
+    plots: bool = True,
+) -> Path:
+    """Write ``report.md`` (and PNGs) for the runs below ``root``; returns its path."""
+    root = Path(root)
+    out = Path(out) if out else root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    runs = load_runs(root)
+    if not runs:
+        raise ValueError(f"no finished runs (summary.json with an eval curve) under {root}")
+    stats = cell_stats(runs, window, margin)
+    md = [
+        f"# flowzoo report: {root}",
+        "",
+        f"{len(runs)} runs in {len(stats)} cells. Cliff rule: final (mean of the last {window} evals) at least {margin} below the peak and below the base.",
+        "",
+    ]
+    for task in sorted({c.key[0] for c in stats}):
+        md += [
+            f"## {task}",
+            "",
+            "| workflow | model | policy | param | levers | seeds | base | peak (step) | final | Δ vs base | cliffs | majority vote (base) |",
+            "|---|---|---|---|---|---:|---|---|---|---|---|---|",
+        ]
+        for c in [c for c in stats if c.key[0] == task]:
+            _, wf, model, pol, param, lev = c.key
+            peak = f"{_ms(c.peak)} ({'/'.join(str(s) for s in c.peak_step)})"
+            delta = _ms(c.delta)
+            md.append(
+                f"| {wf} | {model} | {pol} | {param} | {lev} | {len(c.runs)} | {_ms(c.base)} | {peak} | {_ms(c.final)} | {delta} | {c.cliffs}/{len(c.runs)} | {_ms(c.majority)} |"
+            )
+        md.append("")
+    md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
+    if plots:
+        md += ["## Curves", ""]
+        for i, c in enumerate(stats):
+            name = f"cell{i:02d}.png"
+            _plot_cell(c, out / name)
+            md.append(f"![{' '.join(c.key)}]({name})")
+        md.append("")
+    p = out / "report.md"
+    p.write_text("\n".join(md))
+    (out / "cells.json").write_text(
+        json.dumps(
+            [
+                {
+                    "key": list(c.key),
+                    "base": c.base,
+                    "peak": c.peak,
+                    "peak_step": c.peak_step,
+                    "final": c.final,
+                    "cliffs": c.cliffs,
+                    "majority": c.majority,
+                }
+                for c in stats
+            ],
+            indent=1,
+        )
+    )
+    return p
