@@ -71,6 +71,8 @@ def test_sleep_times_out(sbx):
 
 
 def test_fork_bomb_is_contained(sbx):
+    if sbx.name == "process" and not {"cgroup-pids", "nproc-rlimit"} & set(sbx.isolation):
+        pytest.skip(f"no process-count limit binds here ({sbx.isolation}); running a fork bomb would hurt the host")
     r = sbx.run(
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
         timeout_s=2,
@@ -218,6 +220,18 @@ def test_bad_arguments_are_clear_errors():
     s = get_sandbox("process")
     r = s.run("print(1)", files={"../evil.py": "x"})
     assert r.status == "sandbox_error" and "inside the work dir" in r.stderr
+
+
+def test_process_count_is_capped():
+    s = get_sandbox("process", max_procs=20)
+    if not {"cgroup-pids", "nproc-rlimit"} & set(s.isolation):
+        pytest.skip(f"no process-count limit binds here: {s.isolation}")
+    src = (
+        "import os, time\nn = 0\nfor i in range(200):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(1)\n        os._exit(0)\n    n += 1\nprint(n)"
+    )
+    r = s.run(src)
+    assert r.status == "ok" and int(r.stdout.strip()) < 20
 
 
 def test_isolation_is_reported_honestly():

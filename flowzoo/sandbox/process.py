@@ -34,6 +34,7 @@ import warnings
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
+from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import ConcurrentRunMixin, ExecResult, SandboxUnavailable, classify
 
 MECHANISMS = ("auto", "bwrap", "unshare", "none")
@@ -235,7 +236,12 @@ class ProcessSandbox(ConcurrentRunMixin):
     name = "process"
 
     def __init__(
-        self, mechanism: str = "auto", workers: int | None = None, _probe: bool = True, **limits
+        self,
+        mechanism: str = "auto",
+        workers: int | None = None,
+        use_cgroups: bool = True,
+        _probe: bool = True,
+        **limits,
     ) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(
@@ -264,10 +270,16 @@ class ProcessSandbox(ConcurrentRunMixin):
         self.default_workers = workers or max(2, os.cpu_count() or 2)
         self._exe, self._prefix = _interpreter()
         self._stdlib_public = _traversable_by_others(self._prefix)
+        self._cgroups = cgroups.available() if use_cgroups else ()
 
     @property
     def isolation(self) -> tuple[str, ...]:
-        return ISOLATION[self.mechanism]
+        extra = tuple(f"cgroup-{c}" for c in self._cgroups)
+        # RLIMIT_NPROC binds only when the program's real uid outside its namespaces is not
+        # root: bwrap started by root maps the sandbox uid to root, and root is exempt
+        if not (self.mechanism == "bwrap" and os.geteuid() == 0):
+            extra += ("nproc-rlimit",)
+        return ISOLATION[self.mechanism] + extra
 
     def __repr__(self) -> str:
         return f"ProcessSandbox(mechanism={self.mechanism!r}, limits={self.limits})"
@@ -353,11 +365,27 @@ class ProcessSandbox(ConcurrentRunMixin):
         self, workdir: str, lim: ProcessLimits, has_stdin: bool, backend: str
     ) -> ExecResult:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/tmp"}
+        cmd = self._command(workdir, lim)
+        group = None
+        if self._cgroups:
+            try:
+                group = cgroups.RunGroup(lim.max_procs, lim.memory_mb + 64)
+                env["FZ_CG"] = " ".join(group.procs_files)
+                cmd = cgroups.LAUNCHER + cmd
+            except OSError as e:
+                return ExecResult("sandbox_error", None, "", f"cannot create the run's cgroup: {e}", 0.0, backend=backend)
+        try:
+            return self._spawn(cmd, env, workdir, lim, has_stdin, backend, group)
+        finally:
+            if group is not None:
+                group.destroy()
+
+    def _spawn(self, cmd, env, workdir, lim, has_stdin, backend, group) -> ExecResult:
         stdin_f = open(os.path.join(workdir, ".stdin"), "rb") if has_stdin else subprocess.DEVNULL
         t0 = time.monotonic()
         try:
             proc = subprocess.Popen(
-                self._command(workdir, lim),
+                cmd,
                 stdin=stdin_f,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -384,9 +412,11 @@ class ProcessSandbox(ConcurrentRunMixin):
             sig = rc - 128  # both tools report a child killed by signal N as 128+N
         stdout = out.decode("utf-8", errors="replace")
         stderr = err.decode("utf-8", errors="replace")
-        if self.mechanism == "bwrap" and rc == 1 and stderr.startswith("bwrap:"):
+        if (self.mechanism == "bwrap" and rc == 1 and stderr.startswith("bwrap:")) or (group is not None and rc == 97 and not stdout):
             return ExecResult("sandbox_error", rc, stdout, stderr, wall, None, truncated, backend)
         status = classify(rc, sig, stderr, timed_out)
+        if group is not None and status in ("killed", "error") and group.hit_memory_limit():
+            status = "memory"
         return ExecResult(status, rc, stdout, stderr, wall, sig, truncated, backend)
 
     def close(self) -> None:
