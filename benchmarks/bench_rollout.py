@@ -1,0 +1,59 @@
+"""Batched rollout tokens/s vs one plain ``model.generate()`` on the same total batch, and
+vs the same rollout done env by env (batch 1)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+import flowzoo
+from benchmarks.common import Row
+
+
+def run(quick: bool = False) -> list[Row]:
+    from flowzoo.agents.evaluate import single_policy
+    from flowzoo.agents.policy import Policy
+    from flowzoo.agents.rollout import rollout
+    from flowzoo.agents.tiny import ensure_tiny
+
+    n_env, g = (16, 4) if quick else (64, 8)
+    pol = Policy(ensure_tiny("tiny-s", progress=False))
+    route = single_policy(pol)
+    envs = [flowzoo.make_env("voting-math") for _ in range(n_env * g)]
+    tasks = envs[0].tasks
+    opts = [{"task_id": tasks[i // g].id} for i in range(n_env * g)]
+    max_new = 48
+
+    t = time.perf_counter()
+    recs = rollout(envs, route, opts, seeds=list(range(len(envs))), max_new_tokens=max_new, temperature=0.7, generator=torch.Generator().manual_seed(0))
+    dt = time.perf_counter() - t
+    ours = sum(len(x.completion_ids) for r in recs for x in r.turns) / dt
+
+    # reference: one plain generate() over the first tick's prompts (same total batch)
+    prompts = [e.observe(e.possible_agents[0])["prompt"] for e in envs]
+    for e, o in zip(envs, opts, strict=True):
+        e.reset(options=o)
+    prompts = [e.observe(e.agent_selection)["prompt"] for e in envs]
+    tok = pol.tokenizer
+    tok.padding_side = "left"
+    enc = tok([tok.bos_token + p for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False)
+    t = time.perf_counter()
+    with torch.no_grad():
+        out = pol.model.generate(**enc, max_new_tokens=max_new, do_sample=True, temperature=0.7, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    dt = time.perf_counter() - t
+    new = out[:, enc["input_ids"].shape[1] :]
+    ref_tokens = int(sum(((row != tok.pad_token_id).cumprod(0)).sum() for row in new))
+    ref = ref_tokens / dt
+
+    k = 8 if quick else 16
+    t = time.perf_counter()
+    n_tok = 0
+    for i in range(k):
+        rr = rollout(envs[i : i + 1], route, opts[i : i + 1], seeds=[i], max_new_tokens=max_new, temperature=0.7)
+        n_tok += sum(len(x.completion_ids) for r in rr for x in r.turns)
+    single = n_tok / (time.perf_counter() - t)
+    return [
+        Row("rollout", f"tokens/s, {n_env} problems x G={g} (voting-math, tiny-s)", ours, ref, "one model.generate() on the same batch", "tokens/s", target=0.8),
+        Row("rollout", "batched rollout vs env-by-env", ours, single, "the same rollout, batch 1", "tokens/s", target=5.0),
+    ]
