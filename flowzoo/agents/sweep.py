@@ -42,18 +42,10 @@ class RunSpec:
 
 
 def load_sweep(path: str | os.PathLike) -> SweepSpec:
+    from flowzoo.agents.trainer import read_config_file
+
     p = Path(path)
-    text = p.read_text()
-    if p.suffix == ".toml":
-        import tomllib
-
-        data = tomllib.loads(text)
-    elif p.suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text) or {}
-    else:
-        raise ValueError(f"sweep file must be .toml, .yaml or .yml, got {p.name}")
+    data = read_config_file(p)
     bad = set(data) - {"name", "out_dir", "base", "grid", "extra"}
     if bad:
         raise ValueError(

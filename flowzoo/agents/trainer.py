@@ -174,21 +174,25 @@ def apply_preset(cfg: TrainConfig, name: str) -> None:
         setattr(cfg, k, v)
 
 
-def load_config_file(path: str | os.PathLike, **overrides: Any) -> TrainConfig:
-    """A TrainConfig from a TOML or YAML file (keys are the dataclass fields)."""
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The table in a TOML or YAML file (training configs and sweep files alike)."""
     p = Path(path)
     text = p.read_text()
     if p.suffix == ".toml":
         import tomllib
 
-        data = tomllib.loads(text)
-    elif p.suffix in (".yaml", ".yml"):
+        return tomllib.loads(text)
+    if p.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text) or {}
-    else:
-        raise ValueError(f"config file must be .toml, .yaml or .yml, got {p.name}")
-    data = {**data, **overrides}
+        return yaml.safe_load(text) or {}
+    raise ValueError(f"config file must be .toml, .yaml or .yml, got {p.name}")
+
+
+def load_config_file(path: str | os.PathLike, **overrides: Any) -> TrainConfig:
+    """A TrainConfig from a TOML or YAML file (keys are the dataclass fields)."""
+    p = Path(path)
+    data = {**read_config_file(p), **overrides}
     valid = {f.name for f in dataclasses.fields(TrainConfig)}
     bad = sorted(set(data) - valid)
     if bad:

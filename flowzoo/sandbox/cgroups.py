@@ -45,7 +45,12 @@ def _hierarchy() -> _Hier | None:
     v1p, v1m = os.path.join(base, "pids"), os.path.join(base, "memory")
     if os.path.exists(os.path.join(v1p, "cgroup.procs")):
         pids = os.path.join(v1p, ROOT_NAME) if _writable_dir(os.path.join(v1p, ROOT_NAME)) else None
-        mem = os.path.join(v1m, ROOT_NAME) if os.path.exists(os.path.join(v1m, "cgroup.procs")) and _writable_dir(os.path.join(v1m, ROOT_NAME)) else None
+        mem = (
+            os.path.join(v1m, ROOT_NAME)
+            if os.path.exists(os.path.join(v1m, "cgroup.procs"))
+            and _writable_dir(os.path.join(v1m, ROOT_NAME))
+            else None
+        )
         if pids:
             return _Hier(1, pids, mem)
     for unified in (base, os.path.join(base, "unified")):
@@ -103,7 +108,11 @@ class RunGroup:
                 os.mkdir(self.mem_dir)
                 self.dirs.append(self.mem_dir)
                 _write(os.path.join(self.mem_dir, "memory.limit_in_bytes"), str(memory_mb << 20))
-                _write(os.path.join(self.mem_dir, "memory.memsw.limit_in_bytes"), str(memory_mb << 20), missing_ok=True)
+                _write(
+                    os.path.join(self.mem_dir, "memory.memsw.limit_in_bytes"),
+                    str(memory_mb << 20),
+                    missing_ok=True,
+                )
 
     @property
     def procs_files(self) -> list[str]:
@@ -115,7 +124,10 @@ class RunGroup:
         try:
             if self.h.version == 2:
                 ev = open(os.path.join(self.mem_dir, "memory.events")).read()
-                return any(ln.startswith(("oom ", "oom_kill ")) and int(ln.split()[1]) > 0 for ln in ev.splitlines())
+                return any(
+                    ln.startswith(("oom ", "oom_kill ")) and int(ln.split()[1]) > 0
+                    for ln in ev.splitlines()
+                )
             return int(open(os.path.join(self.mem_dir, "memory.failcnt")).read()) > 0
         except (OSError, ValueError):
             return False
@@ -124,7 +136,9 @@ class RunGroup:
         try:
             if self.h.version == 2:
                 ev = open(os.path.join(self.pids_dir, "pids.events")).read()
-                return any(ln.startswith("max ") and int(ln.split()[1]) > 0 for ln in ev.splitlines())
+                return any(
+                    ln.startswith("max ") and int(ln.split()[1]) > 0 for ln in ev.splitlines()
+                )
             return int(open(os.path.join(self.pids_dir, "pids.events")).read().split()[1]) > 0
         except (OSError, ValueError, IndexError):
             return False
@@ -171,4 +185,9 @@ def _write(path: str, value: str, missing_ok: bool = False) -> None:
 
 #: joins the cgroups named in $FZ_CG, then execs the real command (a shell is the cheapest
 #: place to do this before exec without Python's slow preexec_fn)
-LAUNCHER = ["/bin/sh", "-c", 'for p in $FZ_CG; do echo $$ > "$p" || exit 97; done; unset FZ_CG; exec "$@"', "flowzoo-launch"]
+LAUNCHER = [
+    "/bin/sh",
+    "-c",
+    'for p in $FZ_CG; do echo $$ > "$p" || exit 97; done; unset FZ_CG; exec "$@"',
+    "flowzoo-launch",
+]

@@ -373,7 +373,14 @@ class ProcessSandbox(ConcurrentRunMixin):
                 env["FZ_CG"] = " ".join(group.procs_files)
                 cmd = cgroups.LAUNCHER + cmd
             except OSError as e:
-                return ExecResult("sandbox_error", None, "", f"cannot create the run's cgroup: {e}", 0.0, backend=backend)
+                return ExecResult(
+                    "sandbox_error",
+                    None,
+                    "",
+                    f"cannot create the run's cgroup: {e}",
+                    0.0,
+                    backend=backend,
+                )
         try:
             return self._spawn(cmd, env, workdir, lim, has_stdin, backend, group)
         finally:
@@ -412,7 +419,9 @@ class ProcessSandbox(ConcurrentRunMixin):
             sig = rc - 128  # both tools report a child killed by signal N as 128+N
         stdout = out.decode("utf-8", errors="replace")
         stderr = err.decode("utf-8", errors="replace")
-        if (self.mechanism == "bwrap" and rc == 1 and stderr.startswith("bwrap:")) or (group is not None and rc == 97 and not stdout):
+        if (self.mechanism == "bwrap" and rc == 1 and stderr.startswith("bwrap:")) or (
+            group is not None and rc == 97 and not stdout
+        ):
             return ExecResult("sandbox_error", rc, stdout, stderr, wall, None, truncated, backend)
         status = classify(rc, sig, stderr, timed_out)
         if group is not None and status in ("killed", "error") and group.hit_memory_limit():

@@ -8,7 +8,7 @@ environments only talk to this interface, so a new family is one module.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -77,6 +77,51 @@ class TaskSet(Sequence[Task]):
 
     def __repr__(self) -> str:
         return f"TaskSet(name={self.name!r}, split={self.split!r}, n={len(self)})"
+
+
+SPLITS = ("train", "test")
+#: one generated question in TEST_FRACTION_DEN goes to the test split
+TEST_FRACTION_DEN = 5
+
+
+def split_of(question: str) -> str:
+    """The split a generated question belongs to, fixed by its text alone."""
+    return "test" if stable_hash(question) % TEST_FRACTION_DEN == 0 else "train"
+
+
+def generate_distinct(
+    n: int,
+    split: str,
+    levels: Iterable[int],
+    known_levels: Iterable[int],
+    draw: Callable[[int], Task],
+    name: str,
+    budget: int = 500,
+) -> TaskSet:
+    """``n`` distinct generated tasks of ``split``, levels taken in turn; ``draw(level)``
+    makes one candidate. Why one loop: the no-overlap guarantee (split by question hash)
+    must hold for every generator."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    levels = tuple(levels)
+    bad = [lv for lv in levels if lv not in set(known_levels)]
+    if bad or not levels:
+        raise ValueError(f"unknown levels {bad or levels}; valid: {sorted(known_levels)}")
+    seen: set[str] = set()
+    tasks: list[Task] = []
+    attempts = 0
+    while len(tasks) < n:
+        attempts += 1
+        if attempts > budget * n + 20_000:
+            raise ValueError(
+                f"cannot generate {n} distinct {split} {name} tasks at levels {levels}; ask for fewer"
+            )
+        t = draw(levels[len(tasks) % len(levels)])
+        if t.question in seen or split_of(t.question) != split:
+            continue
+        seen.add(t.question)
+        tasks.append(t)
+    return TaskSet(tasks, name=name, split=split)
 
 
 @runtime_checkable

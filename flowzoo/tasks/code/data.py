@@ -16,8 +16,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from flowzoo.tasks.base import Task, TaskSet, stable_hash
-from flowzoo.tasks.math.data import SPLITS, TEST_FRACTION_DEN
+from flowzoo.tasks.base import Task, TaskSet, generate_distinct, stable_hash
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
 #: (description, entry point, canonical solution, argument expressions for test cases)
@@ -241,32 +240,12 @@ def function_tasks(
     n: int = 200, split: str = "train", seed: int = 0, levels=(1, 2, 3, 4)
 ) -> TaskSet:
     """``n`` distinct generated function-writing tasks with unit tests (split by question hash)."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
-    levels = tuple(levels)
-    bad = [lv for lv in levels if lv not in LEVELS]
-    if bad or not levels:
-        raise ValueError(f"unknown levels {bad or levels}; valid: {sorted(LEVELS)}")
     r = random.Random(f"funcs:{seed}")
-    seen: set[str] = set()
-    tasks: list[Task] = []
-    attempts = 0
-    while len(tasks) < n:
-        attempts += 1
-        if attempts > 500 * n + 20_000:
-            raise ValueError(
-                f"cannot generate {n} distinct {split} code tasks at levels {levels}; ask for fewer"
-            )
-        lv = levels[len(tasks) % len(levels)]
-        desc, entry, sol, args = r.choice(LEVELS[lv])(r)
-        t = _make_task(lv, desc, entry, sol, args)
-        if t.question in seen or (stable_hash(t.question) % TEST_FRACTION_DEN == 0) != (
-            split == "test"
-        ):
-            continue
-        seen.add(t.question)
-        tasks.append(t)
-    return TaskSet(tasks, name="funcs", split=split)
+
+    def draw(lv: int) -> Task:
+        return _make_task(lv, *r.choice(LEVELS[lv])(r))
+
+    return generate_distinct(n, split, levels, LEVELS, draw, "funcs", budget=500)
 
 
 # ------------------------------------------------------------------------------ loaders

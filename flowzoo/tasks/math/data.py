@@ -13,19 +13,11 @@ import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from flowzoo.tasks.base import Task, TaskSet, stable_hash
+from flowzoo.tasks.base import SPLITS, Task, TaskSet, generate_distinct, stable_hash
 from flowzoo.tasks.math.extract import extract_answer, find_boxed
-
-SPLITS = ("train", "test")
-#: one question in TEST_FRACTION_DEN goes to the test split
-TEST_FRACTION_DEN = 5
 
 _NAMES = ["Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
 _THINGS = ["apples", "books", "coins", "pens", "cards", "shells", "stamps", "marbles"]
-
-
-def _split_of(question: str) -> str:
-    return "test" if stable_hash(question) % TEST_FRACTION_DEN == 0 else "train"
 
 
 #: A worked solution is a list of steps ``(left, op, right)``; ``None`` as an operand means
@@ -100,30 +92,17 @@ def arithmetic_tasks(
     n: int = 200, split: str = "train", seed: int = 0, levels: Iterable[int] = (1, 2, 3, 4)
 ) -> TaskSet:
     """``n`` distinct generated problems of the given split, evenly over ``levels``."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
-    levels = tuple(levels)
-    bad = [lv for lv in levels if lv not in LEVELS]
-    if bad or not levels:
-        raise ValueError(f"unknown levels {bad or levels}; valid: {sorted(LEVELS)}")
     r = random.Random(f"arith:{seed}")
-    seen: set[str] = set()
-    tasks: list[Task] = []
-    attempts = 0
-    while len(tasks) < n:
-        attempts += 1
-        if attempts > 200 * n + 10_000:
-            raise ValueError(f"cannot generate {n} distinct {split} problems at levels {levels}")
-        lv = levels[len(tasks) % len(levels)]
+
+    def draw(lv: int) -> Task:
         q, steps = LEVELS[lv](r)
-        if q in seen or _split_of(q) != split:
-            continue
-        seen.add(q)
         _, a = solve_steps(steps)
         tid = f"arith-{lv}-{stable_hash(q) % 10**10:010d}"
-        meta = {"level": lv, "steps": steps}
-        tasks.append(Task(id=tid, question=q, answer=str(a), family="math", meta=meta))
-    return TaskSet(tasks, name="arith", split=split)
+        return Task(
+            id=tid, question=q, answer=str(a), family="math", meta={"level": lv, "steps": steps}
+        )
+
+    return generate_distinct(n, split, levels, LEVELS, draw, "arith", budget=200)
 
 
 # ------------------------------------------------------------------------------ loaders
