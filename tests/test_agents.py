@@ -320,3 +320,28 @@ def test_config_file_maps_onto_the_dataclass(tmp_path):
     with pytest.raises(ValueError, match="valid"):
         TrainConfig(algo="dpo")
     assert TrainConfig(preset="study").lr == 2e-5 and TrainConfig(preset="study").param == "lora"
+
+
+def test_tree_rollout_groups_share_one_prompt(tiny_model, tmp_path):
+    tr = Trainer(
+        _cfg(
+            tiny_model,
+            tmp_path,
+            rollout="tree",
+            group_size=3,
+            problems_per_step=2,
+            group_by="task_agent_turn",
+        ),
+        progress=False,
+    )
+    records = tr._rollout(0)
+    turns = [t for r in records for t in r.turns]
+    by_key = {}
+    for r, t in ((r, t) for r in records for t in r.turns):
+        by_key.setdefault((r.group, t.agent, t.turn), []).append(t)
+    assert len(turns) == 2 * 4 * 3  # 2 problems x 4 voting turns x 3 siblings
+    assert all(len(v) == 3 and len({tuple(x.prompt_ids) for x in v}) == 1 for v in by_key.values())
+    _varied_rewards(records)
+    before = _snapshot(tr)
+    tr.update(records)
+    assert _changed(before, _snapshot(tr)) == {"shared"}

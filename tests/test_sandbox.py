@@ -72,7 +72,9 @@ def test_sleep_times_out(sbx):
 
 def test_fork_bomb_is_contained(sbx):
     if sbx.name == "process" and not {"cgroup-pids", "nproc-rlimit"} & set(sbx.isolation):
-        pytest.skip(f"no process-count limit binds here ({sbx.isolation}); running a fork bomb would hurt the host")
+        pytest.skip(
+            f"no process-count limit binds here ({sbx.isolation}); running a fork bomb would hurt the host"
+        )
     r = sbx.run(
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
         timeout_s=2,

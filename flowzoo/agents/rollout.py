@@ -47,6 +47,8 @@ class EpisodeRecord:
     turns: list[TurnRecord] = field(default_factory=list)
     rewards: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    #: every agent's final info
+    agent_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
@@ -72,8 +74,10 @@ def rollout(
     max_new_tokens: int = 96,
     temperature: float = 0.7,
     generator: torch.Generator | None = None,
+    reset: bool = True,
 ) -> list[EpisodeRecord]:
-    """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``."""
+    """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``.
+    ``reset=False`` continues each env from its current state (only new turns recorded)."""
     n = len(envs)
     reset_options = list(reset_options) if reset_options is not None else [None] * n
     seeds = list(seeds) if seeds is not None else [None] * n
@@ -81,9 +85,13 @@ def rollout(
     records: list[EpisodeRecord] = []
     turn_counts: list[dict[str, int]] = []
     for i, env in enumerate(envs):
-        env.reset(seed=seeds[i], options=reset_options[i])
+        if reset:
+            env.reset(seed=seeds[i], options=reset_options[i])
         records.append(EpisodeRecord(i, env.env_id, env.episode.task.id, groups[i]))
-        turn_counts.append(defaultdict(int))
+        counts: dict[str, int] = defaultdict(int)
+        for t in env.episode.turns:
+            counts[t.agent] += 1
+        turn_counts.append(counts)
     live = set(range(n))
     while live:
         by_policy: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
@@ -126,6 +134,7 @@ def rollout(
                     rec.rewards = {a: float(env.rewards[a]) for a in env.agents}
                     rec.info = dict(env.infos[env.possible_agents[0]])
                     by_agent = {a: dict(env.infos[a]) for a in env.agents}
+                    rec.agent_infos = by_agent
                     for t in rec.turns:
                         t.reward = rec.rewards.get(t.agent, 0.0)
                         t.team_reward = float(by_agent[t.agent].get("team_reward", 0.0))
@@ -133,3 +142,106 @@ def rollout(
                     _advance_dead(env)
                     live.discard(i)
     return records
+
+
+def tree_rollout(
+    envs: Sequence,
+    policy_for: Callable[[str], tuple[str, Policy]],
+    reset_options: Sequence[dict[str, Any] | None],
+    branch: int,
+    rng,
+    seeds: Sequence[int | None] | None = None,
+    max_new_tokens: int = 96,
+    temperature: float = 0.7,
+    generator: torch.Generator | None = None,
+) -> list[EpisodeRecord]:
+    """Tree rollouts: at every turn of each problem's trunk episode, ``branch`` completions
+    are sampled from the same state; each sibling is played to the end with one sampled
+    continuation to get its reward; the trunk then continues along one sibling chosen
+    **uniformly at random** (``rng``). One record per sibling holds only its branching turn,
+    so role-and-turn GRPO groups share one prompt. Continuation turns are not returned."""
+    import copy
+
+    n = len(envs)
+    seeds = list(seeds) if seeds is not None else [None] * n
+    for i, env in enumerate(envs):
+        env.reset(seed=seeds[i], options=reset_options[i])
+    trunks = list(envs)
+    out: list[EpisodeRecord] = []
+    live = [i for i in range(n) if trunks[i].agents]
+    while live:
+        siblings, after, meta = [], [], []
+        for i in live:
+            env = trunks[i]
+            agent = env.agent_selection
+            name, pol = policy_for(env.role_of(agent))
+            prompt = env.observe(agent)["prompt"]
+            gens = pol.generate(
+                [prompt] * branch,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                generator=generator,
+            )
+            turn_idx = len(env.episode.turns_of(agent))
+            for g in gens:
+                c = copy.deepcopy(env)
+                c.step(g.text)
+                after.append(copy.deepcopy(c))
+                siblings.append(c)
+                meta.append(
+                    (i, agent, env.role_of(agent), turn_idx, len(env.episode.turns), name, g)
+                )
+        unfinished = [
+            k
+            for k, c in enumerate(siblings)
+            if not all(c.terminations[a] or c.truncations[a] for a in c.agents)
+        ]
+        finals: dict[int, dict[str, dict]] = {}
+        if unfinished:
+            cont = rollout(
+                [siblings[k] for k in unfinished],
+                policy_for,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                generator=generator,
+                reset=False,
+            )
+            finals = {k: r.agent_infos for k, r in zip(unfinished, cont, strict=True)}
+        for k, c in enumerate(siblings):
+            i, agent, role, turn_idx, step, name, g = meta[k]
+            infos = finals.get(k) or {a: dict(c.infos[a]) for a in c.agents}
+            info = dict(infos.get(agent, {}))
+            rec = EpisodeRecord(len(out), c.env_id, c.episode.task.id, c.episode.task.id, info=info)
+            reward = float(info.get("team_reward", 0.0))
+            rec.rewards = {agent: reward}
+            rec.turns.append(
+                TurnRecord(
+                    episode=rec.index,
+                    agent=agent,
+                    role=role,
+                    turn=turn_idx,
+                    step=step,
+                    policy=name,
+                    prompt_ids=g.prompt_ids,
+                    completion_ids=g.completion_ids,
+                    logprobs=g.logprobs,
+                    text=g.text,
+                    finished=g.finished,
+                    reward=reward,
+                    team_reward=reward,
+                    role_reward=float(info.get("role_reward", 0.0)),
+                )
+            )
+            out.append(rec)
+        nxt = []
+        for j, i in enumerate(live):
+            b = rng.randrange(branch)
+            trunk = after[j * branch + b]
+            _advance_dead(trunk)
+            trunks[i] = trunk
+            if trunk.agents and not all(
+                trunk.terminations[a] or trunk.truncations[a] for a in trunk.agents
+            ):
+                nxt.append(i)
+        live = nxt
+    return out

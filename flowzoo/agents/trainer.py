@@ -46,7 +46,7 @@ from flowzoo.agents.diagnostics import (
     role_gradient_stats,
 )
 from flowzoo.agents.evaluate import evaluate_env
-from flowzoo.agents.rollout import EpisodeRecord, TurnRecord, rollout
+from flowzoo.agents.rollout import EpisodeRecord, TurnRecord, rollout, tree_rollout
 from flowzoo.agents.routing import LoraSettings, PolicyRouter, parse_policy_arg
 
 ALGOS = ("grpo", "ppo")
@@ -107,6 +107,8 @@ class TrainConfig:
     gae_lambda: float = 0.95
     vf_coef: float = 0.5
     value_clip: float = 0.2
+    #: independent (G whole episodes per problem) | tree (G samples per turn from one state)
+    rollout: str = "independent"
     eval_every: int = 5
     eval_episodes: int = 64
     eval_temperature: float = 0.0
@@ -129,6 +131,7 @@ class TrainConfig:
             ("adv_norm", self.adv_norm, ADV_NORMS),
             ("role_weighting", self.role_weighting, ROLE_WEIGHTING),
             ("param", self.param, ("full", "lora")),
+            ("rollout", self.rollout, ("independent", "tree")),
         ]
         for name, value, valid in checks:
             if value not in valid:
@@ -318,6 +321,18 @@ class Trainer:
                 seeds.append(int(cfg.seed * 1_000_003 + step * 1009 + k * 31 + g))
                 groups.append(tid)
         gen = torch.Generator().manual_seed(int(cfg.seed * 7_919 + step))
+        if cfg.rollout == "tree":
+            return tree_rollout(
+                self.envs[: cfg.problems_per_step],
+                self.router.policy_for,
+                [{"task_id": t} for t in task_ids],
+                cfg.group_size,
+                random.Random(f"tree:{cfg.seed}:{step}"),
+                seeds=seeds[:: cfg.group_size],
+                max_new_tokens=cfg.max_new_tokens,
+                temperature=cfg.temperature,
+                generator=gen,
+            )
         return rollout(
             self.envs,
             self.router.policy_for,
@@ -588,13 +603,15 @@ class Trainer:
         for role in role_rows:
             role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
         parse = defaultdict(int)
-        for env in self.envs:
+        for env in self.envs if self.cfg.rollout == "independent" else []:
             for t in env.episode.turns:
                 if t.flags:
                     parse[t.role] += 1
         return {
             "step": step,
-            "reward": float(np.mean([r.rewards.get(r.turns[0].agent, 0.0) for r in records])),
+            "reward": float(
+                np.mean([r.rewards.get(r.turns[0].agent, 0.0) for r in records if r.turns])
+            ),
             "train_acc": float(np.mean([r.correct for r in records])),
             "roles": role_rows,
             "cosine": {k: v for p in per_policy.values() for k, v in p.get("cosine", {}).items()},

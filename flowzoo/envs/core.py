@@ -296,3 +296,23 @@ class WorkflowEnv(AECEnv):
 
     def __str__(self) -> str:
         return self.metadata["name"]
+
+    def __deepcopy__(self, memo: dict) -> WorkflowEnv:
+        """A branch of this env's current state (tree rollouts): the episode and AEC state
+        are copied; workflow, task family (its sandbox), tasks and spaces are shared."""
+        import copy
+
+        new = object.__new__(type(self))
+        shared = {
+            "workflow",
+            "family",
+            "tasks",
+            "observation_spaces",
+            "action_spaces",
+            "_roles",
+            "possible_agents",
+            "metadata",
+        }
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = v if k in shared else copy.deepcopy(v, memo)
+        return new
