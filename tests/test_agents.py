@@ -337,8 +337,9 @@ def test_tree_rollout_groups_share_one_prompt(tiny_model, tmp_path):
     records = tr._rollout(0)
     turns = [t for r in records for t in r.turns]
     by_key = {}
-    for r, t in ((r, t) for r in records for t in r.turns):
-        by_key.setdefault((r.group, t.agent, t.turn), []).append(t)
+    for rec in records:
+        for t in rec.turns:
+            by_key.setdefault((rec.group, t.agent, t.turn), []).append(t)
     assert len(turns) == 2 * 4 * 3  # 2 problems x 4 voting turns x 3 siblings
     assert all(len(v) == 3 and len({tuple(x.prompt_ids) for x in v}) == 1 for v in by_key.values())
     _varied_rewards(records)
