@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, pstdev
 
-from flowzoo.agents.curves import analyze_curve
+from flowzoo.agents.curves import analyze_curve, mean_grad_share
 
 LEVER_KEYS = (
     "role_weighting",
@@ -240,7 +240,9 @@ def findings(stats: list[CellStats]) -> list[str]:
         for c in shared:
             shares: dict[str, list[float]] = defaultdict(list)
             for r in c.runs:
-                for role, v in r.summary.get("mean_grad_share", {}).items():
+                for role, v in (
+                    mean_grad_share(r.metrics) or r.summary.get("mean_grad_share", {})
+                ).items():
                     shares[role].append(v)
             if shares:
                 role, vals = max(shares.items(), key=lambda kv: mean(kv[1]))

@@ -35,3 +35,19 @@ def analyze_curve(
     final = float(sum(tail) / len(tail))
     cliff = (peak - final) >= margin and final < base
     return CurveSummary(base, peak, int(steps[i]), final, final - base, peak - final, cliff)
+
+
+def mean_grad_share(metrics: Sequence[dict]) -> dict[str, float]:
+    """Mean per-role gradient-mass share over the steps that had any gradient (steps where
+    every group had zero advantage carry no gradient and are skipped, not counted as 0)."""
+    sums: dict[str, float] = {}
+    n = 0
+    for m in metrics:
+        rows = m.get("roles", {})
+        shares = {r: float(row.get("grad_share", 0.0)) for r, row in rows.items()}
+        if not shares or sum(shares.values()) <= 0:
+            continue
+        n += 1
+        for r, v in shares.items():
+            sums[r] = sums.get(r, 0.0) + v
+    return {r: v / n for r, v in sums.items()} if n else {}

@@ -39,6 +39,7 @@ from flowzoo.agents.algorithms.grpo import (
     k3_kl,
 )
 from flowzoo.agents.algorithms.ppo import ValueHead, gae, logprobs_and_values, value_loss
+from flowzoo.agents.curves import mean_grad_share
 from flowzoo.agents.diagnostics import (
     CoherenceDamper,
     analyze_curve,
@@ -714,14 +715,11 @@ class Trainer:
                 list(steps), list(acc), cfg.cliff_window, cfg.cliff_margin
             ).as_dict()
             out["eval_curve"] = self.eval_curve
-        shares = defaultdict(list)
         mp = self.out / "metrics.jsonl"
-        if mp.exists():
-            for line in mp.read_text().splitlines():
-                d = json.loads(line)
-                for role, row in d.get("roles", {}).items():
-                    shares[role].append(row.get("grad_share", 0.0))
-        out["mean_grad_share"] = {r: float(np.mean(v)) for r, v in shares.items()}
+        rows = (
+            [json.loads(x) for x in mp.read_text().splitlines() if x.strip()] if mp.exists() else []
+        )
+        out["mean_grad_share"] = mean_grad_share(rows)
         return out
 
 
