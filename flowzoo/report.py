@@ -191,15 +191,17 @@ def findings(stats: list[CellStats]) -> list[str]:
     runs_n = sum(len(c.final) for c in multi)
     if runs_n:
         improved = sum(f > b for c in multi for f, b in zip(c.final, c.base, strict=True))
+        worse = sum(f < b for c in multi for f, b in zip(c.final, c.base, strict=True))
         peaked = sum(p > b for c in multi for p, b in zip(c.peak, c.base, strict=True))
-        verdict = (
-            "supported"
-            if improved > runs_n / 2
-            else ("contradicted" if improved < runs_n / 2 else "inconclusive")
-        )
+        if improved > runs_n / 2:
+            verdict = "supported"
+        elif worse > runs_n / 2:
+            verdict = "contradicted"
+        else:
+            verdict = "inconclusive"
         lines.append(
-            f"**Multi-agent RL usually improves over the base model** — {verdict}: final > base in {improved}/{runs_n} runs; "
-            f"peak > base in {peaked}/{runs_n}."
+            f"**Multi-agent RL usually improves over the base model** — {verdict}: final > base in "
+            f"{improved}/{runs_n} runs, final < base in {worse}/{runs_n}; peak > base in {peaked}/{runs_n}."
         )
     pairs = []
     by = {(c.key[0], c.key[1], c.key[2], c.key[4], c.key[5], c.key[3]): c for c in multi}
@@ -208,14 +210,12 @@ def findings(stats: list[CellStats]) -> list[str]:
             pairs.append((c, by[(task, wf, model, param, lev, "shared")]))
     if pairs:
         higher = sum(mean(i.peak) > mean(s.peak) for i, s in pairs)
+        lower = sum(mean(i.peak) < mean(s.peak) for i, s in pairs)
         diff = mean(mean(i.peak) - mean(s.peak) for i, s in pairs)
-        verdict = (
-            "supported"
-            if higher > len(pairs) / 2
-            else ("contradicted" if higher < len(pairs) / 2 else "inconclusive")
-        )
+        verdict = "supported" if higher > lower else ("contradicted" if lower > higher else "inconclusive")
         lines.append(
-            f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in {higher}/{len(pairs)} matched cells, mean peak difference {diff:+.3f}."
+            f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in "
+            f"{higher}/{len(pairs)} matched cells, lower in {lower}/{len(pairs)}, mean peak difference {diff:+.3f}."
         )
         par = [(i, s) for i, s in pairs if i.key[1] in ("voting", "orch-workers")]
         if par:
