@@ -24,7 +24,12 @@ print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
 
 
 def _measure(policy: str, param: str, model: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, policy, param, model], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, policy, param, model],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -36,6 +41,23 @@ def run(quick: bool = False) -> list[Row]:
     iso = _measure("isolated", "full", model)
     lora = _measure("isolated", "lora", model)
     return [
-        Row("memory", "peak RSS, isolated full copies (3 roles)", iso["rss_mb"], shared["rss_mb"], "shared policy peak RSS", "MB", note=f"trainable params x{iso['trainable'] / shared['trainable']:.1f}"),
-        Row("memory", "peak RSS, isolated LoRA (3 adapters)", lora["rss_mb"], shared["rss_mb"], "shared policy peak RSS", "MB", target=1.2, lower_is_better=True),
+        Row(
+            "memory",
+            "peak RSS, isolated full copies (3 roles)",
+            iso["rss_mb"],
+            shared["rss_mb"],
+            "shared policy peak RSS",
+            "MB",
+            note=f"trainable params x{iso['trainable'] / shared['trainable']:.1f}",
+        ),
+        Row(
+            "memory",
+            "peak RSS, isolated LoRA (3 adapters)",
+            lora["rss_mb"],
+            shared["rss_mb"],
+            "shared policy peak RSS",
+            "MB",
+            target=1.2,
+            lower_is_better=True,
+        ),
     ]

@@ -26,7 +26,15 @@ def run(quick: bool = False) -> list[Row]:
     max_new = 48
 
     t = time.perf_counter()
-    recs = rollout(envs, route, opts, seeds=list(range(len(envs))), max_new_tokens=max_new, temperature=0.7, generator=torch.Generator().manual_seed(0))
+    recs = rollout(
+        envs,
+        route,
+        opts,
+        seeds=list(range(len(envs))),
+        max_new_tokens=max_new,
+        temperature=0.7,
+        generator=torch.Generator().manual_seed(0),
+    )
     dt = time.perf_counter() - t
     ours = sum(len(x.completion_ids) for r in recs for x in r.turns) / dt
 
@@ -37,10 +45,22 @@ def run(quick: bool = False) -> list[Row]:
     prompts = [e.observe(e.agent_selection)["prompt"] for e in envs]
     tok = pol.tokenizer
     tok.padding_side = "left"
-    enc = tok([tok.bos_token + p for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = tok(
+        [tok.bos_token + p for p in prompts],
+        return_tensors="pt",
+        padding=True,
+        add_special_tokens=False,
+    )
     t = time.perf_counter()
     with torch.no_grad():
-        out = pol.model.generate(**enc, max_new_tokens=max_new, do_sample=True, temperature=0.7, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        out = pol.model.generate(
+            **enc,
+            max_new_tokens=max_new,
+            do_sample=True,
+            temperature=0.7,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
     dt = time.perf_counter() - t
     new = out[:, enc["input_ids"].shape[1] :]
     ref_tokens = int(sum(((row != tok.pad_token_id).cumprod(0)).sum() for row in new))
@@ -50,10 +70,33 @@ def run(quick: bool = False) -> list[Row]:
     t = time.perf_counter()
     n_tok = 0
     for i in range(k):
-        rr = rollout(envs[i : i + 1], route, opts[i : i + 1], seeds=[i], max_new_tokens=max_new, temperature=0.7)
+        rr = rollout(
+            envs[i : i + 1],
+            route,
+            opts[i : i + 1],
+            seeds=[i],
+            max_new_tokens=max_new,
+            temperature=0.7,
+        )
         n_tok += sum(len(x.completion_ids) for r in rr for x in r.turns)
     single = n_tok / (time.perf_counter() - t)
     return [
-        Row("rollout", f"tokens/s, {n_env} problems x G={g} (voting-math, tiny-s)", ours, ref, "one model.generate() on the same batch", "tokens/s", target=0.8),
-        Row("rollout", "batched rollout vs env-by-env", ours, single, "the same rollout, batch 1", "tokens/s", target=5.0),
+        Row(
+            "rollout",
+            f"tokens/s, {n_env} problems x G={g} (voting-math, tiny-s)",
+            ours,
+            ref,
+            "one model.generate() on the same batch",
+            "tokens/s",
+            target=0.8,
+        ),
+        Row(
+            "rollout",
+            "batched rollout vs env-by-env",
+            ours,
+            single,
+            "the same rollout, batch 1",
+            "tokens/s",
+            target=5.0,
+        ),
     ]

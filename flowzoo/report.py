@@ -212,7 +212,11 @@ def findings(stats: list[CellStats]) -> list[str]:
         higher = sum(mean(i.peak) > mean(s.peak) for i, s in pairs)
         lower = sum(mean(i.peak) < mean(s.peak) for i, s in pairs)
         diff = mean(mean(i.peak) - mean(s.peak) for i, s in pairs)
-        verdict = "supported" if higher > lower else ("contradicted" if lower > higher else "inconclusive")
+        verdict = (
+            "supported"
+            if higher > lower
+            else ("contradicted" if lower > higher else "inconclusive")
+        )
         lines.append(
             f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in "
             f"{higher}/{len(pairs)} matched cells, lower in {lower}/{len(pairs)}, mean peak difference {diff:+.3f}."
