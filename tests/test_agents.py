@@ -346,3 +346,25 @@ def test_tree_rollout_groups_share_one_prompt(tiny_model, tmp_path):
     before = _snapshot(tr)
     tr.update(records)
     assert _changed(before, _snapshot(tr)) == {"shared"}
+
+
+def test_metrics_lines_map_onto_tensorboard_scalars():
+    from flowzoo.agents.trainer import _log_scalars
+
+    got = {}
+
+    class Recorder:
+        def add_scalar(self, key, value, step):
+            got[key] = (value, step)
+
+    _log_scalars(
+        Recorder(),
+        {
+            "step": 2,
+            "reward": 0.5,
+            "roles": {"solver": {"grad_share": 0.9}},
+            "eval": {"env": "x"},
+            "flag": True,
+        },
+    )
+    assert got == {"reward": (0.5, 3), "roles/solver/grad_share": (0.9, 3)}

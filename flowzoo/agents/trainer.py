@@ -652,6 +652,7 @@ class Trainer:
             metrics_path.unlink()
         t_start = time.time()
         status = "completed"
+        tb = _tensorboard(self.out)
         bar = tqdm(
             total=cfg.steps,
             initial=self.step,
@@ -672,6 +673,7 @@ class Trainer:
                     m["eval"] = self.evaluate()
                     self.eval_curve.append((self.step, m["eval"]["accuracy"]))
                 _append(metrics_path, m)
+                _log_scalars(tb, m)
                 if cfg.save_every > 0 and (
                     self.step % cfg.save_every == 0 or self.step == cfg.steps
                 ):
@@ -690,6 +692,8 @@ class Trainer:
             raise
         finally:
             bar.close()
+            if tb is not None:
+                tb.close()
             summary = self.summary(status, time.time() - t_start, resumed)
             (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
             if status == "completed":
@@ -729,6 +733,31 @@ def _write_flat_grad(params, flat: torch.Tensor) -> None:
         n = p.numel()
         p.grad = flat[i : i + n].view_as(p).to(p.dtype).clone()
         i += n
+
+
+def _tensorboard(out: Path):
+    """A SummaryWriter when TensorBoard is installed, else None (metrics.jsonl always)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(log_dir=str(out / "tensorboard"))
+
+
+def _log_scalars(writer, row: dict) -> None:
+    """Every numeric leaf of a metrics line, named by its path (roles/solver/grad_share)."""
+    if writer is None:
+        return
+    step = int(row.get("step", 0)) + 1
+
+    def walk(prefix: str, v) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(f"{prefix}/{k}" if prefix else str(k), x)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            writer.add_scalar(prefix, v, step)
+
+    walk("", {k: v for k, v in row.items() if k != "step"})
 
 
 def _append(path: Path, row: dict) -> None:
