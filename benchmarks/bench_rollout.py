@@ -38,32 +38,34 @@ def run(quick: bool = False) -> list[Row]:
     dt = time.perf_counter() - t
     ours = sum(len(x.completion_ids) for r in recs for x in r.turns) / dt
 
-    # reference: one plain generate() over the first tick's prompts (same total batch)
-    prompts = [e.observe(e.possible_agents[0])["prompt"] for e in envs]
-    for e, o in zip(envs, opts, strict=True):
-        e.reset(options=o)
-    prompts = [e.observe(e.agent_selection)["prompt"] for e in envs]
+    # reference: plain model.generate() on exactly the same prompts, one call per tick
     tok = pol.tokenizer
-    tok.padding_side = "left"
-    enc = tok(
-        [tok.bos_token + p for p in prompts],
-        return_tensors="pt",
-        padding=True,
-        add_special_tokens=False,
-    )
-    t = time.perf_counter()
-    with torch.no_grad():
-        out = pol.model.generate(
-            **enc,
-            max_new_tokens=max_new,
-            do_sample=True,
-            temperature=0.7,
-            pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id,
-        )
-    dt = time.perf_counter() - t
-    new = out[:, enc["input_ids"].shape[1] :]
-    ref_tokens = int(sum(((row != tok.pad_token_id).cumprod(0)).sum() for row in new))
+    ticks: dict[int, list[list[int]]] = {}
+    for r in recs:
+        for x in r.turns:
+            ticks.setdefault(x.step, []).append(x.prompt_ids)
+    ref_tokens, dt = 0, 0.0
+    for prompts in ticks.values():
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
+        t = time.perf_counter()
+        with torch.no_grad():
+            out = pol.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max_new,
+                do_sample=True,
+                temperature=0.7,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+        dt += time.perf_counter() - t
+        new = out[:, width:]
+        ref_tokens += int(sum(((row != tok.pad_token_id).cumprod(0)).sum() for row in new))
     ref = ref_tokens / dt
 
     k = 8 if quick else 16

@@ -85,6 +85,8 @@ class PretrainConfig:
     seed: int = 0
     #: extra env options per env id, e.g. {"voting-math": {"n_voters": 3}}
     env_options: dict[str, dict] = field(default_factory=dict)
+    #: weight of the prompt tokens in the loss (0: completions only)
+    prompt_loss_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -95,9 +97,10 @@ class PretrainConfig:
         self.batch_size = batch if self.batch_size is None else int(self.batch_size)
 
     def key(self) -> str:
-        blob = json.dumps(
-            {"v": RECIPE_VERSION, **dataclasses.asdict(self)}, sort_keys=True, default=str
-        )
+        d = dataclasses.asdict(self)
+        if d["prompt_loss_weight"] == 0.0:  # keeps the keys of models built before this option
+            del d["prompt_loss_weight"]
+        blob = json.dumps({"v": RECIPE_VERSION, **d}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -219,6 +222,18 @@ def _batch(examples, idx, pad_id):
     return ids, mask, labels
 
 
+def _weighted_loss(model, ids, mask, labels, prompt_weight: float) -> torch.Tensor:
+    """Next-token loss with prompt tokens weighted ``prompt_weight`` and completions 1."""
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    tgt = ids[:, 1:]
+    ce = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none"
+    ).view_as(tgt)
+    w = mask[:, 1:].float() * prompt_weight
+    w = torch.where(labels[:, 1:] != -100, torch.ones_like(w), w)
+    return (ce * w).sum() / w.sum().clamp(min=1.0)
+
+
 def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
     """Generate the corpus, train, and save model + tokenizer + ``flowzoo_tiny.json``.
 
@@ -274,7 +289,10 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
         ids, mask, labels = _batch(examples, idx, tok.pad_token_id)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        if cfg.prompt_loss_weight > 0:
+            loss = _weighted_loss(model, ids, mask, labels, cfg.prompt_loss_weight)
+        else:
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"pretraining loss became {loss.item()} at step {step}; last checkpoint kept in {ckpt}"

@@ -453,7 +453,7 @@ class Trainer:
                     if ref_lp is not None:
                         kl = k3_kl(new_lp[j], ref_lp[j])
                         pl = pl + beta * kl
-                        rs["kl"] += float(kl.mean()) * len(mb) / len(rturns)
+                        rs["kl"] += kl.mean().item() * len(mb) / len(rturns)
                     if new_v is not None:
                         pl = pl + cfg.vf_coef * value_loss(
                             new_v[j], a["old_v"], a["ret"], cfg.value_clip
