@@ -35,6 +35,25 @@ class TurnRecord:
     team_reward: float = 0.0
     role_reward: float = 0.0
 
+    @classmethod
+    def of(
+        cls, g, episode: int, agent: str, role: str, turn: int, step: int, policy: str
+    ) -> TurnRecord:
+        """The record of one sampled completion ``g`` (a :class:`Generation`)."""
+        return cls(
+            episode,
+            agent,
+            role,
+            turn,
+            step,
+            policy,
+            g.prompt_ids,
+            g.completion_ids,
+            g.logprobs,
+            g.text,
+            g.finished,
+        )
+
 
 @dataclass
 class EpisodeRecord:
@@ -113,18 +132,8 @@ def rollout(
                 env = envs[i]
                 role = env.role_of(agent)
                 records[i].turns.append(
-                    TurnRecord(
-                        episode=i,
-                        agent=agent,
-                        role=role,
-                        turn=turn_counts[i][agent],
-                        step=len(records[i].turns),
-                        policy=name,
-                        prompt_ids=g.prompt_ids,
-                        completion_ids=g.completion_ids,
-                        logprobs=g.logprobs,
-                        text=g.text,
-                        finished=g.finished,
+                    TurnRecord.of(
+                        g, i, agent, role, turn_counts[i][agent], len(records[i].turns), name
                     )
                 )
                 turn_counts[i][agent] += 1
@@ -214,24 +223,13 @@ def tree_rollout(
             rec = EpisodeRecord(len(out), c.env_id, c.episode.task.id, c.episode.task.id, info=info)
             reward = float(info.get("team_reward", 0.0))
             rec.rewards = {agent: reward}
-            rec.turns.append(
-                TurnRecord(
-                    episode=rec.index,
-                    agent=agent,
-                    role=role,
-                    turn=turn_idx,
-                    step=step,
-                    policy=name,
-                    prompt_ids=g.prompt_ids,
-                    completion_ids=g.completion_ids,
-                    logprobs=g.logprobs,
-                    text=g.text,
-                    finished=g.finished,
-                    reward=reward,
-                    team_reward=reward,
-                    role_reward=float(info.get("role_reward", 0.0)),
-                )
+            t = TurnRecord.of(g, rec.index, agent, role, turn_idx, step, name)
+            t.reward, t.team_reward, t.role_reward = (
+                reward,
+                reward,
+                float(info.get("role_reward", 0.0)),
             )
+            rec.turns.append(t)
             out.append(rec)
         nxt = []
         for j, i in enumerate(live):

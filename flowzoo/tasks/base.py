@@ -89,6 +89,18 @@ def split_of(question: str) -> str:
     return "test" if stable_hash(question) % TEST_FRACTION_DEN == 0 else "train"
 
 
+def parse_levels(spec: str, arg: str, default: tuple[int, ...] = (1, 2, 3, 4)) -> tuple[int, ...]:
+    """The level range of a generator spec (``arith:1-2`` -> (1, 2); no range -> default)."""
+    if not arg:
+        return default
+    lo, _, hi = arg.partition("-")
+    try:
+        return tuple(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        name = spec.partition(":")[0]
+        raise ValueError(f"bad level range in {spec!r}; e.g. '{name}:1-2'") from None
+
+
 def generate_distinct(
     n: int,
     split: str,

@@ -16,7 +16,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from flowzoo.tasks.base import Task, TaskSet, generate_distinct, stable_hash
+from flowzoo.tasks.base import Task, TaskSet, generate_distinct, parse_levels, stable_hash
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
 #: (description, entry point, canonical solution, argument expressions for test cases)
@@ -389,14 +389,7 @@ def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
     ``mbpp:PATH`` | ``hf:PATH`` (a local ``datasets`` dir of HumanEval-style rows)."""
     kind, _, arg = spec.partition(":")
     if kind == "funcs":
-        levels: tuple[int, ...] = (1, 2, 3, 4)
-        if arg:
-            lo, _, hi = arg.partition("-")
-            try:
-                levels = tuple(range(int(lo), int(hi or lo) + 1))
-            except ValueError:
-                raise ValueError(f"bad level range in {spec!r}; e.g. 'funcs:1-2'") from None
-        return function_tasks(n=n, split=split, seed=seed, levels=levels)
+        return function_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
     if kind == "humaneval":
         return load_code_file(arg, "humaneval") if arg else humaneval_tasks()
     if kind == "mbpp" and arg:

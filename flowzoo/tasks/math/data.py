@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from flowzoo.tasks.base import SPLITS, Task, TaskSet, generate_distinct, stable_hash
+from flowzoo.tasks.base import SPLITS, Task, TaskSet, generate_distinct, parse_levels, stable_hash
 from flowzoo.tasks.math.extract import extract_answer, find_boxed
 
 _NAMES = ["Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
@@ -237,14 +237,7 @@ def load_math_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
     ``math:PATH`` | ``hf:PATH`` | ``reasoning-gym:NAME``."""
     kind, _, arg = spec.partition(":")
     if kind == "arith":
-        levels: tuple[int, ...] = (1, 2, 3, 4)
-        if arg:
-            lo, _, hi = arg.partition("-")
-            try:
-                levels = tuple(range(int(lo), int(hi or lo) + 1))
-            except ValueError:
-                raise ValueError(f"bad level range in {spec!r}; e.g. 'arith:1-2'") from None
-        return arithmetic_tasks(n=n, split=split, seed=seed, levels=levels)
+        return arithmetic_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
     if kind in ("jsonl", "gsm8k", "math") and arg:
         return load_math_file(arg, style=kind)
     if kind == "hf" and arg:
