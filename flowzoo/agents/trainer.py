@@ -569,7 +569,12 @@ class Trainer:
                     cfg.gae_lambda,
                 )
                 for t, ai, ri in zip(ts, a, ret, strict=True):
-                    out[id(t)] = {"adv": ai, "ret": ri, "old_v": values[id(t)]}
+                    dev = pol.device
+                    out[id(t)] = {
+                        "adv": ai.to(dev),
+                        "ret": ri.to(dev),
+                        "old_v": values[id(t)].to(dev),
+                    }
                     advs.append(ai)
             if advs:
                 allv = torch.cat(advs)

@@ -1,0 +1,165 @@
+"""One prepared device check for a single-GPU machine (torch, transformers, peft present,
+no network, only this repository copied over). Finishes in minutes and writes a JSON.
+
+    python benchmarks/gpu_check.py --out gpu_check.json          # on the GPU machine
+    python benchmarks/gpu_check.py --dry-run                     # anywhere: CPU, tiny sizes
+
+It measures: a GRPO update on the device vs the CPU on the same tiny model and batch
+(relative difference of the loss and of the per-role gradient norms); rollout tokens/s and
+seconds per update for tiny-l and for a randomly initialised Qwen3 config of a few hundred
+million parameters, Shared and Isolated; peak device memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def _trainer(model_path: str, device: str, policy: str, ppg: int, g: int, max_new: int):
+    from flowzoo.agents.trainer import TrainConfig, Trainer
+
+    cfg = TrainConfig(
+        env="voting-math",
+        model=model_path,
+        policy=policy,
+        steps=1,
+        problems_per_step=ppg,
+        group_size=g,
+        max_new_tokens=max_new,
+        eval_every=0,
+        save_every=0,
+        device=device,
+        out_dir=tempfile.mkdtemp(),
+        resume=False,
+    )
+    return Trainer(cfg, progress=False)
+
+
+def _varied(records) -> None:
+    for r in records:
+        for t in r.turns:
+            t.team_reward = float(len(t.completion_ids) % 2 == 0)
+
+
+def correctness(model_path: str, device: str) -> dict:
+    """The same records updated on CPU and on the device: losses and grad norms compared."""
+    cpu = _trainer(model_path, "cpu", "shared", 2, 4, 32)
+    records = cpu._rollout(0)
+    _varied(records)
+    dev_records = copy.deepcopy(records)
+    dev = _trainer(model_path, device, "shared", 2, 4, 32)
+    a, _ = cpu.update(records)
+    b, _ = dev.update(dev_records)
+    out = {}
+    for role, row in a["shared"]["roles"].items():
+        other = b["shared"]["roles"][role]
+        for k in ("loss", "grad_norm"):
+            denom = max(abs(row[k]), 1e-12)
+            out[f"{role}.{k}.rel_diff"] = abs(row[k] - other[k]) / denom
+    return out
+
+
+def throughput(model_path: str, device: str, policy: str, ppg: int, g: int, max_new: int) -> dict:
+    tr = _trainer(model_path, device, policy, ppg, g, max_new)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    records = tr._rollout(0)
+    roll = time.perf_counter() - t
+    _varied(records)
+    t = time.perf_counter()
+    tr.update(records)
+    upd = time.perf_counter() - t
+    tokens = sum(len(x.completion_ids) for r in records for x in r.turns)
+    res = {
+        "rollout_tokens_per_s": tokens / roll,
+        "update_s": upd,
+        "params": sum(p.numel() for p in tr.router.policies[tr.router.names[0]].model.parameters()),
+    }
+    if device.startswith("cuda"):
+        res["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    return res
+
+
+def random_qwen3(out: Path, hidden: int, layers: int) -> str:
+    """A randomly initialised Qwen3 of real-ish size with the tiny tokenizer, saved locally."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from flowzoo.agents.tiny import build_tokenizer
+
+    tok = build_tokenizer()
+    cfg = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=hidden * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        num_key_value_heads=max(1, hidden // 256),
+        head_dim=64,
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    Qwen3ForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dry-run", action="store_true", help="CPU only, tiny sizes (for CI)")
+    ap.add_argument("--out", default="gpu_check.json")
+    args = ap.parse_args()
+    from flowzoo.agents.tiny import ensure_tiny, fast_config
+
+    device = "cpu" if args.dry_run or not torch.cuda.is_available() else "cuda"
+    report: dict = {
+        "device": device,
+        "torch": torch.__version__,
+        "machine": platform.platform(),
+        "dry_run": args.dry_run,
+    }
+    if device == "cuda":
+        report["gpu"] = torch.cuda.get_device_name(0)
+    small = str(ensure_tiny(fast_config("tiny-s"), progress=False))
+    report["correctness"] = correctness(small, device)
+    sizes = {"tiny-s-fast": small}
+    if args.dry_run:
+        shape = (2, 4, 16)
+    else:
+        sizes["tiny-l"] = str(ensure_tiny("tiny-l", progress=True))
+        sizes["qwen3-random-~300M"] = random_qwen3(
+            Path(tempfile.mkdtemp()) / "q3", hidden=1024, layers=20
+        )
+        shape = (8, 8, 64)
+    report["throughput"] = {}
+    for name, path in sizes.items():
+        for policy in ("shared", "isolated"):
+            report["throughput"][f"{name}/{policy}"] = throughput(path, device, policy, *shape)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(
+        f"device {device}  correctness: "
+        + ", ".join(f"{k} {v:.2e}" for k, v in report["correctness"].items())
+    )
+    print(
+        f"{'model/policy':<32} {'params':>12} {'rollout tok/s':>14} {'update s':>9} {'peak GB':>8}"
+    )
+    for k, v in report["throughput"].items():
+        print(
+            f"{k:<32} {v['params']:>12,} {v['rollout_tokens_per_s']:>14.0f} {v['update_s']:>9.2f} {v.get('peak_mem_gb', float('nan')):>8.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

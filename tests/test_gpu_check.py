@@ -1,0 +1,22 @@
+"""The prepared device check runs on CPU in --dry-run mode (CI has no GPU)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+
+
+def test_gpu_check_dry_run(tiny_model, tmp_path):
+    out = tmp_path / "gc.json"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    rep = json.loads(out.read_text())
+    assert rep["device"] == "cpu" and rep["dry_run"]
+    assert all(v < 1e-6 for v in rep["correctness"].values())
+    assert set(rep["throughput"]) == {"tiny-s-fast/shared", "tiny-s-fast/isolated"}
