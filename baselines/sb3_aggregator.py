@@ -32,7 +32,6 @@ def make(split: str, seed: int) -> AggregatorChoiceEnv:
 def evaluate(model, episodes: int, seed: int) -> dict:
     """PPO (deterministic), majority vote and random choice on the same held-out episodes."""
     env = make("test", seed)
-    rng = np.random.default_rng(seed)
     ppo = maj = rand = 0.0
     for i in range(episodes):
         obs, _ = env.reset(seed=seed * 100_003 + i)
@@ -41,7 +40,6 @@ def evaluate(model, episodes: int, seed: int) -> dict:
         ppo += r
         maj += float(info["majority_correct"])
         rand += float(np.mean(list(info["solver_correct"].values())))
-        rng.integers(3)
     return {"ppo": ppo / episodes, "majority": maj / episodes, "random": rand / episodes}
 
 

@@ -138,7 +138,7 @@ def rollout(
                 )
                 turn_counts[i][agent] += 1
                 env.step(g.text)
-                if all(env.terminations[a] or env.truncations[a] for a in env.agents):
+                if env.episode_over():
                     rec = records[i]
                     rec.rewards = {a: float(env.rewards[a]) for a in env.agents}
                     rec.info = dict(env.infos[env.possible_agents[0]])
@@ -200,11 +200,7 @@ def tree_rollout(
                 meta.append(
                     (i, agent, env.role_of(agent), turn_idx, len(env.episode.turns), name, g)
                 )
-        unfinished = [
-            k
-            for k, c in enumerate(siblings)
-            if not all(c.terminations[a] or c.truncations[a] for a in c.agents)
-        ]
+        unfinished = [k for k, c in enumerate(siblings) if not c.episode_over()]
         finals: dict[int, dict[str, dict]] = {}
         if unfinished:
             cont = rollout(
@@ -237,9 +233,7 @@ def tree_rollout(
             trunk = after[j * branch + b]
             _advance_dead(trunk)
             trunks[i] = trunk
-            if trunk.agents and not all(
-                trunk.terminations[a] or trunk.truncations[a] for a in trunk.agents
-            ):
+            if not trunk.episode_over():
                 nxt.append(i)
         live = nxt
     return out

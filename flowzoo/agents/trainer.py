@@ -245,8 +245,7 @@ class Trainer:
                 self.heads[name] = ValueHead(hs).to(cfg.device)
         self.opts = {
             name: torch.optim.AdamW(
-                self.router.trainable(name)
-                + (list(self.heads[name].parameters()) if name in self.heads else []),
+                self._params(name),
                 lr=cfg.lr,
                 weight_decay=cfg.weight_decay,
             )
@@ -262,6 +261,11 @@ class Trainer:
             for _ in range(cfg.problems_per_step * cfg.group_size)
         ]
         self.eval_curve: list[tuple[int, float]] = []
+
+    def _params(self, name: str) -> list[torch.nn.Parameter]:
+        """What policy ``name``'s optimizer steps: its trainable weights and its value head."""
+        head = self.heads.get(name)
+        return self.router.trainable(name) + (list(head.parameters()) if head is not None else [])
 
     # ------------------------------------------------------------------ persistence
     @property
@@ -383,9 +387,7 @@ class Trainer:
         """Minibatched update of one policy; per-role gradients measured separately."""
         cfg = self.cfg
         pol = self.router.prepare_update(name)
-        params = [p for p in self.router.trainable(name)] + (
-            list(self.heads[name].parameters()) if name in self.heads else []
-        )
+        params = self._params(name)
         head = self.heads.get(name)
         stats: dict[str, Any] = {
             "roles": defaultdict(lambda: defaultdict(float)),

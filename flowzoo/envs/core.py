@@ -195,10 +195,12 @@ class WorkflowEnv(AECEnv):
             )
         return "\n".join(lines)
 
+    def episode_over(self) -> bool:
+        """No agent is left to act: every remaining agent is terminated or truncated."""
+        return all(self.terminations[a] or self.truncations[a] for a in self.agents)
+
     def _done(self) -> bool:
-        return bool(self.agents) and all(
-            self.terminations[a] or self.truncations[a] for a in self.agents
-        )
+        return bool(self.agents) and self.episode_over()
 
     def _pick_task(self, options: dict[str, Any]) -> Task:
         if "task" in options and options["task"] is not None:

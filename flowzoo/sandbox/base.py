@@ -8,6 +8,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+#: host dirs a sandbox shows read-only so the interpreter and its libraries can run
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+
+
+def outside_system_dirs(path: str) -> bool:
+    """Whether ``path`` (e.g. the interpreter's prefix) needs a bind of its own."""
+    return not any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS)
+
+
 STATUSES = ("ok", "error", "timeout", "memory", "killed", "sandbox_error")
 
 

@@ -30,7 +30,14 @@ import uuid
 import weakref
 from dataclasses import dataclass
 
-from flowzoo.sandbox.base import ConcurrentRunMixin, ExecResult, SandboxUnavailable, classify
+from flowzoo.sandbox.base import (
+    SYSTEM_DIRS,
+    ConcurrentRunMixin,
+    ExecResult,
+    SandboxUnavailable,
+    classify,
+    outside_system_dirs,
+)
 
 LABEL = "flowzoo.sandbox"
 HOST_IMAGE = "flowzoo-sandbox:host"
@@ -128,12 +135,12 @@ def ensure_host_image(client) -> str:
 
 def _host_mounts() -> tuple[dict, str]:
     vols: dict[str, dict] = {}
-    for d in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+    for d in SYSTEM_DIRS:  # symlinked ones (/lib -> usr/lib) are links in the image
         if os.path.isdir(d) and not os.path.islink(d):
             vols[d] = {"bind": d, "mode": "ro"}
     exe = os.path.realpath(sys.executable)
     prefix = os.path.realpath(sys.base_prefix)
-    if not any(prefix.startswith(v + "/") or prefix == v for v in vols):
+    if outside_system_dirs(prefix):
         vols[prefix] = {"bind": prefix, "mode": "ro"}
     return vols, exe
 

@@ -35,7 +35,14 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from flowzoo.sandbox import cgroups
-from flowzoo.sandbox.base import ConcurrentRunMixin, ExecResult, SandboxUnavailable, classify
+from flowzoo.sandbox.base import (
+    SYSTEM_DIRS,
+    ConcurrentRunMixin,
+    ExecResult,
+    SandboxUnavailable,
+    classify,
+    outside_system_dirs,
+)
 
 MECHANISMS = ("auto", "bwrap", "unshare", "none")
 NOBODY = 65534
@@ -129,9 +136,6 @@ def _traversable_by_others(path: str) -> bool:
         p = parent
 
 
-_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
-
-
 def _bwrap_prefix(workdir: str, prefix: str) -> list[str]:
     args = [
         "bwrap",
@@ -147,12 +151,12 @@ def _bwrap_prefix(workdir: str, prefix: str) -> list[str]:
         "--hostname",
         "sandbox",
     ]
-    for d in _SYSTEM_DIRS:
+    for d in SYSTEM_DIRS:
         if os.path.islink(d):
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
-    if not any(prefix == d or prefix.startswith(d + "/") for d in _SYSTEM_DIRS):
+    if outside_system_dirs(prefix):
         args += ["--ro-bind", prefix, prefix]
     args += [
         "--proc",
