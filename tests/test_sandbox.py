@@ -22,13 +22,16 @@ def _docker_or_skip():
 
 
 @pytest.fixture(
-    scope="module", params=["process", pytest.param("docker", marks=pytest.mark.docker)]
+    scope="module",
+    params=["process", "process-spawn", pytest.param("docker", marks=pytest.mark.docker)],
 )
 def sbx(request):
+    """``process`` is the default (fork-server); ``process-spawn`` a fresh sandbox per run."""
     if request.param == "docker":
         s = _docker_or_skip()
     else:
-        s = get_sandbox("process", timeout_s=5, memory_mb=256)
+        fork = request.param == "process"
+        s = get_sandbox("process", timeout_s=5, memory_mb=256, forkserver=fork)
     yield s
     s.close()
 
@@ -289,3 +292,114 @@ def test_sandbox_fusion_unreachable_is_a_sandbox_error():
     s = get_sandbox("sandbox-fusion", url="http://127.0.0.1:9", retries=1)
     r = s.run("print(1)")
     assert r.status == "sandbox_error" and "request failed" in r.stderr
+
+
+# ------------------------------------------------------------------------------ fork-server
+# One server runs many programs in turn; nothing one run does may be seen by the next.
+
+
+@pytest.fixture(scope="module")
+def fsrv():
+    s = get_sandbox("process", timeout_s=5, memory_mb=256, forkserver=True)
+    yield s
+    s.close()
+
+
+def test_forkserver_runs_leave_no_files_behind(fsrv):
+    name = f"fz-{uuid.uuid4().hex}"
+    src = (
+        "import os\n"
+        f"open({name!r}, 'w').write('x')\n"
+        f"open('/tmp/' + {name!r}, 'w').write('x')\n"
+        "print(sorted(os.listdir('.')))"
+    )
+    assert fsrv.run(src).status == "ok"
+    probe_src = (
+        "import os\n"
+        f"print(os.path.exists({name!r}), os.path.exists('/tmp/' + {name!r}), sorted(os.listdir('.')))"
+    )
+    r = fsrv.run(probe_src)
+    assert r.stdout.startswith("False False ['main.py']"), r
+
+
+def test_forkserver_runs_leave_no_processes_or_ipc(fsrv):
+    if "pid-ns" not in fsrv.isolation:
+        pytest.skip("no PID namespace: processes of other programs are visible")
+    count = "import os\nprint(sum(p.isdigit() for p in os.listdir('/proc')))"
+    base = int(fsrv.run(count).stdout)
+    leave = (
+        "import os, time\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "print('left three sleepers')"
+    )
+    assert fsrv.run(leave).status == "ok"
+    assert int(fsrv.run(count).stdout) == base
+    if "ipc-ns" in fsrv.isolation:
+        shm = (
+            "import ctypes\nlibc = ctypes.CDLL(None)\n"
+            "print(libc.shmget(0, 4096, 0o1000 | 0o666) >= 0)"
+        )
+        assert fsrv.run(shm).stdout.strip() == "True"
+        r = fsrv.run("print(len(open('/proc/sysvipc/shm').read().splitlines()) - 1)")
+        assert r.stdout.strip() == "0"
+
+
+def test_forkserver_runs_cannot_tamper_with_the_server(fsrv):
+    # module state is the run's own copy
+    assert fsrv.run("import json; json.dumps = None; print('patched')").status == "ok"
+    assert fsrv.run("import json; print(json.dumps([1]))").stdout.strip() == "[1]"
+    # the server is not dumpable: no ptrace, no reading its memory or environment
+    src = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('ptrace', libc.ptrace(16, os.getppid(), None, None))\n"
+        "try:\n"
+        "    open(f'/proc/{os.getppid()}/mem', 'rb').read(1)\n"
+        "    print('read mem')\n"
+        "except OSError as e:\n"
+        "    print('mem denied')\n"
+    )
+    r = fsrv.run(src)
+    assert "ptrace -1" in r.stdout and "mem denied" in r.stdout, r
+    # a fresh __main__ each run
+    r = fsrv.run(
+        "import __main__; print(sorted(k for k in vars(__main__) if not k.startswith('__')))"
+    )
+    assert r.stdout.strip() == "[]", r
+
+
+def test_forkserver_replaces_a_lost_server_and_honours_bigger_memory(fsrv):
+    r = fsrv.run(
+        "import os, signal; os.kill(os.getppid(), signal.SIGKILL); import time; time.sleep(5)"
+    )
+    assert r.status in ("killed", "ok", "error"), r
+    assert fsrv.run("print(5)").stdout.strip() == "5"
+    # a bigger per-call memory limit than the pool's servers: a server sized for it
+    r = fsrv.run("x = bytearray(300 * 1024**2); print(len(x) > 0)", memory_mb=700)
+    assert r.status == "ok" and r.stdout.strip() == "True", r
+    r = fsrv.run("x = bytearray(300 * 1024**2); print(len(x) > 0)")
+    assert r.status == "memory", r
+
+
+def test_forkserver_outlives_the_thread_that_started_it():
+    """bwrap's --die-with-parent follows the starting *thread*: servers started from a
+    short-lived pool thread must survive it (they are spawned from one long-lived thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    s = get_sandbox("process", forkserver=True)
+    try:
+        with ThreadPoolExecutor(3) as ex:
+            assert [r.stdout for r in ex.map(lambda i: s.run(f"print({i})"), range(3))] == [
+                "0\n",
+                "1\n",
+                "2\n",
+            ]
+        time.sleep(0.3)
+        assert s._idle and all(srv.alive for srv in s._idle)
+        assert s.run("print('again')").stdout == "again\n"
+    finally:
+        s.close()

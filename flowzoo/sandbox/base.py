@@ -105,6 +105,23 @@ class ConcurrentRunMixin:
             return list(ex.map(one, jobs))
 
 
+def popen_isolated(cmd: list[str], stdin, env: dict[str, str], cwd: str | None):
+    """Start a sandbox process: its own session (a kill of its process group reaches all it
+    started), piped stdout/stderr, nothing inherited but what is passed."""
+    import subprocess
+
+    return subprocess.Popen(
+        cmd,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
 def classify(exit_code: int | None, sig: int | None, stderr: str, timed_out: bool) -> str:
     """Map how a program ended to a status."""
     if timed_out:

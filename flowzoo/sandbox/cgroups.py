@@ -118,19 +118,25 @@ class RunGroup:
     def procs_files(self) -> list[str]:
         return list(dict.fromkeys(os.path.join(d, "cgroup.procs") for d in self.dirs))
 
-    def hit_memory_limit(self) -> bool:
+    def memory_hits(self) -> int:
+        """How often the memory limit has been hit so far (a counter, so that a long-lived
+        group, e.g. a fork-server's, can tell whether one run hit it)."""
         if self.mem_dir is None:
-            return False
+            return 0
         try:
             if self.h.version == 2:
                 ev = open(os.path.join(self.mem_dir, "memory.events")).read()
-                return any(
-                    ln.startswith(("oom ", "oom_kill ")) and int(ln.split()[1]) > 0
+                return sum(
+                    int(ln.split()[1])
                     for ln in ev.splitlines()
+                    if ln.startswith(("oom ", "oom_kill "))
                 )
-            return int(open(os.path.join(self.mem_dir, "memory.failcnt")).read()) > 0
-        except (OSError, ValueError):
-            return False
+            return int(open(os.path.join(self.mem_dir, "memory.failcnt")).read())
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def hit_memory_limit(self) -> bool:
+        return self.memory_hits() > 0
 
     def hit_pids_limit(self) -> bool:
         try:

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import queue
+import shutil
 import sys
 import tarfile
 import threading
@@ -165,7 +166,12 @@ class DockerSandbox(ConcurrentRunMixin):
     name = "docker"
 
     def __init__(
-        self, image: str | None = None, pool_size: int = 2, python: str = "python3", **limits
+        self,
+        image: str | None = None,
+        pool_size: int = 2,
+        python: str = "python3",
+        forkserver: bool = True,
+        **limits,
     ) -> None:
         valid = set(DockerLimits.__dataclass_fields__)
         bad = set(limits) - valid
@@ -185,6 +191,9 @@ class DockerSandbox(ConcurrentRunMixin):
             self.image, self._volumes, self.python = image, {}, python
         self.pool_size = pool_size
         self.default_workers = pool_size
+        # fork-server mode needs the docker CLI for a long-lived `docker exec -i` stream
+        self.forkserver = bool(forkserver) and shutil.which("docker") is not None
+        self._servers: dict[str, object] = {}
         self._pool: queue.Queue = queue.Queue()
         self._all: set[str] = set()
         self._lock = threading.Lock()
@@ -206,7 +215,7 @@ class DockerSandbox(ConcurrentRunMixin):
             "pids",
             "cpus",
             "rlimits",
-        )
+        ) + (("forkserver",) if self.forkserver else ())
 
     def _start(self):
         lim = self.limits
@@ -233,7 +242,36 @@ class DockerSandbox(ConcurrentRunMixin):
             self._all.add(c.id)
         return c
 
+    def _server(self, c):
+        """The container's fork-server (started on first use): one `docker exec -i` whose
+        stdin/stdout carry every run, so a run costs a fork inside the container."""
+        from flowzoo.sandbox.forkserver import ForkServer
+
+        srv = self._servers.get(c.id)
+        if srv is None or not srv.alive:
+            argv = [
+                "docker",
+                "exec",
+                "-i",
+                "-u",
+                NOBODY,
+                "-w",
+                "/box",
+                c.id,
+                self.python,
+                "-I",
+                "-S",
+            ]
+            srv = ForkServer(
+                argv, ["/box", "--wipe", "/tmp", "--ipc"], dict(os.environ), self.limits.memory_mb
+            )
+            self._servers[c.id] = srv
+        return srv
+
     def _discard(self, c) -> None:
+        srv = self._servers.pop(c.id, None)
+        if srv is not None:
+            srv.close()
         try:
             c.remove(force=True)
         except Exception:
@@ -275,11 +313,14 @@ class DockerSandbox(ConcurrentRunMixin):
                 (R.RLIMIT_CORE, 0),
             ],
         }
-        payload = base64.b64encode(json.dumps(spec).encode()).decode()
-        cmd = [self.python, "-I", "-S", "-c", _BOOT.format(payload=payload)]
         c = self._pool.get()
         healthy = True
         try:
+            if self.forkserver:
+                res, healthy = self._run_forked(c, spec, timeout, lim.max_output_bytes)
+                return res
+            payload = base64.b64encode(json.dumps(spec).encode()).decode()
+            cmd = [self.python, "-I", "-S", "-c", _BOOT.format(payload=payload)]
             res, healthy = self._exec(c, cmd, timeout, lim.max_output_bytes)
             if healthy:
                 healthy = self._clean_after(c)
@@ -294,6 +335,28 @@ class DockerSandbox(ConcurrentRunMixin):
                         self._pool.put(self._start())
                     except Exception:
                         pass
+
+    def _run_forked(self, c, spec: dict, timeout: float, cap: int) -> tuple[ExecResult, bool]:
+        """One run through the container's fork-server; (result, container still healthy).
+        The server kills whatever the run left and wipes /tmp, so no ``top`` check is needed."""
+        from flowzoo.sandbox.forkserver import ServerDied
+
+        backend = "docker+forkserver"
+        files = {k: v for k, v in spec["files"].items() if k != ".stdin"}
+        t0 = time.monotonic()
+        try:
+            srv = self._server(c)
+            r = srv.request(files, spec["stdin"], spec["limits"], timeout, cap)
+        except (OSError, ServerDied) as e:
+            wall = time.monotonic() - t0
+            status = "timeout" if wall >= timeout else "sandbox_error"
+            return ExecResult(
+                status, None, "", f"docker fork-server: {e}", wall, backend=backend
+            ), False
+        stdout = r.out.decode("utf-8", errors="replace")
+        stderr = r.err.decode("utf-8", errors="replace")
+        status = classify(r.rc, r.sig, stderr, r.timed_out)
+        return ExecResult(status, r.rc, stdout, stderr, r.wall, r.sig, r.truncated, backend), True
 
     def _exec(self, c, cmd, timeout: float, cap: int) -> tuple[ExecResult, bool]:
         api = self.client.api
@@ -364,6 +427,9 @@ class DockerSandbox(ConcurrentRunMixin):
     def close(self) -> None:
         """Remove every container this sandbox started."""
         self._closed = True
+        for srv in list(self._servers.values()):
+            srv.close()
+        self._servers.clear()
         with self._lock:
             ids = list(self._all)
         for cid in ids:

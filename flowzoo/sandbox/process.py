@@ -29,8 +29,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
+import weakref
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
@@ -42,9 +44,12 @@ from flowzoo.sandbox.base import (
     SandboxUnavailable,
     classify,
     outside_system_dirs,
+    popen_isolated,
 )
 
 MECHANISMS = ("auto", "bwrap", "unshare", "none")
+#: the whole environment a program sees (nothing of the parent's leaks in)
+_RUN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/tmp"}
 NOBODY = 65534
 MAIN = "main.py"
 
@@ -83,6 +88,20 @@ class ProcessLimits:
     max_procs: int = 64
     max_file_mb: int = 16
     max_open_files: int = 64
+
+
+def _rlimits(lim: ProcessLimits) -> list[tuple[int, int]]:
+    """The rlimits of one run: CPU (timeout + 1 s), address space, file size, files, procs."""
+    import resource as R
+
+    return [
+        (R.RLIMIT_CPU, int(lim.timeout_s) + 1),
+        (R.RLIMIT_AS, max(64, lim.memory_mb) << 20),
+        (R.RLIMIT_FSIZE, lim.max_file_mb << 20),
+        (R.RLIMIT_NOFILE, lim.max_open_files),
+        (R.RLIMIT_NPROC, lim.max_procs),
+        (R.RLIMIT_CORE, 0),
+    ]
 
 
 def _interpreter() -> tuple[str, str]:
@@ -218,7 +237,7 @@ def probe(mechanism: str) -> bool:
     tool = "bwrap" if mechanism == "bwrap" else "unshare"
     if shutil.which(tool) is None:
         return False
-    sbx = ProcessSandbox(mechanism=mechanism, _probe=False)
+    sbx = ProcessSandbox(mechanism=mechanism, forkserver=False, _probe=False)
     try:
         res = sbx.run("print(6 * 7)", timeout_s=20)
     finally:
@@ -244,6 +263,7 @@ class ProcessSandbox(ConcurrentRunMixin):
         mechanism: str = "auto",
         workers: int | None = None,
         use_cgroups: bool = True,
+        forkserver: bool = True,
         _probe: bool = True,
         **limits,
     ) -> None:
@@ -275,10 +295,18 @@ class ProcessSandbox(ConcurrentRunMixin):
         self._exe, self._prefix = _interpreter()
         self._stdlib_public = _traversable_by_others(self._prefix)
         self._cgroups = cgroups.available() if use_cgroups else ()
+        self.forkserver = bool(forkserver)
+        self._idle: list = []
+        self._pool_lock = threading.Lock()
+        self._closed = False
+        # servers still idle when the sandbox is dropped are killed with it
+        self._finalizer = weakref.finalize(self, _close_servers, self._idle)
 
     @property
     def isolation(self) -> tuple[str, ...]:
         extra = tuple(f"cgroup-{c}" for c in self._cgroups)
+        if self.forkserver:
+            extra += ("forkserver",)
         # RLIMIT_NPROC binds only when the program's real uid outside its namespaces is not
         # root: bwrap started by root maps the sandbox uid to root, and root is exempt
         if not (self.mechanism == "bwrap" and os.geteuid() == 0):
@@ -288,26 +316,22 @@ class ProcessSandbox(ConcurrentRunMixin):
     def __repr__(self) -> str:
         return f"ProcessSandbox(mechanism={self.mechanism!r}, limits={self.limits})"
 
-    def _command(self, workdir: str, lim: ProcessLimits) -> list[str]:
-        import resource as R
+    @property
+    def _preload(self) -> tuple[str, ...]:
+        return () if self.mechanism == "bwrap" or self._stdlib_public else PRELOAD
 
-        cpu = int(lim.timeout_s) + 1
-        limits = [
-            (R.RLIMIT_CPU, cpu),
-            (R.RLIMIT_AS, max(64, lim.memory_mb) << 20),
-            (R.RLIMIT_FSIZE, lim.max_file_mb << 20),
-            (R.RLIMIT_NOFILE, lim.max_open_files),
-            (R.RLIMIT_NPROC, lim.max_procs),
-            (R.RLIMIT_CORE, 0),
-        ]
-        preload = () if self.mechanism == "bwrap" or self._stdlib_public else PRELOAD
-        boot = _BOOT.format(limits=limits, uid=NOBODY, main=MAIN, preload=preload)
-        py = [self._exe, "-I", "-S", "-c", boot]
+    def _interpreter_command(self, workdir: str) -> list[str]:
+        """The clean interpreter inside this mechanism's isolation (arguments follow)."""
+        py = [self._exe, "-I", "-S"]
         if self.mechanism == "bwrap":
             return _bwrap_prefix(workdir, self._prefix) + py
         if self.mechanism == "unshare":
             return _unshare_prefix() + py
         return py
+
+    def _command(self, workdir: str, lim: ProcessLimits) -> list[str]:
+        boot = _BOOT.format(limits=_rlimits(lim), uid=NOBODY, main=MAIN, preload=self._preload)
+        return self._interpreter_command(workdir) + ["-c", boot]
 
     def run(
         self,
@@ -325,7 +349,9 @@ class ProcessSandbox(ConcurrentRunMixin):
             lim = replace(lim, timeout_s=float(timeout_s))
         if memory_mb is not None:
             lim = replace(lim, memory_mb=int(memory_mb))
-        backend = f"process:{self.mechanism}"
+        backend = f"process:{self.mechanism}" + ("+forkserver" if self.forkserver else "")
+        if self.forkserver:
+            return self._run_forked(source, files or {}, stdin, lim, backend)
         try:
             workdir = self._prepare(source, files or {}, stdin)
         except (ValueError, OSError) as e:
@@ -338,19 +364,12 @@ class ProcessSandbox(ConcurrentRunMixin):
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _prepare(self, source: str, files: dict[str, str], stdin: str | None) -> str:
-        if not isinstance(source, str):
-            raise ValueError(f"source must be a str, got {type(source).__name__}")
-        workdir = tempfile.mkdtemp(prefix="flowzoo-sbx-")
-        all_files = {**files, MAIN: source}
+        all_files = _checked_files(source, files)
         if stdin is not None:
             all_files[".stdin"] = stdin
+        workdir = tempfile.mkdtemp(prefix="flowzoo-sbx-")
         for name, text in all_files.items():
-            p = PurePosixPath(name)
-            if p.is_absolute() or ".." in p.parts or not p.parts:
-                raise ValueError(
-                    f"file name {name!r} must be relative and stay inside the work dir"
-                )
-            dest = os.path.join(workdir, *p.parts)
+            dest = os.path.join(workdir, *PurePosixPath(name).parts)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             with open(dest, "w", encoding="utf-8", errors="surrogatepass") as f:
                 f.write(text)
@@ -368,7 +387,7 @@ class ProcessSandbox(ConcurrentRunMixin):
     def _execute(
         self, workdir: str, lim: ProcessLimits, has_stdin: bool, backend: str
     ) -> ExecResult:
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/tmp"}
+        env = dict(_RUN_ENV)
         cmd = self._command(workdir, lim)
         group = None
         if self._cgroups:
@@ -395,16 +414,7 @@ class ProcessSandbox(ConcurrentRunMixin):
         stdin_f = open(os.path.join(workdir, ".stdin"), "rb") if has_stdin else subprocess.DEVNULL
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=stdin_f,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=workdir,
-                start_new_session=True,
-                close_fds=True,
-            )
+            proc = popen_isolated(cmd, stdin_f, env, workdir)
         except OSError as e:
             return ExecResult(
                 "sandbox_error", None, "", f"cannot start the sandbox: {e}", 0.0, backend=backend
@@ -432,8 +442,116 @@ class ProcessSandbox(ConcurrentRunMixin):
             status = "memory"
         return ExecResult(status, rc, stdout, stderr, wall, sig, truncated, backend)
 
+    # ------------------------------------------------------------------ fork-server mode
+    def _server_args(self, root: str) -> list[str]:
+        if self.mechanism == "bwrap":  # the root is bound at /box; /tmp and /dev/shm are private
+            return ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"]
+        args = [root] + (["--ipc"] if self.mechanism == "unshare" else [])
+        if os.geteuid() == 0:
+            args += ["--uid", str(NOBODY), "--preload", ",".join(self._preload)]
+        return args
+
+    def _start_server(self, lim: ProcessLimits):
+        from flowzoo.sandbox.forkserver import ForkServer
+
+        root = tempfile.mkdtemp(prefix="flowzoo-fsrv-")
+        group = None
+        try:
+            if os.geteuid() == 0 and self.mechanism != "bwrap":
+                os.chown(root, NOBODY, NOBODY)
+            env = dict(_RUN_ENV)
+            argv = self._interpreter_command(root)
+            if self._cgroups:
+                # one cgroup for the server and the run it is doing
+                group = cgroups.RunGroup(lim.max_procs + 1, lim.memory_mb + 96)
+                env["FZ_CG"] = " ".join(group.procs_files)
+                argv = cgroups.LAUNCHER + argv
+            return ForkServer(
+                argv, self._server_args(root), env, lim.memory_mb, group=group, owned_dir=root
+            )
+        except OSError:
+            if group is not None:
+                group.destroy()
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+
+    def _take_server(self, lim: ProcessLimits):
+        with self._pool_lock:
+            for i, srv in enumerate(self._idle):
+                if srv.memory_mb >= lim.memory_mb:
+                    return self._idle.pop(i)
+        return self._start_server(lim)
+
+    def _give_back(self, srv) -> None:
+        with self._pool_lock:
+            if srv.alive and not self._closed and len(self._idle) < self.default_workers:
+                self._idle.append(srv)
+                return
+        srv.close()
+
+    def _run_forked(self, source, files, stdin, lim: ProcessLimits, backend: str) -> ExecResult:
+        from flowzoo.sandbox.forkserver import ServerDied
+
+        try:
+            all_files = _checked_files(source, files)
+        except ValueError as e:
+            return ExecResult(
+                "sandbox_error", None, "", f"cannot prepare the work dir: {e}", 0.0, backend=backend
+            )
+        try:
+            srv = self._take_server(lim)
+        except OSError as e:
+            return ExecResult("sandbox_error", None, "", str(e), 0.0, backend=backend)
+        t0 = time.monotonic()
+        try:
+            r = srv.request(all_files, stdin, _rlimits(lim), lim.timeout_s, lim.max_output_bytes)
+        except ServerDied as e:
+            srv.close()
+            wall = time.monotonic() - t0
+            timed_out = wall >= lim.timeout_s
+            return ExecResult(
+                "timeout" if timed_out else "killed",
+                None,
+                "",
+                f"the sandbox server was lost during the run ({e})",
+                wall,
+                backend=backend,
+            )
+        self._give_back(srv)
+        stdout = r.out.decode("utf-8", errors="replace")
+        stderr = r.err.decode("utf-8", errors="replace")
+        status = classify(r.rc, r.sig, stderr, r.timed_out)
+        if r.memory_hit and status in ("killed", "error"):
+            status = "memory"
+        return ExecResult(status, r.rc, stdout, stderr, r.wall, r.sig, r.truncated, backend)
+
     def close(self) -> None:
-        """Nothing persists between runs; present for the protocol."""
+        """Stop the fork-servers (nothing else persists between runs)."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle[:] = list(self._idle), []
+        _close_servers(idle)
+
+
+def _close_servers(servers: list) -> None:
+    for srv in list(servers):
+        srv.close()
+    servers.clear()
+
+
+def _checked_files(source: str, files: dict[str, str]) -> dict[str, str]:
+    """``files`` plus ``main.py``; names must be relative and stay inside the work dir."""
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a str, got {type(source).__name__}")
+    out = {}
+    for name, text in {**files, MAIN: source}.items():
+        p = PurePosixPath(name)
+        if p.is_absolute() or ".." in p.parts or not p.parts or p.parts[0] == ".stdin":
+            raise ValueError(f"file name {name!r} must be relative and stay inside the work dir")
+        if not isinstance(text, str):
+            raise ValueError(f"file {name!r} must be a str, got {type(text).__name__}")
+        out["/".join(p.parts)] = text
+    return out
 
 
 def _collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:

@@ -1,0 +1,200 @@
+"""Host side of the fork-server mode of the process sandbox (see ``forkserver_main.py``).
+
+A :class:`ForkServer` is one long-lived server process inside one sandbox (bubblewrap or
+unshare namespaces, its own cgroup) that runs one program at a time; ``ProcessSandbox``
+keeps a pool of them, one per concurrent run. A server that dies (a program killed it),
+stops answering, or was sized for less memory than a request asks is discarded and
+replaced, so a run's fate never leaks into the next one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import select
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from flowzoo.sandbox import cgroups
+from flowzoo.sandbox.base import popen_isolated
+
+SERVER_SOURCE = (Path(__file__).with_name("forkserver_main.py")).read_text()
+T = TypeVar("T")
+
+
+class ServerDied(RuntimeError):
+    """The server exited or stopped answering during a request."""
+
+
+class _Spawner:
+    """Starts server processes from one long-lived daemon thread. Why: bubblewrap's
+    ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread* that started
+    it exits; servers started from a thread-pool worker all died when the pool shut down."""
+
+    def __init__(self) -> None:
+        self._q: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[], T]) -> T:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._loop, name="flowzoo-forkserver-spawner", daemon=True
+                )
+                self._thread.start()
+        fut: Future = Future()
+        self._q.put((fn, fut))
+        return fut.result()
+
+    def _loop(self) -> None:
+        while True:
+            fn, fut = self._q.get()
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # handed to the caller
+                fut.set_exception(e)
+
+
+_SPAWNER = _Spawner()
+
+
+@dataclass
+class Reply:
+    rc: int | None
+    sig: int | None
+    timed_out: bool
+    truncated: bool
+    wall: float
+    out: bytes
+    err: bytes
+    memory_hit: bool
+
+
+class ForkServer:
+    """One server process: ``argv`` starts the sandboxed clean interpreter (the server's
+    source and ``server_args`` are appended). ``group`` (a cgroup the argv joins) and
+    ``owned_dir`` (the host dir the runs live in) are the caller's, released on close."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        server_args: list[str],
+        env: dict[str, str],
+        memory_mb: int,
+        group: cgroups.RunGroup | None = None,
+        owned_dir: str | None = None,
+        start_timeout_s: float = 30.0,
+    ) -> None:
+        self.memory_mb = memory_mb
+        self.group = group
+        self.owned_dir = owned_dir
+        cmd = [*argv, "-c", SERVER_SOURCE, *server_args]
+        self.proc = _SPAWNER.call(lambda: popen_isolated(cmd, subprocess.PIPE, env, owned_dir))
+        self._buf = b""
+        try:
+            hello = self._read_line(time.monotonic() + start_timeout_s)
+        except ServerDied as e:
+            err = self._stderr_tail()
+            self.close()
+            raise OSError(f"the sandbox fork-server did not start: {e}; {err}") from None
+        self.pid = json.loads(hello).get("pid")
+
+    def _stderr_tail(self) -> str:
+        try:
+            if self.proc.poll() is not None:
+                return self.proc.stderr.read(4000).decode(errors="replace").strip()
+        except (OSError, ValueError):
+            pass
+        return ""
+
+    def _read_line(self, deadline: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ServerDied("no answer in time")
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if not ready:
+                if self.proc.poll() is not None:
+                    raise ServerDied(f"the server exited (code {self.proc.returncode})")
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise ServerDied(f"the server exited (code {self.proc.poll()})")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _memory_hits(self) -> int:
+        return self.group.memory_hits() if self.group is not None else 0
+
+    def request(
+        self,
+        files: dict[str, str],
+        stdin: str | None,
+        limits: list[tuple[int, int]],
+        timeout_s: float,
+        cap: int,
+    ) -> Reply:
+        """Run one program; raises :class:`ServerDied` if the server is lost meanwhile."""
+        before = self._memory_hits()
+        msg = {
+            "files": files,
+            "stdin": stdin,
+            "limits": [list(x) for x in limits],
+            "timeout": timeout_s,
+            "cap": cap,
+        }
+        try:
+            self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise ServerDied(f"cannot send the program: {e}") from None
+        # the server enforces the timeout itself; the margin covers clean-up after a run
+        raw = self._read_line(time.monotonic() + timeout_s + 10.0)
+        r = json.loads(raw)
+        return Reply(
+            r["rc"],
+            r["sig"],
+            r["timed_out"],
+            r["truncated"],
+            float(r["wall"]),
+            base64.b64decode(r["out"]),
+            base64.b64decode(r["err"]),
+            self._memory_hits() > before,
+        )
+
+    def close(self) -> None:
+        """Kill the server and everything in its sandbox; remove its dirs and cgroup."""
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+        if self.group is not None:
+            self.group.destroy()
+            self.group = None
+        if self.owned_dir is not None:
+            shutil.rmtree(self.owned_dir, ignore_errors=True)

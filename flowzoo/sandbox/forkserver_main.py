@@ -1,0 +1,358 @@
+"""The fork-server that runs *inside* a sandbox (stdlib only; started as ``python -I -S -c``).
+
+Why: starting a fresh interpreter (and bubblewrap) per program costs ~25-40 ms; forking a
+warm, clean interpreter costs ~1 ms. The server is started once inside the same isolation
+as a per-run program (namespaces, read-only system, uid 65534, no capabilities, a cgroup),
+then for every request it forks a child that applies the run's rlimits, moves into a fresh
+work dir, gets its own session and runs the program as a fresh ``__main__``.
+
+Between runs the server restores a clean state: every process the run left behind is killed
+(the server is a child subreaper, so orphans and ``setsid`` daemons come back to it), the
+work dir is removed, the scratch dirs (the sandbox's private ``/tmp``) are emptied and, in
+a private IPC namespace, System V IPC objects are removed. ``PR_SET_DUMPABLE=0`` stops a run
+from ptracing or reading the memory of the server (same uid). A run can still kill the
+server; the host side then reports the run and starts a new server.
+
+Protocol: one JSON object per line on the control fds (the server's original stdin/stdout).
+Request ``{"files": {name: text}, "stdin": str|None, "limits": [[res, value], ...],
+"timeout": s, "cap": bytes}``; reply ``{"rc", "sig", "timed_out", "truncated", "wall",
+"out", "err"}`` with ``out``/``err`` base64. argv: ``ROOT [--wipe DIR ...] [--ipc]
+[--uid N --preload mod,mod]`` (the uid drop is for mechanisms without a user namespace).
+"""
+
+import base64
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import time
+
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option, value):
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+        return True
+    except (OSError, AttributeError, ImportError):
+        return False
+
+
+def _children(me):
+    """Direct children of ``me`` (all leftovers come back here: we are the subreaper)."""
+    path = f"/proc/{me}/task/{me}/children"
+    try:
+        with open(path) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    kids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                kids.append(int(name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return kids
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_leftovers(me, deadline_s=5.0):
+    """SIGKILL every descendant until none is left (each round kills the current children;
+    their own children are reparented to us and go in the next round)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        kids = _children(me)
+        if not kids:
+            return True
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.002)
+        _reap()
+    return False
+
+
+def _empty_dir(path):
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return
+    for n in names:
+        p = os.path.join(path, n)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+def _remove_sysv_ipc():
+    """Remove every System V IPC object (only called in a private IPC namespace)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except (OSError, ImportError):
+        return
+    ipc_rmid = 0
+    for kind, fn in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) < 2:
+                continue
+            ident = int(parts[1])
+            if kind == "sem":
+                getattr(libc, fn)(ident, 0, ipc_rmid)
+            else:
+                getattr(libc, fn)(ident, ipc_rmid, None)
+
+
+def _child(workdir, has_stdin, limits, out_w, err_w):
+    """In the forked child: never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.chdir(workdir)
+        fd_in = os.open(".stdin" if has_stdin else "/dev/null", os.O_RDONLY)
+        os.dup2(fd_in, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 65536)
+        for res, value in limits:
+            try:
+                resource.setrlimit(res, (value, value))
+            except (ValueError, OSError):
+                pass
+        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        sys.stderr = open(
+            2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
+        )
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        import types
+
+        main = types.ModuleType("__main__")
+        main.__file__ = os.path.join(workdir, "main.py")
+        sys.modules["__main__"] = main
+        sys.argv = ["main.py"]
+        sys.path.insert(0, workdir)
+        with open("main.py", "rb") as f:
+            src = f.read()
+        code = 0
+        exec(compile(src, "main.py", "exec"), main.__dict__)
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            try:
+                print(e.code, file=sys.stderr)
+            except Exception:
+                pass
+            code = 1
+    except BaseException as e:
+        code = 1
+        try:  # as a fresh interpreter would: the program's excepthook, without our frame
+            tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+            sys.excepthook(type(e), e.with_traceback(tb), tb)
+        except BaseException:
+            pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
+
+
+def _collect(pid, out_r, err_r, deadline, cap):
+    bufs = {out_r: bytearray(), err_r: bytearray()}
+    open_fds = [out_r, err_r]
+    truncated = timed_out = False
+    status = None
+    exited_at = None
+    while open_fds:
+        now = time.monotonic()
+        if now >= deadline:
+            timed_out = status is None
+            break
+        if status is None:
+            got, st = os.waitpid(pid, os.WNOHANG)
+            if got:
+                status, exited_at = st, now
+        if exited_at is not None and now - exited_at > 0.2:
+            break  # something the program left behind holds the pipes
+        ready, _, _ = select.select(open_fds, [], [], min(deadline - now, 0.05))
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                open_fds.remove(fd)
+                continue
+            buf = bufs[fd]
+            room = cap - len(buf)
+            if room > 0:
+                buf += chunk[:room]
+            if len(chunk) > max(room, 0):
+                truncated = True
+    if status is None and not timed_out:
+        while time.monotonic() < deadline:
+            got, st = os.waitpid(pid, os.WNOHANG)
+            if got:
+                status = st
+                break
+            time.sleep(0.002)
+        else:
+            timed_out = True
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if status is None:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = None
+    return bytes(bufs[out_r]), bytes(bufs[err_r]), truncated, timed_out, status
+
+
+def serve(root, wipe, private_ipc):
+    ctl_in = os.fdopen(os.dup(0), "rb")
+    ctl_out = os.fdopen(os.dup(1), "wb")
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    _prctl(PR_SET_DUMPABLE, 0)
+    subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    me = os.getpid()
+
+    def send(obj):
+        ctl_out.write(json.dumps(obj).encode() + b"\n")
+        ctl_out.flush()
+
+    send({"ready": True, "pid": me, "subreaper": subreaper})
+    n = 0
+    for line in ctl_in:
+        req = json.loads(line)
+        n += 1
+        workdir = os.path.join(root, f"run{n}")
+        os.mkdir(workdir, 0o700)
+        for name, text in req["files"].items():
+            dest = os.path.join(workdir, *name.split("/"))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write(text)
+        has_stdin = req.get("stdin") is not None
+        if has_stdin:
+            with open(os.path.join(workdir, ".stdin"), "w", encoding="utf-8") as f:
+                f.write(req["stdin"])
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _child(workdir, has_stdin, req["limits"], out_w, err_w)
+        os.close(out_w)
+        os.close(err_w)
+        out, err, truncated, timed_out, status = _collect(
+            pid, out_r, err_r, t0 + float(req["timeout"]), int(req["cap"])
+        )
+        wall = time.monotonic() - t0
+        os.close(out_r)
+        os.close(err_r)
+        kill_leftovers(me)
+        _reap()
+        shutil.rmtree(workdir, ignore_errors=True)
+        for d in wipe:
+            _empty_dir(d)
+        if private_ipc:
+            _remove_sysv_ipc()
+        rc = sig = None
+        if status is not None:
+            if os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                rc = -sig
+            elif os.WIFEXITED(status):
+                rc = os.WEXITSTATUS(status)
+        send(
+            {
+                "rc": rc,
+                "sig": sig,
+                "timed_out": timed_out,
+                "truncated": truncated,
+                "wall": wall,
+                "out": base64.b64encode(out).decode(),
+                "err": base64.b64encode(err).decode(),
+            }
+        )
+
+
+def main(argv):
+    root = argv[0]
+    wipe = []
+    private_ipc = False
+    uid = None
+    preload = []
+    rest = argv[1:]
+    while rest:
+        a = rest.pop(0)
+        if a == "--wipe":
+            wipe.append(rest.pop(0))
+        elif a == "--ipc":
+            private_ipc = True
+        elif a == "--uid":
+            uid = int(rest.pop(0))
+        elif a == "--preload":
+            preload = [m for m in rest.pop(0).split(",") if m]
+    if uid is not None and os.getuid() == 0:
+        # stdlib modules first, while the interpreter's prefix is still readable
+        for m in preload:
+            try:
+                __import__(m)
+            except ImportError:
+                pass
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    serve(root, wipe, private_ipc)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
