@@ -9,7 +9,7 @@ import platform
 import sys
 import time
 
-BENCHES = ("env", "verifier", "sandbox", "rollout", "memory")
+BENCHES = ("env", "verifier", "sandbox", "rollout", "grpo", "memory")
 
 
 def main(argv=None) -> int:

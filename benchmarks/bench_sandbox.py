@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 from benchmarks.common import Row, rate
 from flowzoo.sandbox import Job, get_sandbox
@@ -82,11 +83,7 @@ def _humaneval_rows(sbx, quick: bool) -> list[Row]:
     ]
 
 
-def run(quick: bool = False) -> list[Row]:
-    n = 30 if quick else 100
-    sbx = get_sandbox("process")
-    ref = rate(lambda: _bare(n))
-
+def _trivial_rows(sbx, label: str, n: int, ref: float, target: float | None) -> list[Row]:
     def seq() -> int:
         for _ in range(n):
             assert sbx.run(TRIVIAL).ok
@@ -96,28 +93,25 @@ def run(quick: bool = False) -> list[Row]:
         assert all(r.ok for r in sbx.run_many([Job(TRIVIAL)] * n))
         return n
 
-    mech = sbx.mechanism
-    rows = [
-        Row(
-            "sandbox",
-            f"trivial runs/s ({mech}), sequential",
-            rate(seq),
-            ref,
-            "bare subprocess -I -S",
-            "runs/s",
-            target=1.0,
-        ),
-        Row(
-            "sandbox",
-            f"trivial runs/s ({mech}), run_many",
-            rate(many),
-            ref,
-            "bare subprocess -I -S",
-            "runs/s",
-            target=1.0,
-        ),
+    return [
+        Row("sandbox", f"trivial runs/s ({label}), {how}", rate(fn), ref, REF, "runs/s", target)
+        for how, fn in (("sequential", seq), ("run_many", many))
     ]
+
+
+REF = "bare subprocess -I -S"
+
+
+def run(quick: bool = False) -> list[Row]:
+    n = 30 if quick else 100
+    sbx = get_sandbox("process")  # the default: fork-server
+    spawn = get_sandbox("process", forkserver=False)
+    ref = rate(lambda: _bare(n))
+    mech = sbx.mechanism
+    rows = _trivial_rows(sbx, f"{mech} + fork-server", n, ref, 1.0)
+    rows += _trivial_rows(spawn, f"{mech}, fresh sandbox per run", n, ref, None)
     rows += _humaneval_rows(sbx, quick)
+    sbx.close()
     rows += _docker_rows(quick)
     return rows
 
@@ -166,21 +160,49 @@ def _docker_rows(quick: bool) -> list[Row]:
             )
         return n
 
-    def pooled() -> int:
-        assert all(r.ok for r in sbx.run_many([Job(TRIVIAL)] * n))
+    per_exec = get_sandbox("docker", pool_size=4, forkserver=False)
+
+    def pooled(s) -> Callable[[], int]:
+        def go() -> int:
+            assert all(r.ok for r in s.run_many([Job(TRIVIAL)] * n))
+            return n
+
+        return go
+
+    def sequential() -> int:
+        for _ in range(n):
+            assert sbx.run(TRIVIAL).ok
         return n
 
     ref = rate(fresh, repeats=1)
+    fresh_name = "fresh hardened docker run --rm"
     rows = [
         Row(
             "sandbox",
-            "docker trivial runs/s, warm pool + run_many",
-            rate(pooled),
+            "docker trivial runs/s, warm pool + fork-server, run_many",
+            rate(pooled(sbx)),
             ref,
-            "fresh hardened docker run --rm",
+            fresh_name,
             "runs/s",
             target=8.0,
-        )
+        ),
+        Row(
+            "sandbox",
+            "docker trivial runs/s, warm pool + fork-server, sequential",
+            rate(sequential),
+            ref,
+            fresh_name,
+            "runs/s",
+        ),
+        Row(
+            "sandbox",
+            "docker trivial runs/s, warm pool + exec per run, run_many",
+            rate(pooled(per_exec)),
+            ref,
+            fresh_name,
+            "runs/s",
+        ),
     ]
     sbx.close()
+    per_exec.close()
     return rows

@@ -6,8 +6,8 @@ no network, only this repository copied over). Finishes in minutes and writes a 
 
 It measures: a GRPO update on the device vs the CPU on the same tiny model and batch
 (relative difference of the loss and of the per-role gradient norms); rollout tokens/s and
-seconds per update for tiny-l and for a randomly initialised Qwen3 config of a few hundred
-million parameters, Shared and Isolated; peak device memory.
+seconds per update for tiny-l's shape and for a randomly initialised Qwen3 config of a few
+hundred million parameters, Shared and Isolated, fp32 and bf16 autocast; peak device memory.
 """
 
 from __future__ import annotations
@@ -23,7 +23,15 @@ from pathlib import Path
 import torch
 
 
-def _trainer(model_path: str, device: str, policy: str, ppg: int, g: int, max_new: int):
+def _trainer(
+    model_path: str,
+    device: str,
+    policy: str,
+    ppg: int,
+    g: int,
+    max_new: int,
+    precision: str = "fp32",
+):
     from flowzoo.agents.trainer import TrainConfig, Trainer
 
     cfg = TrainConfig(
@@ -37,6 +45,7 @@ def _trainer(model_path: str, device: str, policy: str, ppg: int, g: int, max_ne
         eval_every=0,
         save_every=0,
         device=device,
+        precision=precision,
         out_dir=tempfile.mkdtemp(),
         resume=False,
     )
@@ -67,8 +76,9 @@ def correctness(model_path: str, device: str) -> dict:
     return out
 
 
-def throughput(model_path: str, device: str, policy: str, ppg: int, g: int, max_new: int) -> dict:
-    tr = _trainer(model_path, device, policy, ppg, g, max_new)
+def throughput(model_path: str, device: str, policy: str, *shape: int, precision: str) -> dict:
+    """Rollout tokens/s, seconds per update and peak memory; ``shape`` as for _trainer."""
+    tr = _trainer(model_path, device, policy, *shape, precision=precision)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
@@ -87,6 +97,17 @@ def throughput(model_path: str, device: str, policy: str, ppg: int, g: int, max_
     if device.startswith("cuda"):
         res["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
     return res
+
+
+def random_tiny(out: Path, scale: str) -> str:
+    """A randomly initialised tiny model of ``scale``'s shape (throughput needs no training,
+    and pretraining tiny-l here would take the machine's whole budget)."""
+    from flowzoo.agents.tiny import build_model, build_tokenizer
+
+    tok = build_tokenizer()
+    build_model(scale, len(tok)).save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
 
 
 def random_qwen3(out: Path, hidden: int, layers: int) -> str:
@@ -133,30 +154,35 @@ def main() -> int:
         report["gpu"] = torch.cuda.get_device_name(0)
     small = str(ensure_tiny(fast_config("tiny-s"), progress=False))
     report["correctness"] = correctness(small, device)
-    sizes = {"tiny-s-fast": small}
+    runs = [("tiny-s-fast", small, p, "fp32") for p in ("shared", "isolated")]
     if args.dry_run:
         shape = (2, 4, 16)
+        runs.append(("tiny-s-fast", small, "shared", "bf16"))
     else:
-        sizes["tiny-l"] = str(ensure_tiny("tiny-l", progress=True))
-        sizes["qwen3-random-~300M"] = random_qwen3(
-            Path(tempfile.mkdtemp()) / "q3", hidden=1024, layers=20
-        )
+        tiny_l = random_tiny(Path(tempfile.mkdtemp()) / "tl", "tiny-l")
+        q3 = random_qwen3(Path(tempfile.mkdtemp()) / "q3", hidden=1024, layers=20)
+        runs += [("tiny-l-random", tiny_l, p, "fp32") for p in ("shared", "isolated")]
+        runs += [
+            ("qwen3-random-~300M", q3, p, pr)
+            for p in ("shared", "isolated")
+            for pr in ("fp32", "bf16")
+        ]
         shape = (8, 8, 64)
     report["throughput"] = {}
-    for name, path in sizes.items():
-        for policy in ("shared", "isolated"):
-            report["throughput"][f"{name}/{policy}"] = throughput(path, device, policy, *shape)
+    for name, path, policy, precision in runs:
+        key = f"{name}/{policy}/{precision}"
+        report["throughput"][key] = throughput(path, device, policy, *shape, precision=precision)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(
         f"device {device}  correctness: "
         + ", ".join(f"{k} {v:.2e}" for k, v in report["correctness"].items())
     )
     print(
-        f"{'model/policy':<32} {'params':>12} {'rollout tok/s':>14} {'update s':>9} {'peak GB':>8}"
+        f"{'model/policy/precision':<40} {'params':>12} {'rollout tok/s':>14} {'update s':>9} {'peak GB':>8}"
     )
     for k, v in report["throughput"].items():
         print(
-            f"{k:<32} {v['params']:>12,} {v['rollout_tokens_per_s']:>14.0f} {v['update_s']:>9.2f} {v.get('peak_mem_gb', float('nan')):>8.2f}"
+            f"{k:<40} {v['params']:>12,} {v['rollout_tokens_per_s']:>14.0f} {v['update_s']:>9.2f} {v.get('peak_mem_gb', float('nan')):>8.2f}"
         )
     return 0
 

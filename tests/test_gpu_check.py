@@ -19,4 +19,9 @@ def test_gpu_check_dry_run(tiny_model, tmp_path):
     rep = json.loads(out.read_text())
     assert rep["device"] == "cpu" and rep["dry_run"]
     assert all(v < 1e-6 for v in rep["correctness"].values())
-    assert set(rep["throughput"]) == {"tiny-s-fast/shared", "tiny-s-fast/isolated"}
+    assert set(rep["throughput"]) == {
+        "tiny-s-fast/shared/fp32",
+        "tiny-s-fast/isolated/fp32",
+        "tiny-s-fast/shared/bf16",
+    }
+    assert all(v["rollout_tokens_per_s"] > 0 for v in rep["throughput"].values())

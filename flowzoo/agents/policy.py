@@ -15,6 +15,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+PRECISIONS = ("fp32", "bf16")
+
+
+def _free_device_cache(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
 
 @dataclass
 class Generation:
@@ -48,9 +55,13 @@ class Policy:
         dtype: torch.dtype | None = None,
         model=None,
         tokenizer=None,
+        precision: str = "fp32",
+        grad_checkpointing: bool = False,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
         self.path = str(path)
         if model is None and not _is_local_model_dir(path):
             raise FileNotFoundError(
@@ -62,6 +73,17 @@ class Policy:
         )
         self.device = torch.device(device)
         self.model.to(self.device)
+        #: bf16: forward passes autocast to bfloat16 (weights and optimizer stay fp32)
+        self.precision = precision
+        #: a generation backend (``flowzoo.agents.backends``); None: this class's own sampler
+        self.backend = None
+        if grad_checkpointing:
+            if hasattr(self.model, "activation_checkpointing_enable"):  # transformers >= 5.2x
+                self.model.activation_checkpointing_enable({"use_reentrant": False})
+            else:
+                self.model.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False}
+                )
         tok = self.tokenizer
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
@@ -74,6 +96,12 @@ class Policy:
         # transformers 5 renamed past_key_values -> cache; support both
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = "logits_to_keep" in params
+
+    def autocast(self):
+        """The forward-pass precision context (bf16 autocast, or a no-op for fp32)."""
+        return torch.autocast(
+            self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"
+        )
 
     # ------------------------------------------------------------------ encoding
     def encode_prompt(self, prompt: str) -> list[int]:
@@ -126,14 +154,46 @@ class Policy:
         if not prompts:
             return []
         if generator is None and seed is not None:
-            generator = torch.Generator(device="cpu").manual_seed(seed)
+            generator = torch.Generator(device=self.device).manual_seed(seed)
         encoded = [self.fit_prompt(self.encode_prompt(p), max_new_tokens) for p in prompts]
+        if self.backend is not None:
+            return self._from_backend(encoded, max_new_tokens, temperature, generator)
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._sample(encoded, max_new_tokens, temperature, generator)
+            return self._sample_fitting(encoded, max_new_tokens, temperature, generator)
         finally:
             self.model.train(was_training)
+
+    def _from_backend(self, encoded, max_new_tokens, temperature, generator) -> list[Generation]:
+        out = []
+        for ids, (comp, lps, fin) in zip(
+            encoded,
+            self.backend.generate(encoded, max_new_tokens, temperature, generator),
+            strict=True,
+        ):
+            text_ids = comp[:-1] if fin and comp and comp[-1] == self.eos_id else comp
+            out.append(Generation(ids, list(comp), list(lps), self.decode(text_ids), fin))
+        return out
+
+    def sync_backend(self) -> None:
+        """Push the current weights to the generation backend (after an update)."""
+        if self.backend is not None:
+            self.backend.sync()
+
+    def _sample_fitting(self, encoded, max_new_tokens, temperature, generator) -> list[Generation]:
+        """Sample; a batch that runs out of device memory is split in halves, not crashed."""
+        try:
+            with self.autocast():
+                return self._sample(encoded, max_new_tokens, temperature, generator)
+        except torch.OutOfMemoryError:
+            if len(encoded) == 1:
+                raise
+            _free_device_cache(self.device)
+            half = len(encoded) // 2
+            return self._sample_fitting(
+                encoded[:half], max_new_tokens, temperature, generator
+            ) + self._sample_fitting(encoded[half:], max_new_tokens, temperature, generator)
 
     def _sample(self, encoded, max_new_tokens, temperature, generator) -> list[Generation]:
         dev = self.device
@@ -159,7 +219,10 @@ class Policy:
         for _ in range(max_new_tokens):
             if temperature > 0:
                 logp = F.log_softmax(logits / temperature, dim=-1)
-                nxt = torch.multinomial(logp.exp().cpu(), 1, generator=generator).squeeze(1).to(dev)
+                probs = logp.exp()
+                if generator is not None and generator.device != probs.device:
+                    probs = probs.to(generator.device)  # a CPU generator: sample on the CPU
+                nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1).to(dev)
             else:
                 logp = F.log_softmax(logits, dim=-1)
                 nxt = logits.argmax(-1)
@@ -207,7 +270,9 @@ class Policy:
             ids[i, : len(s)] = torch.tensor(s)
             mask[i, : len(s)] = 1
         ids, mask = ids.to(dev), mask.to(dev)
-        logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        with self.autocast():
+            logits = self.model(input_ids=ids, attention_mask=mask).logits
+        logits = logits.float()
         t = temperature if temperature > 0 else 1.0
         logp = F.log_softmax(logits[:, :-1] / t, dim=-1)
         tgt = logp.gather(2, ids[:, 1:, None]).squeeze(2)

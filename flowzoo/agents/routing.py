@@ -93,6 +93,8 @@ class PolicyRouter:
         lora: LoraSettings | None = None,
         device: str = "cpu",
         need_reference: bool = False,
+        precision: str = "fp32",
+        grad_checkpointing: bool = False,
     ) -> None:
         if param not in PARAMETERISATIONS:
             raise ValueError(
@@ -105,13 +107,18 @@ class PolicyRouter:
         self.param = param
         self.device = device
         self.lora = lora or LoraSettings()
+        self._policy_kw = {
+            "device": device,
+            "precision": precision,
+            "grad_checkpointing": grad_checkpointing,
+        }
         self.policies: dict[str, Policy] = {}
         self.reference: Policy | None = None
         if param == "full":
             for name in self.names:
-                self.policies[name] = Policy(self.model_path, device=device)
+                self.policies[name] = Policy(self.model_path, **self._policy_kw)
             if need_reference:
-                self.reference = Policy(self.model_path, device=device)
+                self.reference = Policy(self.model_path, device=device, precision=precision)
                 self.reference.model.requires_grad_(False)
         else:
             self._build_lora()
@@ -119,7 +126,7 @@ class PolicyRouter:
     def _build_lora(self) -> None:
         from peft import LoraConfig, get_peft_model
 
-        base = Policy(self.model_path, device=self.device)
+        base = Policy(self.model_path, **self._policy_kw)
         cfg = LoraConfig(
             r=self.lora.r,
             lora_alpha=self.lora.alpha,

@@ -119,6 +119,14 @@ class TrainConfig:
     seed: int = 0
     out_dir: str = "runs/default"
     device: str = "cpu"
+    #: fp32 | bf16 (autocast forward passes; fp32 weights and optimizer)
+    precision: str = "fp32"
+    #: recompute activations in the backward pass (less memory, ~30% more compute)
+    grad_checkpointing: bool = False
+    #: transformers | vllm (rollouts through vLLM, weights synced after every update)
+    generation_backend: str = "transformers"
+    #: vLLM's gpu_memory_utilization (on its CPU build: the RAM fraction for the KV cache)
+    vllm_memory: float = 0.2
     resume: bool = True
     preset: str = ""
 
@@ -133,6 +141,8 @@ class TrainConfig:
             ("role_weighting", self.role_weighting, ROLE_WEIGHTING),
             ("param", self.param, ("full", "lora")),
             ("rollout", self.rollout, ("independent", "tree")),
+            ("precision", self.precision, ("fp32", "bf16")),
+            ("generation_backend", self.generation_backend, ("transformers", "vllm")),
         ]
         for name, value, valid in checks:
             if value not in valid:
@@ -143,11 +153,25 @@ class TrainConfig:
             raise ValueError(f"team_weight must be in [0, 1], got {self.team_weight}")
         if self.minibatches < 1 or self.ppo_epochs < 1:
             raise ValueError("minibatches and ppo_epochs must be >= 1")
+        if self.generation_backend == "vllm" and self.param != "full":
+            raise ValueError(
+                "generation_backend='vllm' serves full-parameter policies only (param='full'); "
+                "LoRA adapters would need vLLM's LoRA serving, which is not wired up"
+            )
 
     def identity(self) -> str:
         """Hash of everything that shapes the run's trajectory (not its length or place)."""
         d = dataclasses.asdict(self)
-        for k in ("steps", "out_dir", "resume", "eval_every", "save_every", "device"):
+        for k in (
+            "steps",
+            "out_dir",
+            "resume",
+            "eval_every",
+            "save_every",
+            "device",
+            "grad_checkpointing",
+            "vllm_memory",
+        ):
             d.pop(k, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -237,7 +261,19 @@ class Trainer:
             lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha),
             device=cfg.device,
             need_reference=need_ref,
+            precision=cfg.precision,
+            grad_checkpointing=cfg.grad_checkpointing,
         )
+        if cfg.generation_backend != "transformers":
+            from flowzoo.agents.backends import attach
+
+            for name in self.router.names:
+                attach(
+                    self.router.policies[name],
+                    cfg.generation_backend,
+                    memory=cfg.vllm_memory,
+                    seed=cfg.seed,
+                )
         self.heads: dict[str, ValueHead] = {}
         if cfg.algo == "ppo":
             for name in self.router.names:
@@ -261,6 +297,8 @@ class Trainer:
             for _ in range(cfg.problems_per_step * cfg.group_size)
         ]
         self.eval_curve: list[tuple[int, float]] = []
+        #: per policy, the micro-batch size in use (shrinks when the device runs out of memory)
+        self.micro_batch: dict[str, int] = {}
 
     def _params(self, name: str) -> list[torch.nn.Parameter]:
         """What policy ``name``'s optimizer steps: its trainable weights and its value head."""
@@ -298,6 +336,8 @@ class Trainer:
                 f"{self.ckpt_path} belongs to a different configuration; use another out_dir or resume=False"
             )
         self.router.load_state_dict(state["router"])
+        for pol in self.router.policies.values():
+            pol.sync_backend()
         for n, o in self.opts.items():
             o.load_state_dict(state["opts"][n])
         for n, h in self.heads.items():
@@ -325,7 +365,7 @@ class Trainer:
                 opts.append({"task_id": tid})
                 seeds.append(int(cfg.seed * 1_000_003 + step * 1009 + k * 31 + g))
                 groups.append(tid)
-        gen = torch.Generator().manual_seed(int(cfg.seed * 7_919 + step))
+        gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed * 7_919 + step))
         if cfg.rollout == "tree":
             return tree_rollout(
                 self.envs[: cfg.problems_per_step],
@@ -415,6 +455,51 @@ class Trainer:
         out["cosine"] = {k: v / max(1, n_updates) for k, v in stats["cosine"].items()}
         return out
 
+    def _micro_step(
+        self, name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs
+    ) -> tuple[float, dict[str, float]]:
+        """Loss of one micro-batch of one role, its gradient added to ``.grad``; (loss value,
+        the micro-batch's mean kl and clip fraction)."""
+        cfg = self.cfg
+        beta = self._kl_for(role)
+        p_ids = [t.prompt_ids for t in mb]
+        c_ids = [t.completion_ids for t in mb]
+        if head is not None:
+            new_lp, new_v = logprobs_and_values(pol, head, p_ids, c_ids, cfg.temperature)
+        else:
+            new_lp, new_v = pol.logprobs(p_ids, c_ids, cfg.temperature), None
+        ref_lp = (
+            self.router.reference_logprobs(name, p_ids, c_ids, cfg.temperature)
+            if beta > 0
+            else None
+        )
+        local: dict[str, float] = defaultdict(float)
+        tok_losses = []
+        for j, t in enumerate(mb):
+            old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
+            a = adv[id(t)]
+            a_t = a["adv"] if isinstance(a, dict) else torch.full_like(old, float(a))
+            pl, clipped = clipped_token_loss(new_lp[j], old, a_t, cfg.clip_low, cfg.clip_high)
+            if ref_lp is not None:
+                kl = k3_kl(new_lp[j], ref_lp[j])
+                pl = pl + beta * kl
+                local["kl"] += kl.mean().item() / len(mb)
+            if new_v is not None:
+                pl = pl + cfg.vf_coef * value_loss(new_v[j], a["old_v"], a["ret"], cfg.value_clip)
+            tok_losses.append(pl)
+            local["clip_frac"] += float(clipped.mean()) / len(mb)
+        loss = aggregate(
+            tok_losses, [wmap[id(t)] for t in mb], cfg.loss_agg, total_tokens, total_seqs
+        )
+        loss_value = loss.item()
+        if not _finite(loss_value):
+            raise TrainingDiverged(
+                f"loss of role {role!r} (policy {name!r}) is {loss_value} at step {self.step}"
+            )
+        if loss.requires_grad:
+            _accumulate(loss, params)
+        return loss_value, dict(local)
+
     def _one_update(self, name, pol, head, params, batch: list[TurnRecord], adv, stats) -> None:
         cfg = self.cfg
         opt = self.opts[name]
@@ -430,49 +515,27 @@ class Trainer:
         prev = flat_grad(params)
         for role, rturns in by_role.items():
             rs = stats["roles"][role]
-            beta = self._kl_for(role)
-            for i in range(0, len(rturns), cfg.micro_batch):
-                mb = rturns[i : i + cfg.micro_batch]
-                p_ids = [t.prompt_ids for t in mb]
-                c_ids = [t.completion_ids for t in mb]
-                if head is not None:
-                    new_lp, new_v = logprobs_and_values(pol, head, p_ids, c_ids, cfg.temperature)
-                else:
-                    new_lp, new_v = pol.logprobs(p_ids, c_ids, cfg.temperature), None
-                ref_lp = (
-                    self.router.reference_logprobs(name, p_ids, c_ids, cfg.temperature)
-                    if beta > 0
-                    else None
-                )
-                tok_losses = []
-                for j, t in enumerate(mb):
-                    old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
-                    a = adv[id(t)]
-                    a_t = a["adv"] if isinstance(a, dict) else torch.full_like(old, float(a))
-                    pl, clipped = clipped_token_loss(
-                        new_lp[j], old, a_t, cfg.clip_low, cfg.clip_high
+            size = self.micro_batch.get(name, cfg.micro_batch)
+            i = 0
+            while i < len(rturns):
+                mb = rturns[i : i + size]
+                try:
+                    loss_value, local = self._micro_step(
+                        name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs
                     )
-                    if ref_lp is not None:
-                        kl = k3_kl(new_lp[j], ref_lp[j])
-                        pl = pl + beta * kl
-                        rs["kl"] += kl.mean().item() * len(mb) / len(rturns)
-                    if new_v is not None:
-                        pl = pl + cfg.vf_coef * value_loss(
-                            new_v[j], a["old_v"], a["ret"], cfg.value_clip
-                        )
-                    tok_losses.append(pl)
-                    rs["clip_frac"] += float(clipped.mean()) / len(rturns)
-                loss = aggregate(
-                    tok_losses, [wmap[id(t)] for t in mb], cfg.loss_agg, total_tokens, total_seqs
-                )
-                loss_value = loss.item()
-                if not _finite(loss_value):
-                    raise TrainingDiverged(
-                        f"loss of role {role!r} (policy {name!r}) is {loss_value} at step {self.step}"
-                    )
-                if loss.requires_grad:
-                    loss.backward()
+                except torch.OutOfMemoryError:
+                    # nothing of this micro-batch reached .grad (see _accumulate): halve, retry
+                    if size == 1:
+                        raise
+                    size = max(1, size // 2)
+                    self.micro_batch[name] = size
+                    if pol.device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    continue
+                for k, v in local.items():
+                    rs[k] += v * len(mb) / len(rturns)
                 rs["loss"] += loss_value
+                i += len(mb)
             cur = flat_grad(params)
             role_grads[role] = cur - prev
             prev = cur
@@ -532,6 +595,7 @@ class Trainer:
             mine = [t for t in turns if t.policy == name]
             if mine:
                 per_policy[name] = self._update_policy(name, mine, adv, rng)
+                self.router.policies[name].sync_backend()  # the next rollout sees the update
         return per_policy, adv_stats
 
     def _ppo_advantages(self, records: list[EpisodeRecord]) -> tuple[dict[int, dict], dict]:
@@ -732,6 +796,21 @@ class Trainer:
         )
         out["mean_grad_share"] = mean_grad_share(rows)
         return out
+
+
+def _accumulate(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:
+    """Add d(loss)/d(params) to ``.grad``. Why not ``backward()``: if the device runs out of
+    memory half-way, backward leaves some gradients accumulated and others not; here nothing
+    is written until the whole gradient exists, so the micro-batch can be retried smaller."""
+    live = [p for p in params if p.requires_grad]
+    grads = torch.autograd.grad(loss, live, allow_unused=True)
+    for p, g in zip(live, grads, strict=True):
+        if g is None:
+            continue
+        if p.grad is None:
+            p.grad = g
+        else:
+            p.grad.add_(g)
 
 
 def _write_flat_grad(params, flat: torch.Tensor) -> None:

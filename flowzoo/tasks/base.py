@@ -109,10 +109,15 @@ def generate_distinct(
     draw: Callable[[int], Task],
     name: str,
     budget: int = 500,
+    exhaust: bool = False,
 ) -> TaskSet:
     """``n`` distinct generated tasks of ``split``, levels taken in turn; ``draw(level)``
     makes one candidate. Why one loop: the no-overlap guarantee (split by question hash)
-    must hold for every generator."""
+    must hold for every generator.
+
+    ``exhaust=True`` is for large pools (pretraining corpora): a level that yields nothing
+    new in ``budget`` draws in a row is dropped instead of failing, so the result holds every
+    distinct question of a small level and fills up with the others (it may be under ``n``)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
     levels = tuple(levels)
@@ -121,16 +126,23 @@ def generate_distinct(
         raise ValueError(f"unknown levels {bad or levels}; valid: {sorted(known_levels)}")
     seen: set[str] = set()
     tasks: list[Task] = []
+    live = list(levels)
+    dry = dict.fromkeys(levels, 0)
     attempts = 0
-    while len(tasks) < n:
+    while len(tasks) < n and live:
         attempts += 1
-        if attempts > budget * n + 20_000:
+        if not exhaust and attempts > budget * n + 20_000:
             raise ValueError(
                 f"cannot generate {n} distinct {split} {name} tasks at levels {levels}; ask for fewer"
             )
-        t = draw(levels[len(tasks) % len(levels)])
+        lv = live[len(tasks) % len(live)]
+        t = draw(lv)
         if t.question in seen or split_of(t.question) != split:
+            dry[lv] += 1
+            if exhaust and dry[lv] >= budget:
+                live.remove(lv)
             continue
+        dry[lv] = 0
         seen.add(t.question)
         tasks.append(t)
     return TaskSet(tasks, name=name, split=split)

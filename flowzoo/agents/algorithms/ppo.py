@@ -35,12 +35,13 @@ def logprobs_and_values(policy, head: ValueHead, prompt_ids, completion_ids, tem
         ids[i, : len(s)] = torch.tensor(s)
         mask[i, : len(s)] = 1
     ids, mask = ids.to(policy.device), mask.to(policy.device)
-    out = policy.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    with policy.autocast():
+        out = policy.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
     t = temperature if temperature > 0 else 1.0
     logp = (
         F.log_softmax(out.logits[:, :-1].float() / t, dim=-1).gather(2, ids[:, 1:, None]).squeeze(2)
     )
-    vals = head(out.hidden_states[-1])[:, :-1]
+    vals = head(out.hidden_states[-1].float())[:, :-1]
     lps, vs = [], []
     for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
         sl = slice(len(p) - 1, len(p) - 1 + len(c))

@@ -79,6 +79,7 @@ class SingleAgentEnv(gym.Env):
         self.observation_space = env.observation_space(first)
         self.action_space = env.action_space(first)
         self._reward_agent = first
+        self._last_info: dict = {}
 
     def _other_for(self, agent: str):
         o = self._others
@@ -117,7 +118,7 @@ class SingleAgentEnv(gym.Env):
                 if hasattr(pol, "reseed"):
                     pol.reseed(seed * 7919 + k)
         self.env.reset(seed=seed, options=options)
-        self._last_info: dict = {}
+        self._last_info = {}
         self._advance()
         a = self.env.agent_selection
         return self.env.observe(a), dict(self.env.infos[a])

@@ -237,15 +237,16 @@ def _make_task(level: int, desc: str, entry: str, solution: str, args: list[str]
 
 
 def function_tasks(
-    n: int = 200, split: str = "train", seed: int = 0, levels=(1, 2, 3, 4)
+    n: int = 200, split: str = "train", seed: int = 0, levels=(1, 2, 3, 4), exhaust: bool = False
 ) -> TaskSet:
-    """``n`` distinct generated function-writing tasks with unit tests (split by question hash)."""
+    """``n`` distinct generated function-writing tasks with unit tests (split by question
+    hash; ``exhaust=True``: up to ``n``, small levels used up)."""
     r = random.Random(f"funcs:{seed}")
 
     def draw(lv: int) -> Task:
         return _make_task(lv, *r.choice(LEVELS[lv])(r))
 
-    return generate_distinct(n, split, levels, LEVELS, draw, "funcs", budget=500)
+    return generate_distinct(n, split, levels, LEVELS, draw, "funcs", budget=500, exhaust=exhaust)
 
 
 # ------------------------------------------------------------------------------ loaders

@@ -89,9 +89,14 @@ LEVELS: dict[int, Callable[[random.Random], tuple[str, list[Step]]]] = {
 
 
 def arithmetic_tasks(
-    n: int = 200, split: str = "train", seed: int = 0, levels: Iterable[int] = (1, 2, 3, 4)
+    n: int = 200,
+    split: str = "train",
+    seed: int = 0,
+    levels: Iterable[int] = (1, 2, 3, 4),
+    exhaust: bool = False,
 ) -> TaskSet:
-    """``n`` distinct generated problems of the given split, evenly over ``levels``."""
+    """``n`` distinct generated problems of the given split, evenly over ``levels``
+    (``exhaust=True``: up to ``n``, small levels used up; see ``generate_distinct``)."""
     r = random.Random(f"arith:{seed}")
 
     def draw(lv: int) -> Task:
@@ -102,7 +107,7 @@ def arithmetic_tasks(
             id=tid, question=q, answer=str(a), family="math", meta={"level": lv, "steps": steps}
         )
 
-    return generate_distinct(n, split, levels, LEVELS, draw, "arith", budget=200)
+    return generate_distinct(n, split, levels, LEVELS, draw, "arith", budget=200, exhaust=exhaust)
 
 
 # ------------------------------------------------------------------------------ loaders

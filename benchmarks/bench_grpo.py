@@ -1,0 +1,151 @@
+"""GRPO step time: flowzoo's trainer vs TRL's ``GRPOTrainer`` (CPU, no vLLM) on the same tiny
+model, the same single-turn math prompts and verifier, equal batch (problems x generations)
+and completion length; then how each scales when the batch grows 4x.
+
+A step is generation + reward + one optimizer update in both; flowzoo's also measures the
+per-role gradient (one role here, so no extra backward pass).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+
+from benchmarks.common import Row
+
+GEN = 4
+MAX_NEW = 32
+
+
+def _ours(model: str, problems: int, steps: int) -> float:
+    from flowzoo.agents.trainer import TrainConfig, Trainer
+
+    cfg = TrainConfig(
+        env="single-math",
+        model=model,
+        problems_per_step=problems,
+        group_size=GEN,
+        max_new_tokens=MAX_NEW,
+        temperature=1.0,
+        lr=1e-5,
+        eval_every=0,
+        save_every=0,
+        steps=steps,
+        out_dir=tempfile.mkdtemp(prefix="fz-bench-grpo-"),
+    )
+    tr = Trainer(cfg, progress=False)
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        tr.train_step()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times[1:])
+
+
+def _trl(model: str, problems: int, steps: int) -> float | None:
+    try:
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+        from datasets import Dataset
+        from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError:
+        return None
+    import flowzoo
+    from flowzoo.tasks.math import is_equivalent
+
+    env = flowzoo.make_env("single-math")
+    rows = []
+    for task in list(env.tasks)[: problems * steps]:
+        env.reset(options={"task_id": task.id})
+        rows.append({"prompt": env.observe("solver")["prompt"], "answer": task.answer})
+
+    def reward(completions, answer, **kw):
+        from flowzoo.tasks.math import extract_answer
+
+        out = []
+        for c, a in zip(completions, answer, strict=True):
+            pred = extract_answer(c)
+            out.append(float(pred is not None and is_equivalent(a, pred)))
+        return out
+
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.t = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            times.append(time.perf_counter() - self.t)
+
+    tok = AutoTokenizer.from_pretrained(model)
+    tok.padding_side = "left"
+    cfg = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="fz-bench-trl-"),
+        per_device_train_batch_size=problems * GEN,
+        num_generations=GEN,
+        max_completion_length=MAX_NEW,
+        max_steps=steps,
+        learning_rate=1e-5,
+        temperature=1.0,
+        report_to="none",
+        use_cpu=True,
+        logging_steps=10_000,
+        save_strategy="no",
+        shuffle_dataset=False,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model),
+        reward_funcs=reward,
+        args=cfg,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        callbacks=[Clock()],
+    )
+    trainer.train()
+    return statistics.median(times[1:])
+
+
+def run(quick: bool = False) -> list[Row]:
+    from flowzoo.agents.tiny import ensure_tiny
+
+    model = str(ensure_tiny("tiny-s", progress=False))
+    steps = 4 if quick else 6
+    rows = []
+    ours_small = trl_small = None
+    for problems in (2, 8):
+        ours = _ours(model, problems, steps)
+        theirs = _trl(model, problems, steps)
+        if theirs is None:
+            return []
+        label = f"{problems} problems x {GEN} generations x {MAX_NEW} tokens"
+        rows.append(
+            Row(
+                "grpo",
+                f"GRPO step s, {label}",
+                ours,
+                theirs,
+                "TRL GRPOTrainer, same model/batch",
+                "s/step",
+                target=1.0,
+                lower_is_better=True,
+            )
+        )
+        if problems == 2:
+            ours_small, trl_small = ours, theirs
+        else:
+            rows.append(
+                Row(
+                    "grpo",
+                    "step-time growth for a 4x batch (ours / TRL's)",
+                    ours / ours_small,
+                    theirs / trl_small,
+                    "TRL's growth",
+                    "x",
+                    target=1.0,
+                    lower_is_better=True,
+                )
+            )
+    return rows
