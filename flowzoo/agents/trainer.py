@@ -515,6 +515,8 @@ class Trainer:
         prev = flat_grad(params)
         for role, rturns in by_role.items():
             rs = stats["roles"][role]
+            # similar lengths share a micro-batch: less padding computed, the same summed gradient
+            rturns = sorted(rturns, key=lambda t: len(t.prompt_ids) + len(t.completion_ids))
             size = self.micro_batch.get(name, cfg.micro_batch)
             i = 0
             while i < len(rturns):
