@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from flowzoo.agents import distributed
 from flowzoo.agents.algorithms.grpo import (
     ADV_NORMS,
     GROUP_BY,
@@ -240,7 +241,15 @@ class Trainer:
         from flowzoo.envs import make_env
 
         self.cfg = cfg
-        self.progress = progress
+        self.dist = distributed.setup(cfg.device)
+        #: this process's device (cuda:<local rank> under torchrun on GPUs)
+        self.device = self.dist.device
+        self.progress = progress and self.dist.main
+        if self.dist.active and cfg.adv_norm in ("global", "per-role"):
+            raise ValueError(
+                f"adv_norm={cfg.adv_norm!r} normalises over the whole batch, which data-parallel "
+                "processes do not share; use adv_norm='group' or 'none' under torchrun"
+            )
         torch.manual_seed(cfg.seed)
         self.model_path = resolve_model(cfg.model)
         self.env_factory = lambda split, n: make_env(
@@ -259,7 +268,7 @@ class Trainer:
             sharing=parse_policy_arg(cfg.policy),
             param=cfg.param,
             lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha),
-            device=cfg.device,
+            device=self.device,
             need_reference=need_ref,
             precision=cfg.precision,
             grad_checkpointing=cfg.grad_checkpointing,
@@ -278,7 +287,7 @@ class Trainer:
         if cfg.algo == "ppo":
             for name in self.router.names:
                 hs = self.router.policies[name].model.config.hidden_size
-                self.heads[name] = ValueHead(hs).to(cfg.device)
+                self.heads[name] = ValueHead(hs).to(self.device)
         self.opts = {
             name: torch.optim.AdamW(
                 self._params(name),
@@ -360,15 +369,19 @@ class Trainer:
         )
         task_ids = [self.train_tasks[int(i)].id for i in picks]
         opts, seeds, groups = [], [], []
-        for k, tid in enumerate(task_ids):
+        ks = distributed.mine(len(task_ids), self.dist)  # all of them in a single process
+        task_ids = [task_ids[k] for k in ks]
+        for k, tid in zip(ks, task_ids, strict=True):
             for g in range(cfg.group_size):
                 opts.append({"task_id": tid})
                 seeds.append(int(cfg.seed * 1_000_003 + step * 1009 + k * 31 + g))
                 groups.append(tid)
-        gen = torch.Generator(device=cfg.device).manual_seed(int(cfg.seed * 7_919 + step))
+        gen = torch.Generator(device=self.device).manual_seed(
+            int(cfg.seed * 7_919 + step + 104_729 * self.dist.rank)
+        )
         if cfg.rollout == "tree":
             return tree_rollout(
-                self.envs[: cfg.problems_per_step],
+                self.envs[: len(task_ids)],
                 self.router.policy_for,
                 [{"task_id": t} for t in task_ids],
                 cfg.group_size,
@@ -379,7 +392,7 @@ class Trainer:
                 generator=gen,
             )
         return rollout(
-            self.envs,
+            self.envs[: len(opts)],
             self.router.policy_for,
             opts,
             seeds,
@@ -405,18 +418,20 @@ class Trainer:
         return {id(t): a for t, a in zip(turns, adv, strict=True)}, dataclasses.asdict(stats)
 
     def _weights(self, turns: list[TurnRecord]) -> list[float]:
+        """Per-turn loss weights, mean 1 over the whole batch (all processes' shares)."""
         mode = self.cfg.role_weighting
         if mode == "tokens":
             w = [1.0] * len(turns)
         elif mode == "per-agent":
             w = [1.0 / self.agents_per_role[t.role] for t in turns]
         else:
-            per_role = defaultdict(int)
-            for t in turns:
-                per_role[t.role] += 1
+            counts = distributed.sum_floats(
+                [float(sum(t.role == r for t in turns)) for r in self.roles], self.dist
+            )
+            per_role = {r: c for r, c in zip(self.roles, counts, strict=True) if c > 0}
             w = [1.0 / (len(per_role) * per_role[t.role]) for t in turns]
-        s = sum(w)
-        return [x * len(turns) / s for x in w] if s > 0 else w
+        s, n = distributed.sum_floats([sum(w), float(len(turns))], self.dist)
+        return [x * n / s for x in w] if s > 0 else w
 
     def _kl_for(self, role: str) -> float:
         return float(self.cfg.kl_per_role.get(role, self.cfg.kl_coef))
@@ -441,7 +456,7 @@ class Trainer:
             chunks = [order[i :: cfg.minibatches] for i in range(cfg.minibatches)]
             for chunk in chunks:
                 batch = [turns[i] for i in chunk if turns[i].completion_ids]
-                if not batch:
+                if distributed.sum_floats([len(batch)], self.dist)[0] == 0:
                     continue
                 n_updates += 1
                 self._one_update(name, pol, head, params, batch, adv, stats)
@@ -502,21 +517,31 @@ class Trainer:
 
     def _one_update(self, name, pol, head, params, batch: list[TurnRecord], adv, stats) -> None:
         cfg = self.cfg
+        dist = self.dist
         opt = self.opts[name]
         opt.zero_grad(set_to_none=True)
         weights = self._weights(batch)
         wmap = {id(t): w for t, w in zip(batch, weights, strict=True)}
-        total_tokens = sum(len(t.completion_ids) for t in batch)
-        total_seqs = float(len(batch))
+        # loss normalisers over the whole batch (every process's share under data parallel)
+        total_tokens, total_seqs = distributed.sum_floats(
+            [sum(len(t.completion_ids) for t in batch), float(len(batch))], dist
+        )
         by_role: dict[str, list[TurnRecord]] = defaultdict(list)
         for t in batch:
             by_role[t.role].append(t)
+        # a fixed role order with global counts, so every process makes the same collectives
+        roles = [r for r in self.roles if r in self.router.roles_of(name)]
+        n_role = distributed.sum_floats([len(by_role.get(r, [])) for r in roles], dist)
+        roles = [r for r, n in zip(roles, n_role, strict=True) if n > 0]
         role_grads: dict[str, torch.Tensor] = {}
+        sums: dict[str, dict[str, float]] = {}
         prev = flat_grad(params)
-        for role, rturns in by_role.items():
-            rs = stats["roles"][role]
+        for role in roles:
             # similar lengths share a micro-batch: less padding computed, the same summed gradient
-            rturns = sorted(rturns, key=lambda t: len(t.prompt_ids) + len(t.completion_ids))
+            rturns = sorted(
+                by_role.get(role, []), key=lambda t: len(t.prompt_ids) + len(t.completion_ids)
+            )
+            acc: dict[str, float] = defaultdict(float)
             size = self.micro_batch.get(name, cfg.micro_batch)
             i = 0
             while i < len(rturns):
@@ -535,15 +560,26 @@ class Trainer:
                         torch.cuda.empty_cache()
                     continue
                 for k, v in local.items():
-                    rs[k] += v * len(mb) / len(rturns)
-                rs["loss"] += loss_value
+                    acc[k] += v * len(mb)
+                acc["loss"] += loss_value
                 i += len(mb)
+            acc["tokens"] += sum(len(t.completion_ids) for t in rturns)
+            acc["turns"] += len(rturns)
+            sums[role] = acc
             cur = flat_grad(params)
-            role_grads[role] = cur - prev
+            role_grads[role] = distributed.sum_(cur - prev, dist)
             prev = cur
-            rs["tokens"] += sum(len(t.completion_ids) for t in rturns)
-            rs["turns"] += len(rturns)
-        total = prev
+        for role in roles:  # global sums; clip_frac and kl become means over the role's turns
+            keys = ["loss", "tokens", "turns", "clip_frac"]
+            keys += ["kl"] if self._kl_for(role) > 0 else []
+            got = distributed.sum_floats([sums[role].get(k, 0.0) for k in keys], dist)
+            g = dict(zip(keys, got, strict=True))
+            rs = stats["roles"][role]
+            for k, v in g.items():
+                rs[k] += v / g["turns"] if k in ("clip_frac", "kl") else v
+        total = sum(role_grads.values()) if role_grads else prev
+        if dist.active:
+            _write_flat_grad(params, total)
         self.last_role_grads[name] = {"roles": role_grads, "total": total.clone()}
         if not torch.isfinite(total).all():
             raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
@@ -595,7 +631,7 @@ class Trainer:
         self.last_role_grads = {}
         for name in self.router.names:
             mine = [t for t in turns if t.policy == name]
-            if mine:
+            if distributed.sum_floats([len(mine)], self.dist)[0] > 0:
                 per_policy[name] = self._update_policy(name, mine, adv, rng)
                 self.router.policies[name].sync_backend()  # the next rollout sees the update
         return per_policy, adv_stats
@@ -677,7 +713,8 @@ class Trainer:
         for role in role_rows:
             role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
         parse = defaultdict(int)
-        for env in self.envs if self.cfg.rollout == "independent" else []:
+        used = self.envs[: len(records)] if self.cfg.rollout == "independent" else []
+        for env in used:  # this process's share of the step's episodes
             for t in env.episode.turns:
                 if t.flags:
                     parse[t.role] += 1
@@ -713,6 +750,8 @@ class Trainer:
         from tqdm import tqdm
 
         cfg = self.cfg
+        if not self.dist.main:
+            return self._follow()
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.json").write_text(
             json.dumps(dataclasses.asdict(cfg), indent=1, default=str)
@@ -772,6 +811,21 @@ class Trainer:
             if status == "completed":
                 self.router.save_pretrained(self.out / "final")
         return summary
+
+    def _follow(self) -> dict:
+        """Processes other than 0 under data parallel: the same steps (their share of each
+        rollout, the collective update); process 0 evaluates, logs and saves."""
+        t0 = time.time()
+        resumed = self.cfg.resume and self.load_checkpoint()
+        while self.step < self.cfg.steps:
+            self.train_step()
+        return {
+            "status": "completed",
+            "steps_done": self.step,
+            "rank": self.dist.rank,
+            "resumed": resumed,
+            "wall_s": round(time.time() - t0, 2),
+        }
 
     def summary(self, status: str, wall_s: float, resumed: bool) -> dict:
         cfg = self.cfg

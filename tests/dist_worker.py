@@ -1,0 +1,36 @@
+"""Run by tests/test_distributed.py under ``torch.distributed.run`` (2 processes, gloo):
+each process updates its share of pickled records; process 0 writes what the update made."""
+
+import pickle
+import sys
+
+import torch
+
+from flowzoo.agents.trainer import Trainer
+
+
+def main(cfg_path: str, records_path: str, out_path: str) -> None:
+    cfg = pickle.load(open(cfg_path, "rb"))
+    records = pickle.load(open(records_path, "rb"))
+    tr = Trainer(cfg, progress=False)
+    rank, world = tr.dist.rank, tr.dist.world
+    problems = list(dict.fromkeys(r.group for r in records))
+    mine = {p for k, p in enumerate(problems) if k % world == rank}
+    local = [r for r in records if r.group in mine]
+    for i, r in enumerate(local):  # episode indices are local to the list update() sees
+        r.index = i
+        for t in r.turns:
+            t.episode = i
+    per_policy, _ = tr.update(local)
+    if rank == 0:
+        g = tr.last_role_grads["shared"]
+        state = {
+            k: v.detach().clone()
+            for k, v in tr.router.policies["shared"].model.state_dict().items()
+        }
+        out = {"per_policy": per_policy, "roles": g["roles"], "total": g["total"], "state": state}
+        torch.save(out, out_path)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
