@@ -55,22 +55,19 @@ def _trl(model: str, problems: int, steps: int) -> float | None:
     except ImportError:
         return None
     import flowzoo
-    from flowzoo.tasks.math import is_equivalent
 
     env = flowzoo.make_env("single-math")
+    tasks = {t.id: t for t in list(env.tasks)[: problems * steps]}
     rows = []
-    for task in list(env.tasks)[: problems * steps]:
+    for task in tasks.values():
         env.reset(options={"task_id": task.id})
-        rows.append({"prompt": env.observe("solver")["prompt"], "answer": task.answer})
+        rows.append({"prompt": env.observe("solver")["prompt"], "task_id": task.id})
 
-    def reward(completions, answer, **kw):
-        from flowzoo.tasks.math import extract_answer
-
-        out = []
-        for c, a in zip(completions, answer, strict=True):
-            pred = extract_answer(c)
-            out.append(float(pred is not None and is_equivalent(a, pred)))
-        return out
+    def reward(completions, task_id, **kw):
+        """The env's own verifier (the family's score), as flowzoo's trainer uses it."""
+        return [
+            env.family.score(tasks[t], c).score for c, t in zip(completions, task_id, strict=True)
+        ]
 
     times: list[float] = []
 

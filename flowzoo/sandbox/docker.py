@@ -353,10 +353,7 @@ class DockerSandbox(ConcurrentRunMixin):
             return ExecResult(
                 status, None, "", f"docker fork-server: {e}", wall, backend=backend
             ), False
-        stdout = r.out.decode("utf-8", errors="replace")
-        stderr = r.err.decode("utf-8", errors="replace")
-        status = classify(r.rc, r.sig, stderr, r.timed_out)
-        return ExecResult(status, r.rc, stdout, stderr, r.wall, r.sig, r.truncated, backend), True
+        return r.result(backend), True
 
     def _exec(self, c, cmd, timeout: float, cap: int) -> tuple[ExecResult, bool]:
         api = self.client.api

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from flowzoo.sandbox import cgroups
-from flowzoo.sandbox.base import popen_isolated
+from flowzoo.sandbox.base import ExecResult, classify, popen_isolated
 
 SERVER_SOURCE = (Path(__file__).with_name("forkserver_main.py")).read_text()
 T = TypeVar("T")
@@ -78,6 +78,17 @@ class Reply:
     out: bytes
     err: bytes
     memory_hit: bool
+
+    def result(self, backend: str) -> ExecResult:
+        """The run as an :class:`ExecResult` (a memory-limit hit explains a kill or error)."""
+        stdout = self.out.decode("utf-8", errors="replace")
+        stderr = self.err.decode("utf-8", errors="replace")
+        status = classify(self.rc, self.sig, stderr, self.timed_out)
+        if self.memory_hit and status in ("killed", "error"):
+            status = "memory"
+        return ExecResult(
+            status, self.rc, stdout, stderr, self.wall, self.sig, self.truncated, backend
+        )
 
 
 class ForkServer:

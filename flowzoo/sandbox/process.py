@@ -518,12 +518,7 @@ class ProcessSandbox(ConcurrentRunMixin):
                 backend=backend,
             )
         self._give_back(srv)
-        stdout = r.out.decode("utf-8", errors="replace")
-        stderr = r.err.decode("utf-8", errors="replace")
-        status = classify(r.rc, r.sig, stderr, r.timed_out)
-        if r.memory_hit and status in ("killed", "error"):
-            status = "memory"
-        return ExecResult(status, r.rc, stdout, stderr, r.wall, r.sig, r.truncated, backend)
+        return r.result(backend)
 
     def close(self) -> None:
         """Stop the fork-servers (nothing else persists between runs)."""
