@@ -7,7 +7,8 @@ no network, only this repository copied over). Finishes in minutes and writes a 
 It measures: a GRPO update on the device vs the CPU on the same tiny model and batch
 (relative difference of the loss and of the per-role gradient norms); rollout tokens/s and
 seconds per update for tiny-l's shape and for a randomly initialised Qwen3 config of a few
-hundred million parameters, Shared and Isolated, fp32 and bf16 autocast; peak device memory.
+hundred million parameters, Shared and Isolated, fp32 and bf16 autocast; peak device memory;
+with two or more GPUs, Isolated with its policies placed on two of them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _trainer(
     g: int,
     max_new: int,
     precision: str = "fp32",
+    placement: dict[str, str] | None = None,
 ):
     from flowzoo.agents.trainer import TrainConfig, Trainer
 
@@ -46,6 +48,7 @@ def _trainer(
         save_every=0,
         device=device,
         precision=precision,
+        policy_devices=placement or {},
         out_dir=tempfile.mkdtemp(),
         resume=False,
     )
@@ -76,11 +79,20 @@ def correctness(model_path: str, device: str) -> dict:
     return out
 
 
-def throughput(model_path: str, device: str, policy: str, *shape: int, precision: str) -> dict:
-    """Rollout tokens/s, seconds per update and peak memory; ``shape`` as for _trainer."""
-    tr = _trainer(model_path, device, policy, *shape, precision=precision)
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
+def throughput(
+    model_path: str,
+    device: str,
+    policy: str,
+    *shape: int,
+    precision: str,
+    placement: dict[str, str] | None = None,
+) -> dict:
+    """Rollout tokens/s, seconds per update and peak memory (summed over the GPUs);
+    ``shape`` as for _trainer."""
+    tr = _trainer(model_path, device, policy, *shape, precision=precision, placement=placement)
+    gpus = range(torch.cuda.device_count()) if device.startswith("cuda") else range(0)
+    for i in gpus:
+        torch.cuda.reset_peak_memory_stats(i)
     t = time.perf_counter()
     records = tr._rollout(0)
     roll = time.perf_counter() - t
@@ -94,8 +106,8 @@ def throughput(model_path: str, device: str, policy: str, *shape: int, precision
         "update_s": upd,
         "params": sum(p.numel() for p in tr.router.policies[tr.router.names[0]].model.parameters()),
     }
-    if device.startswith("cuda"):
-        res["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    if gpus:
+        res["peak_mem_gb"] = sum(torch.cuda.max_memory_allocated(i) for i in gpus) / 2**30
     return res
 
 
@@ -154,24 +166,31 @@ def main() -> int:
         report["gpu"] = torch.cuda.get_device_name(0)
     small = str(ensure_tiny(fast_config("tiny-s"), progress=False))
     report["correctness"] = correctness(small, device)
-    runs = [("tiny-s-fast", small, p, "fp32") for p in ("shared", "isolated")]
+    runs = [("tiny-s-fast", small, p, "fp32", None) for p in ("shared", "isolated")]
     if args.dry_run:
         shape = (2, 4, 16)
-        runs.append(("tiny-s-fast", small, "shared", "bf16"))
+        runs.append(("tiny-s-fast", small, "shared", "bf16", None))
+        # the placement path, both policies named (on the CPU: the same device)
+        runs.append(("tiny-s-fast", small, "isolated", "fp32", {"solver": "cpu"}))
     else:
         tiny_l = random_tiny(Path(tempfile.mkdtemp()) / "tl", "tiny-l")
         q3 = random_qwen3(Path(tempfile.mkdtemp()) / "q3", hidden=1024, layers=20)
-        runs += [("tiny-l-random", tiny_l, p, "fp32") for p in ("shared", "isolated")]
+        runs += [("tiny-l-random", tiny_l, p, "fp32", None) for p in ("shared", "isolated")]
         runs += [
-            ("qwen3-random-~300M", q3, p, pr)
+            ("qwen3-random-~300M", q3, p, pr, None)
             for p in ("shared", "isolated")
             for pr in ("fp32", "bf16")
         ]
+        if torch.cuda.device_count() >= 2:  # Isolated with its two policies on two GPUs
+            two = {"solver": "cuda:0", "aggregator": "cuda:1"}
+            runs.append(("qwen3-random-~300M", q3, "isolated", "bf16", two))
         shape = (8, 8, 64)
     report["throughput"] = {}
-    for name, path, policy, precision in runs:
-        key = f"{name}/{policy}/{precision}"
-        report["throughput"][key] = throughput(path, device, policy, *shape, precision=precision)
+    for name, path, policy, precision, placement in runs:
+        key = f"{name}/{policy}/{precision}" + ("/placed" if placement else "")
+        report["throughput"][key] = throughput(
+            path, device, policy, *shape, precision=precision, placement=placement
+        )
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(
         f"device {device}  correctness: "

@@ -1,11 +1,13 @@
 """Run by tests/test_distributed.py under ``torch.distributed.run`` (2 processes, gloo):
-each process updates its share of pickled records; process 0 writes what the update made."""
+each process updates its share of pickled records; process 0 writes what the update made
+(under FSDP the full weights are gathered first, a collective every process joins)."""
 
 import pickle
 import sys
 
 import torch
 
+from flowzoo.agents.distributed import full_state_dict
 from flowzoo.agents.trainer import Trainer
 
 
@@ -22,13 +24,16 @@ def main(cfg_path: str, records_path: str, out_path: str) -> None:
         for t in r.turns:
             t.episode = i
     per_policy, _ = tr.update(local)
+    model = tr.router.policies["shared"].model
+    if cfg.fsdp:
+        state = full_state_dict(model)
+    else:
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if rank == 0:
-        g = tr.last_role_grads["shared"]
-        state = {
-            k: v.detach().clone()
-            for k, v in tr.router.policies["shared"].model.state_dict().items()
-        }
-        out = {"per_policy": per_policy, "roles": g["roles"], "total": g["total"], "state": state}
+        out = {"per_policy": per_policy, "state": state}
+        if not cfg.fsdp:  # under FSDP each process holds a shard of these
+            g = tr.last_role_grads["shared"]
+            out.update(roles=g["roles"], total=g["total"])
         torch.save(out, out_path)
 
 

@@ -322,6 +322,61 @@ def test_config_file_maps_onto_the_dataclass(tmp_path):
     assert TrainConfig(preset="study").lr == 2e-5 and TrainConfig(preset="study").param == "lora"
 
 
+def test_isolated_policies_take_their_own_devices(tiny_model, tmp_path):
+    """The placement path (CPU only here: a machine with GPUs puts the solver on cuda:0 and
+    the aggregator on cuda:1 the same way); bad placements are clear errors up front."""
+    from flowzoo.cli import _train_config_from_args, build_parser
+
+    args = build_parser().parse_args(
+        ["train", "--policy", "isolated", "--policy-devices", '{"solver": "cpu"}']
+    )
+    assert _train_config_from_args(args).policy_devices == {"solver": "cpu"}
+    cfg = _cfg(
+        tiny_model,
+        tmp_path,
+        policy="isolated",
+        algo="ppo",  # value heads follow their policy
+        kl_coef=0.05,  # the reference's log-probs come to each policy's device
+        policy_devices={"solver": "cpu", "aggregator": "cpu"},
+    )
+    tr = Trainer(cfg, progress=False)
+    assert tr.router.devices == {"solver": "cpu", "aggregator": "cpu"}
+    before = {k: v.clone() for k, v in tr.router.policies["solver"].model.state_dict().items()}
+    records = tr._rollout(0)
+    for r in records:  # rewards with variance, so the update has a direction
+        for t in r.turns:
+            t.team_reward = float(len(t.completion_ids) % 2 == 0)
+    per_policy, _ = tr.update(records)
+    assert set(per_policy) == {"solver", "aggregator"}
+    assert per_policy["solver"]["roles"]["solver"]["kl"] >= 0
+    after = tr.router.policies["solver"].model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    with pytest.raises(ValueError, match="policies are"):
+        Trainer(_cfg(tiny_model, tmp_path, policy_devices={"solver": "cpu"}), progress=False)
+    with pytest.raises(ValueError, match="bad device"):
+        Trainer(
+            _cfg(tiny_model, tmp_path, policy="isolated", policy_devices={"solver": "gpu0"}),
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="one device"):
+        Trainer(
+            _cfg(
+                tiny_model,
+                tmp_path,
+                policy="isolated",
+                param="lora",
+                policy_devices={"solver": "cpu", "aggregator": "cuda:1"},
+            ),
+            progress=False,
+        )
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            Trainer(
+                _cfg(tiny_model, tmp_path, policy="isolated", policy_devices={"solver": "cuda:1"}),
+                progress=False,
+            )
+
+
 def test_tree_rollout_groups_share_one_prompt(tiny_model, tmp_path):
     tr = Trainer(
         _cfg(

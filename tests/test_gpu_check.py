@@ -23,5 +23,6 @@ def test_gpu_check_dry_run(tiny_model, tmp_path):
         "tiny-s-fast/shared/fp32",
         "tiny-s-fast/isolated/fp32",
         "tiny-s-fast/shared/bf16",
+        "tiny-s-fast/isolated/fp32/placed",
     }
     assert all(v["rollout_tokens_per_s"] > 0 for v in rep["throughput"].values())

@@ -8,39 +8,56 @@ per-role gradient vectors, and classify a held-out accuracy curve.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from flowzoo.agents.curves import CurveSummary, analyze_curve
+from flowzoo.agents.distributed import local
 
 __all__ = ["CoherenceDamper", "CurveSummary", "analyze_curve", "flat_grad", "role_gradient_stats"]
 
 
 def flat_grad(params: Sequence[torch.nn.Parameter]) -> torch.Tensor:
-    """All gradients of ``params`` as one float64 vector (zeros where a grad is None)."""
+    """All gradients of ``params`` as one float64 vector (zeros where a grad is None; under
+    FSDP this process's shards)."""
     return torch.cat(
         [
-            (p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).double()
+            local(p.grad if p.grad is not None else torch.zeros_like(p))
+            .detach()
+            .reshape(-1)
+            .double()
             for p in params
         ]
     )
 
 
-def role_gradient_stats(role_grads: dict[str, torch.Tensor]) -> dict:
-    """Per-role norms, mass shares ``||g_r|| / sum ||g||`` and pairwise cosines."""
-    norms = {r: float(g.norm()) for r, g in role_grads.items()}
+def role_gradient_stats(
+    role_grads: dict[str, torch.Tensor],
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> dict:
+    """Per-role norms, mass shares ``||g_r|| / sum ||g||``, pairwise cosines and the norm of
+    the roles' sum, all from the Gram matrix of the role gradients; ``reduce`` sums that matrix
+    over processes whose gradients are shards (FSDP)."""
+    roles = list(role_grads)
+    k = len(roles)
+    gram = torch.zeros(k, k, dtype=torch.float64)
+    for i, a in enumerate(roles):
+        for j in range(i, k):
+            gram[i, j] = gram[j, i] = float(role_grads[a] @ role_grads[roles[j]])
+    if reduce is not None:
+        gram = reduce(gram)
+    norms = {r: float(gram[i, i].clamp_min(0).sqrt()) for i, r in enumerate(roles)}
     total = sum(norms.values())
     shares = {r: (n / total if total > 0 else 0.0) for r, n in norms.items()}
     cos = {}
-    roles = list(role_grads)
     for i, a in enumerate(roles):
-        for b in roles[i + 1 :]:
+        for j in range(i + 1, k):
+            b = roles[j]
             na, nb = norms[a], norms[b]
-            cos[f"{a}|{b}"] = (
-                float(role_grads[a] @ role_grads[b] / (na * nb)) if na > 0 and nb > 0 else 0.0
-            )
-    return {"norm": norms, "share": shares, "cosine": cos}
+            cos[f"{a}|{b}"] = float(gram[i, j]) / (na * nb) if na > 0 and nb > 0 else 0.0
+    sum_norm = float(gram.sum().clamp_min(0).sqrt())
+    return {"norm": norms, "share": shares, "cosine": cos, "sum_norm": sum_norm}
 
 
 class CoherenceDamper:

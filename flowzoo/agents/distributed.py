@@ -6,13 +6,23 @@ processes (whole GRPO groups stay on one process, so group advantages are exact)
 process back-propagates its share with the *global* loss normalisers, then every per-role
 gradient is summed across processes (the diagnostics need them, and their sum is the
 policy's gradient), so all processes take the identical optimizer step and stay in sync.
-Process 0 evaluates, logs and writes checkpoints. Not FSDP: a policy that does not fit one
-device is out of scope here.
+Process 0 evaluates, logs and writes checkpoints.
+
+``fsdp=True`` (FSDP2, ``fully_shard`` per decoder layer): each process holds 1/N of every
+policy's parameters, gradients and AdamW state, for policies whose training state does not
+fit one device. Gradients are reduce-scattered as sums (the same global normalisers), so the
+per-role gradients are each process's shard and their norms and cosines are summed over the
+processes. Generation gathers the full parameters once per rollout (every process samples a
+different number of tokens, which a layer-by-layer gather cannot follow); the update runs the
+same number of forward/backward passes on every process (a process out of micro-batches
+joins with a zero-loss pass).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -70,3 +80,64 @@ def sum_floats(values: list[float], info: DistInfo) -> list[float]:
 def mine(n: int, info: DistInfo) -> list[int]:
     """The indices of ``n`` items (problems) this process handles."""
     return list(range(info.rank, n, info.world))
+
+
+def max_int(n: int, info: DistInfo) -> int:
+    """The largest ``n`` over the processes."""
+    if not info.active:
+        return n
+    t = torch.tensor([n], dtype=torch.int64)
+    if dist.get_backend() == "nccl":
+        t = t.to(info.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """This process's shard of a sharded (DTensor) parameter or gradient; ``t`` otherwise."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def shard(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """FSDP2-shard a Hugging Face causal LM (one unit per decoder layer, plus the root);
+    gradients reduce as plain sums. Returns the FSDP units."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    blocks = set(getattr(model, "_no_split_modules", None) or ())
+    for m in model.modules():
+        if type(m).__name__ in blocks:
+            fully_shard(m)
+    fully_shard(model)
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for u in units:
+        u.set_gradient_divide_factor(1.0)
+        u.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
+    return units
+
+
+@contextlib.contextmanager
+def gathered(models: list[torch.nn.Module]) -> Iterator[None]:
+    """Full parameters of sharded ``models`` on every process for the block (one all-gather,
+    a collective), so each process may then run any number of forward passes on its own."""
+    from torch.distributed.fsdp import FSDPModule
+
+    units = [m for model in models for m in model.modules() if isinstance(m, FSDPModule)]
+    for u in units:
+        u.set_reshard_after_forward(False, recurse=False)
+        u.unshard()
+    try:
+        yield
+    finally:
+        roots = {id(m) for m in models}
+        for u in units:
+            u.reshard()
+            # FSDP's own default: layers reshard after forward, the root keeps its parameters
+            u.set_reshard_after_forward(id(u) not in roots, recurse=False)
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The whole state of a sharded model on process 0's CPU (a collective; {} elsewhere)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=opts)

@@ -18,6 +18,24 @@ import torch.nn.functional as F
 PRECISIONS = ("fp32", "bf16")
 
 
+def check_device(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device``; a ValueError naming what this machine has instead of
+    a failure deep inside the first forward pass."""
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"bad device {device!r} ({e}); e.g. 'cpu', 'cuda', 'cuda:1'") from None
+    if d.type == "cuda":
+        n = torch.cuda.device_count()
+        if n == 0:
+            raise ValueError(f"device {device!r}: this machine has no CUDA device; use 'cpu'")
+        if d.index is not None and d.index >= n:
+            raise ValueError(f"device {device!r}: this machine has {n} CUDA device(s), 0..{n - 1}")
+    elif d.type == "meta":
+        raise ValueError("device 'meta' holds no weights; use 'cpu' or 'cuda[:i]'")
+    return d
+
+
 def _free_device_cache(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -63,6 +81,7 @@ class Policy:
         if precision not in PRECISIONS:
             raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
         self.path = str(path)
+        self.device = check_device(device)
         if model is None and not _is_local_model_dir(path):
             raise FileNotFoundError(
                 f"no model at {path!r}: flowzoo loads local checkpoints only (a dir with config.json)"
@@ -71,7 +90,6 @@ class Policy:
         self.model = model or AutoModelForCausalLM.from_pretrained(
             self.path, dtype=dtype or torch.float32
         )
-        self.device = torch.device(device)
         self.model.to(self.device)
         #: bf16: forward passes autocast to bfloat16 (weights and optimizer stay fp32)
         self.precision = precision

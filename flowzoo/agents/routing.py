@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from flowzoo.agents.distributed import full_state_dict, local
 from flowzoo.agents.policy import Policy
 
 SHARING = ("shared", "isolated")
@@ -95,6 +96,7 @@ class PolicyRouter:
         need_reference: bool = False,
         precision: str = "fp32",
         grad_checkpointing: bool = False,
+        devices: dict[str, str] | None = None,
     ) -> None:
         if param not in PARAMETERISATIONS:
             raise ValueError(
@@ -107,6 +109,16 @@ class PolicyRouter:
         self.param = param
         self.device = device
         self.lora = lora or LoraSettings()
+        #: policy name -> its device (isolated policies spread over GPUs); others on ``device``
+        self.devices = {n: str((devices or {}).get(n, device)) for n in self.names}
+        bad = sorted(set(devices or {}) - set(self.names))
+        if bad:
+            raise ValueError(f"devices name unknown policies {bad}; policies are {self.names}")
+        if param == "lora" and len(set(self.devices.values())) > 1:
+            raise ValueError(
+                "LoRA adapters share one base model, so every policy sits on one device; "
+                f"got {self.devices}"
+            )
         self._policy_kw = {
             "device": device,
             "precision": precision,
@@ -116,7 +128,8 @@ class PolicyRouter:
         self.reference: Policy | None = None
         if param == "full":
             for name in self.names:
-                self.policies[name] = Policy(self.model_path, **self._policy_kw)
+                kw = {**self._policy_kw, "device": self.devices[name]}
+                self.policies[name] = Policy(self.model_path, **kw)
             if need_reference:
                 self.reference = Policy(self.model_path, device=device, precision=precision)
                 self.reference.model.requires_grad_(False)
@@ -126,7 +139,7 @@ class PolicyRouter:
     def _build_lora(self) -> None:
         from peft import LoraConfig, get_peft_model
 
-        base = Policy(self.model_path, **self._policy_kw)
+        base = Policy(self.model_path, **{**self._policy_kw, "device": self.devices[self.names[0]]})
         cfg = LoraConfig(
             r=self.lora.r,
             lora_alpha=self.lora.alpha,
@@ -181,9 +194,10 @@ class PolicyRouter:
     def reference_logprobs(
         self, name: str, prompt_ids, completion_ids, temperature: float
     ) -> list[torch.Tensor]:
-        """Log-probs under the reference policy (base weights; LoRA: adapters off)."""
+        """Log-probs under the reference policy (base weights; LoRA: adapters off), on policy
+        ``name``'s device (the full-weight reference sits on the router's ``device``)."""
+        pol = self.policies[name]
         if self.param == "lora":
-            pol = self.policies[name]
             with self._peft.disable_adapter():
                 return [
                     t.detach()
@@ -192,13 +206,18 @@ class PolicyRouter:
         if self.reference is None:
             raise RuntimeError("no reference policy: build the router with need_reference=True")
         return [
-            t.detach() for t in self.reference.logprobs(prompt_ids, completion_ids, temperature)
+            t.detach().to(pol.device)
+            for t in self.reference.logprobs(prompt_ids, completion_ids, temperature)
         ]
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
-        """Every trainable tensor, per policy (full weights, or that policy's adapter)."""
-        return {n: {k: p.detach().clone() for k, p in self.named_trainable(n)} for n in self.names}
+        """Every trainable tensor, per policy (full weights, or that policy's adapter; a
+        sharded (FSDP) policy gives this process's shards)."""
+        return {
+            n: {k: local(p.detach()).clone() for k, p in self.named_trainable(n)}
+            for n in self.names
+        }
 
     def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
         for name, tensors in state.items():
@@ -208,18 +227,24 @@ class PolicyRouter:
                 raise ValueError(f"checkpoint for policy {name!r} lacks {len(missing)} tensors")
             with torch.no_grad():
                 for k, v in tensors.items():
-                    params[k].copy_(v)
+                    local(params[k]).copy_(v)
 
-    def save_pretrained(self, out_dir: str | os.PathLike) -> None:
-        """Each policy as a loadable checkpoint (full) or PEFT adapter dir (lora)."""
+    def save_pretrained(
+        self, out_dir: str | os.PathLike, sharded: bool = False, write: bool = True
+    ) -> None:
+        """Each policy as a loadable checkpoint (full) or PEFT adapter dir (lora). ``sharded``
+        (FSDP): every process calls this, the full weights are gathered and ``write`` (process
+        0) saves them."""
         out = Path(out_dir)
         for name in self.names:
             pol = self.policies[name]
             d = out / name
             if self.param == "full":
-                pol.model.save_pretrained(d)
-                pol.tokenizer.save_pretrained(d)
-            else:
+                state = full_state_dict(pol.model) if sharded else None
+                if write:
+                    pol.model.save_pretrained(d, state_dict=state)
+                    pol.tokenizer.save_pretrained(d)
+            elif write:
                 self._peft.save_pretrained(out / "adapters", selected_adapters=[name])
-        if self.param == "lora":
+        if self.param == "lora" and write:
             self.policies[self.names[0]].tokenizer.save_pretrained(out / "adapters")

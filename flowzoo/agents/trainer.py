@@ -12,6 +12,7 @@ the damper's EMA and the step, continues exactly.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -120,6 +121,12 @@ class TrainConfig:
     seed: int = 0
     out_dir: str = "runs/default"
     device: str = "cpu"
+    #: policy name -> device, e.g. {"solver": "cuda:0", "aggregator": "cuda:1"}: isolated
+    #: policies on different GPUs of one process; unnamed policies go on ``device``
+    policy_devices: dict[str, str] = field(default_factory=dict)
+    #: under torchrun: shard every policy's weights, gradients and AdamW state over the
+    #: processes (FSDP2) instead of replicating them (GRPO, full fine-tuning)
+    fsdp: bool = False
     #: fp32 | bf16 (autocast forward passes; fp32 weights and optimizer)
     precision: str = "fp32"
     #: recompute activations in the backward pass (less memory, ~30% more compute)
@@ -170,6 +177,7 @@ class TrainConfig:
             "eval_every",
             "save_every",
             "device",
+            "policy_devices",
             "grad_checkpointing",
             "vllm_memory",
         ):
@@ -229,6 +237,25 @@ def load_config_file(path: str | os.PathLike, **overrides: Any) -> TrainConfig:
     return TrainConfig(**data)
 
 
+def _check_fsdp(cfg: TrainConfig, info: distributed.DistInfo) -> None:
+    """What ``fsdp=True`` supports, as one clear error instead of a hang between processes."""
+    if not info.active:
+        raise ValueError(
+            "fsdp=True shards policies over torchrun processes; run it under "
+            "`torchrun --nproc_per_node N` with N >= 2 (one process needs no sharding)"
+        )
+    bad = {
+        "algo": (cfg.algo, "grpo"),
+        "param": (cfg.param, "full"),
+        "generation_backend": (cfg.generation_backend, "transformers"),
+    }
+    for key, (got, want) in bad.items():
+        if got != want:
+            raise ValueError(f"fsdp=True supports {key}={want!r} only, got {got!r}")
+    if cfg.damper_lambda > 0:
+        raise ValueError("fsdp=True does not support the coherence damper (damper_lambda > 0)")
+
+
 def _finite(x: float) -> bool:
     return math.isfinite(x)
 
@@ -249,6 +276,13 @@ class Trainer:
             raise ValueError(
                 f"adv_norm={cfg.adv_norm!r} normalises over the whole batch, which data-parallel "
                 "processes do not share; use adv_norm='group' or 'none' under torchrun"
+            )
+        if cfg.fsdp:
+            _check_fsdp(cfg, self.dist)
+        if self.dist.active and cfg.policy_devices:
+            raise ValueError(
+                "policy_devices places policies on one process's GPUs; under torchrun every "
+                "process trains on its own GPU (drop policy_devices, or run one process)"
             )
         torch.manual_seed(cfg.seed)
         self.model_path = resolve_model(cfg.model)
@@ -272,7 +306,11 @@ class Trainer:
             need_reference=need_ref,
             precision=cfg.precision,
             grad_checkpointing=cfg.grad_checkpointing,
+            devices=cfg.policy_devices,
         )
+        if cfg.fsdp:
+            for pol in self._models():
+                distributed.shard(pol)
         if cfg.generation_backend != "transformers":
             from flowzoo.agents.backends import attach
 
@@ -287,7 +325,7 @@ class Trainer:
         if cfg.algo == "ppo":
             for name in self.router.names:
                 hs = self.router.policies[name].model.config.hidden_size
-                self.heads[name] = ValueHead(hs).to(self.device)
+                self.heads[name] = ValueHead(hs).to(self.router.policies[name].device)
         self.opts = {
             name: torch.optim.AdamW(
                 self._params(name),
@@ -309,6 +347,19 @@ class Trainer:
         #: per policy, the micro-batch size in use (shrinks when the device runs out of memory)
         self.micro_batch: dict[str, int] = {}
 
+    def _models(self) -> list[torch.nn.Module]:
+        """Every model this trainer holds (policies, then the reference), once each."""
+        ms = [self.router.policies[n].model for n in self.router.names]
+        if self.router.reference is not None:
+            ms.append(self.router.reference.model)
+        return list({id(m): m for m in ms}.values())
+
+    def _gathered(self):
+        """FSDP: full parameters for a block of generation (a collective); else nothing."""
+        if not self.cfg.fsdp:
+            return contextlib.nullcontext()
+        return distributed.gathered(self._models())
+
     def _params(self, name: str) -> list[torch.nn.Parameter]:
         """What policy ``name``'s optimizer steps: its trainable weights and its value head."""
         head = self.heads.get(name)
@@ -317,12 +368,17 @@ class Trainer:
     # ------------------------------------------------------------------ persistence
     @property
     def ckpt_path(self) -> Path:
-        return self.out / "checkpoint" / "state.pt"
+        """FSDP: one file per process (its shards); else one file, written by process 0."""
+        name = f"state.rank{self.dist.rank}.pt" if self.cfg.fsdp else "state.pt"
+        return self.out / "checkpoint" / name
 
     def save_checkpoint(self) -> None:
         """Every policy (or adapter), optimizers, value heads, damper EMA, step — atomically."""
+        if not (self.cfg.fsdp or self.dist.main):
+            return
         state = {
             "identity": self.cfg.identity(),
+            "world": self.dist.world,
             "step": self.step,
             "router": self.router.state_dict(),
             "opts": {n: o.state_dict() for n, o in self.opts.items()},
@@ -337,13 +393,33 @@ class Trainer:
         os.replace(tmp, self.ckpt_path)
 
     def load_checkpoint(self) -> bool:
-        if not self.ckpt_path.exists():
+        found = self.ckpt_path.exists()
+        if self.cfg.fsdp:  # every process resumes, or none does
+            n = int(distributed.sum_floats([float(found)], self.dist)[0])
+            if 0 < n < self.dist.world:
+                raise ValueError(
+                    f"{self.ckpt_path.parent} holds shards for {n} of {self.dist.world} "
+                    "processes; resume with the world size that wrote it, or resume=False"
+                )
+        if not found:
             return False
         state = torch.load(self.ckpt_path, weights_only=False)
         if state["identity"] != self.cfg.identity():
             raise ValueError(
                 f"{self.ckpt_path} belongs to a different configuration; use another out_dir or resume=False"
             )
+        if self.cfg.fsdp and state.get("world") != self.dist.world:
+            raise ValueError(
+                f"{self.ckpt_path} was written by {state.get('world')} FSDP processes, "
+                f"this run has {self.dist.world}; resume with the same number"
+            )
+        if self.cfg.fsdp:
+            lo, hi = (
+                -distributed.max_int(-state["step"], self.dist),
+                distributed.max_int(state["step"], self.dist),
+            )
+            if lo != hi:
+                raise ValueError(f"FSDP shards in {self.ckpt_path.parent} are of steps {lo}..{hi}")
         self.router.load_state_dict(state["router"])
         for pol in self.router.policies.values():
             pol.sync_backend()
@@ -379,6 +455,11 @@ class Trainer:
         gen = torch.Generator(device=self.device).manual_seed(
             int(cfg.seed * 7_919 + step + 104_729 * self.dist.rank)
         )
+        with self._gathered():
+            return self._sample(task_ids, opts, seeds, groups, gen, step)
+
+    def _sample(self, task_ids, opts, seeds, groups, gen, step) -> list[EpisodeRecord]:
+        cfg = self.cfg
         if cfg.rollout == "tree":
             return tree_rollout(
                 self.envs[: len(task_ids)],
@@ -511,9 +592,21 @@ class Trainer:
             raise TrainingDiverged(
                 f"loss of role {role!r} (policy {name!r}) is {loss_value} at step {self.step}"
             )
-        if loss.requires_grad:
+        if cfg.fsdp:  # FSDP reduce-scatters from backward hooks, which autograd.grad skips
+            loss.backward()
+        elif loss.requires_grad:
             _accumulate(loss, params)
         return loss_value, dict(local)
+
+    def _idle_pass(self, name: str, pol, role: str) -> None:
+        """FSDP: a process out of micro-batches joins the others' gathers and reduce-scatters
+        with a one-token pass whose loss is zero (it adds nothing to the gradient)."""
+        tok = pol.eos_id if pol.eos_id is not None else 0
+        p_ids, c_ids = [[tok]], [[tok]]
+        lp = pol.logprobs(p_ids, c_ids, self.cfg.temperature)
+        if self._kl_for(role) > 0:
+            self.router.reference_logprobs(name, p_ids, c_ids, self.cfg.temperature)
+        (lp[0].sum() * 0.0).backward()
 
     def _one_update(self, name, pol, head, params, batch: list[TurnRecord], adv, stats) -> None:
         cfg = self.cfg
@@ -543,6 +636,9 @@ class Trainer:
             )
             acc: dict[str, float] = defaultdict(float)
             size = self.micro_batch.get(name, cfg.micro_batch)
+            # FSDP: every process makes the same number of sharded passes, agreed beforehand
+            passes = -(-len(rturns) // size)
+            idle = distributed.max_int(passes, dist) - passes if cfg.fsdp else 0
             i = 0
             while i < len(rturns):
                 mb = rturns[i : i + size]
@@ -552,7 +648,7 @@ class Trainer:
                     )
                 except torch.OutOfMemoryError:
                     # nothing of this micro-batch reached .grad (see _accumulate): halve, retry
-                    if size == 1:
+                    if size == 1 or cfg.fsdp:  # FSDP: the others are mid-collective; no retry
                         raise
                     size = max(1, size // 2)
                     self.micro_batch[name] = size
@@ -563,11 +659,14 @@ class Trainer:
                     acc[k] += v * len(mb)
                 acc["loss"] += loss_value
                 i += len(mb)
+            for _ in range(idle):
+                self._idle_pass(name, pol, role)
             acc["tokens"] += sum(len(t.completion_ids) for t in rturns)
             acc["turns"] += len(rturns)
             sums[role] = acc
             cur = flat_grad(params)
-            role_grads[role] = distributed.sum_(cur - prev, dist)
+            # FSDP: each process holds its shard of the summed gradient already
+            role_grads[role] = cur - prev if cfg.fsdp else distributed.sum_(cur - prev, dist)
             prev = cur
         for role in roles:  # global sums; clip_frac and kl become means over the role's turns
             keys = ["loss", "tokens", "turns", "clip_frac"]
@@ -578,10 +677,17 @@ class Trainer:
             for k, v in g.items():
                 rs[k] += v / g["turns"] if k in ("clip_frac", "kl") else v
         total = sum(role_grads.values()) if role_grads else prev
-        if dist.active:
+        if dist.active and not cfg.fsdp:
             _write_flat_grad(params, total)
         self.last_role_grads[name] = {"roles": role_grads, "total": total.clone()}
-        if not torch.isfinite(total).all():
+        reduce = None
+        if cfg.fsdp:  # norms and cosines of sharded gradients: sum the Gram matrix
+
+            def reduce(g: torch.Tensor) -> torch.Tensor:
+                return torch.tensor(distributed.sum_floats(g.flatten().tolist(), dist)).view_as(g)
+
+        rg = role_gradient_stats(role_grads, reduce)
+        if not math.isfinite(rg["sum_norm"]) or not torch.isfinite(total).all():
             raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
         if self.damper is not None:
             total = torch.zeros_like(total)
@@ -590,12 +696,12 @@ class Trainer:
                 stats["roles"][role]["damper_factor"] += f
                 total += f * g
             _write_flat_grad(params, total)
-        rg = role_gradient_stats(role_grads)
         for role in role_grads:
             stats["roles"][role]["grad_norm"] += rg["norm"][role]
         for pair, c in rg["cosine"].items():
             stats["cosine"][pair] += c
-        stats["policy"]["grad_norm"] += float(total.norm())
+        damped = self.damper is not None
+        stats["policy"]["grad_norm"] += float(total.norm()) if damped else rg["sum_norm"]
         stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
@@ -732,39 +838,44 @@ class Trainer:
         }
 
     # ------------------------------------------------------------------ eval and loop
-    def evaluate(self) -> dict:
+    def evaluate(self) -> dict | None:
+        """Held-out accuracy, on process 0 (None elsewhere; under FSDP all join the gather)."""
         cfg = self.cfg
-        res = evaluate_env(
-            cfg.env,
-            self.router.policy_for,
-            n_episodes=cfg.eval_episodes,
-            temperature=cfg.eval_temperature,
-            max_new_tokens=cfg.max_new_tokens,
-            env_options=cfg.env_options,
-            seed=cfg.seed,
-        )
+        with self._gathered():
+            if not self.dist.main:
+                return None
+            res = evaluate_env(
+                cfg.env,
+                self.router.policy_for,
+                n_episodes=cfg.eval_episodes,
+                temperature=cfg.eval_temperature,
+                max_new_tokens=cfg.max_new_tokens,
+                env_options=cfg.env_options,
+                seed=cfg.seed,
+            )
         return res.as_dict()
 
     def train(self) -> dict:
-        """Run (or resume) to ``cfg.steps``; write config.json, metrics.jsonl, summary.json."""
+        """Run (or resume) to ``cfg.steps``; write config.json, metrics.jsonl, summary.json.
+        Under torchrun every process runs this loop; process 0 evaluates, logs and writes."""
         from tqdm import tqdm
 
         cfg = self.cfg
-        if not self.dist.main:
-            return self._follow()
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.json").write_text(
-            json.dumps(dataclasses.asdict(cfg), indent=1, default=str)
-        )
+        main = self.dist.main
         metrics_path = self.out / "metrics.jsonl"
+        if main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "config.json").write_text(
+                json.dumps(dataclasses.asdict(cfg), indent=1, default=str)
+            )
         resumed = cfg.resume and self.load_checkpoint()
-        if resumed:
+        if main and resumed:
             _truncate_metrics(metrics_path, self.step)
-        elif metrics_path.exists():
+        elif main and metrics_path.exists():
             metrics_path.unlink()
         t_start = time.time()
         status = "completed"
-        tb = _tensorboard(self.out)
+        tb = _tensorboard(self.out) if main else None
         bar = tqdm(
             total=cfg.steps,
             initial=self.step,
@@ -775,17 +886,21 @@ class Trainer:
         try:
             if self.step == 0 and not self.eval_curve and cfg.eval_every > 0:
                 base = self.evaluate()
-                self.eval_curve.append((0, base["accuracy"]))
-                _append(metrics_path, {"step": -1, "eval": base})
+                if base is not None:
+                    self.eval_curve.append((0, base["accuracy"]))
+                    _append(metrics_path, {"step": -1, "eval": base})
             while self.step < cfg.steps:
                 m = self.train_step()
                 if cfg.eval_every > 0 and (
                     self.step % cfg.eval_every == 0 or self.step == cfg.steps
                 ):
-                    m["eval"] = self.evaluate()
-                    self.eval_curve.append((self.step, m["eval"]["accuracy"]))
-                _append(metrics_path, m)
-                _log_scalars(tb, m)
+                    ev = self.evaluate()
+                    if ev is not None:
+                        m["eval"] = ev
+                        self.eval_curve.append((self.step, ev["accuracy"]))
+                if main:
+                    _append(metrics_path, m)
+                    _log_scalars(tb, m)
                 if cfg.save_every > 0 and (
                     self.step % cfg.save_every == 0 or self.step == cfg.steps
                 ):
@@ -797,7 +912,9 @@ class Trainer:
                 bar.update(1)
         except KeyboardInterrupt:
             status = "interrupted"
-            self.save_checkpoint()
+            # FSDP: the processes stopped at different points; the last periodic shards stand
+            if not cfg.fsdp:
+                self.save_checkpoint()
             raise
         except TrainingDiverged as e:
             status = f"diverged: {e}"
@@ -806,26 +923,23 @@ class Trainer:
             bar.close()
             if tb is not None:
                 tb.close()
-            summary = self.summary(status, time.time() - t_start, resumed)
-            (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-            if status == "completed":
-                self.router.save_pretrained(self.out / "final")
+            wall = time.time() - t_start
+            summary = (
+                self.summary(status, wall, resumed)
+                if main
+                else {
+                    "status": status,
+                    "steps_done": self.step,
+                    "rank": self.dist.rank,
+                    "resumed": resumed,
+                    "wall_s": round(wall, 2),
+                }
+            )
+            if main:
+                (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+            if status == "completed" and (main or cfg.fsdp):
+                self.router.save_pretrained(self.out / "final", sharded=cfg.fsdp, write=main)
         return summary
-
-    def _follow(self) -> dict:
-        """Processes other than 0 under data parallel: the same steps (their share of each
-        rollout, the collective update); process 0 evaluates, logs and saves."""
-        t0 = time.time()
-        resumed = self.cfg.resume and self.load_checkpoint()
-        while self.step < self.cfg.steps:
-            self.train_step()
-        return {
-            "status": "completed",
-            "steps_done": self.step,
-            "rank": self.dist.rank,
-            "resumed": resumed,
-            "wall_s": round(time.time() - t0, 2),
-        }
 
     def summary(self, status: str, wall_s: float, resumed: bool) -> dict:
         cfg = self.cfg
