@@ -227,6 +227,21 @@ def test_bad_arguments_are_clear_errors():
     assert r.status == "sandbox_error" and "inside the work dir" in r.stderr
 
 
+@pytest.mark.parametrize(
+    "files",
+    [{"../evil.py": "x"}, {"/etc/evil.py": "x"}, {".stdin": "x"}, {"": "x"}, {"a.py": b"x"}],
+)
+def test_every_backend_refuses_the_same_bad_files(sbx, files):
+    """One check for all backends: escaping names, the stdin slot, non-text contents."""
+    r = sbx.run("print(1)", files=files)
+    assert r.status == "sandbox_error" and "work dir" in r.stderr, r
+
+
+def test_every_backend_reads_normalised_names(sbx):
+    r = sbx.run("import pkg.mod\nprint(pkg.mod.X)", files={"pkg//mod.py": "X = 7\n"})
+    assert r.status == "ok" and r.stdout.strip() == "7", r
+
+
 def test_process_count_is_capped():
     s = get_sandbox("process", max_procs=20)
     if not {"cgroup-pids", "nproc-rlimit"} & set(s.isolation):

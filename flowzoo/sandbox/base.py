@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Protocol, runtime_checkable
 
 #: host dirs a sandbox shows read-only so the interpreter and its libraries can run
@@ -136,3 +137,23 @@ def classify(exit_code: int | None, sig: int | None, stderr: str, timed_out: boo
     if exit_code == 0:
         return "ok"
     return "error"
+
+
+#: the program file every backend runs
+MAIN = "main.py"
+
+
+def checked_files(source: str, files: dict[str, str]) -> dict[str, str]:
+    """``files`` plus ``main.py`` under normalised names, or a ValueError: every backend
+    applies this one check (names relative, inside the work dir, not ``.stdin``; text only)."""
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a str, got {type(source).__name__}")
+    out = {}
+    for name, text in {**files, MAIN: source}.items():
+        p = PurePosixPath(name)
+        if p.is_absolute() or ".." in p.parts or not p.parts or p.parts[0] == ".stdin":
+            raise ValueError(f"file name {name!r} must be relative and stay inside the work dir")
+        if not isinstance(text, str):
+            raise ValueError(f"file {name!r} must be a str, got {type(text).__name__}")
+        out["/".join(p.parts)] = text
+    return out

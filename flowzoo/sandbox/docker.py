@@ -36,6 +36,7 @@ from flowzoo.sandbox.base import (
     ConcurrentRunMixin,
     ExecResult,
     SandboxUnavailable,
+    checked_files,
     classify,
     outside_system_dirs,
 )
@@ -290,16 +291,12 @@ class DockerSandbox(ConcurrentRunMixin):
         lim = self.limits
         timeout = float(timeout_s if timeout_s is not None else lim.timeout_s)
         mem = int(memory_mb if memory_mb is not None else lim.memory_mb)
-        all_files = {**(files or {}), "main.py": source}
-        for n in all_files:
-            if n.startswith("/") or ".." in n.split("/"):
-                return ExecResult(
-                    "sandbox_error",
-                    None,
-                    "",
-                    f"file name {n!r} must stay inside the work dir",
-                    backend="docker",
-                )
+        try:
+            all_files = checked_files(source, files or {})
+        except ValueError as e:
+            return ExecResult(
+                "sandbox_error", None, "", f"cannot prepare the work dir: {e}", backend="docker"
+            )
         if stdin is not None:
             all_files[".stdin"] = stdin
         spec = {

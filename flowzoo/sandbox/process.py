@@ -38,10 +38,12 @@ from pathlib import PurePosixPath
 
 from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import (
+    MAIN,
     SYSTEM_DIRS,
     ConcurrentRunMixin,
     ExecResult,
     SandboxUnavailable,
+    checked_files,
     classify,
     outside_system_dirs,
     popen_isolated,
@@ -51,7 +53,6 @@ MECHANISMS = ("auto", "bwrap", "unshare", "none")
 #: the whole environment a program sees (nothing of the parent's leaks in)
 _RUN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/tmp"}
 NOBODY = 65534
-MAIN = "main.py"
 
 # Runs in the child before the untrusted program: limits first, then the uid drop, then the
 # program itself as __main__ (exec'd, not a second interpreter start).
@@ -364,7 +365,7 @@ class ProcessSandbox(ConcurrentRunMixin):
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _prepare(self, source: str, files: dict[str, str], stdin: str | None) -> str:
-        all_files = _checked_files(source, files)
+        all_files = checked_files(source, files)
         if stdin is not None:
             all_files[".stdin"] = stdin
         workdir = tempfile.mkdtemp(prefix="flowzoo-sbx-")
@@ -493,7 +494,7 @@ class ProcessSandbox(ConcurrentRunMixin):
         from flowzoo.sandbox.forkserver import ServerDied
 
         try:
-            all_files = _checked_files(source, files)
+            all_files = checked_files(source, files)
         except ValueError as e:
             return ExecResult(
                 "sandbox_error", None, "", f"cannot prepare the work dir: {e}", 0.0, backend=backend
@@ -532,21 +533,6 @@ def _close_servers(servers: list) -> None:
     for srv in list(servers):
         srv.close()
     servers.clear()
-
-
-def _checked_files(source: str, files: dict[str, str]) -> dict[str, str]:
-    """``files`` plus ``main.py``; names must be relative and stay inside the work dir."""
-    if not isinstance(source, str):
-        raise ValueError(f"source must be a str, got {type(source).__name__}")
-    out = {}
-    for name, text in {**files, MAIN: source}.items():
-        p = PurePosixPath(name)
-        if p.is_absolute() or ".." in p.parts or not p.parts or p.parts[0] == ".stdin":
-            raise ValueError(f"file name {name!r} must be relative and stay inside the work dir")
-        if not isinstance(text, str):
-            raise ValueError(f"file {name!r} must be a str, got {type(text).__name__}")
-        out["/".join(p.parts)] = text
-    return out
 
 
 def _collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
