@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -95,18 +96,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = _train_config_from_args(args)
     if cfg.out_dir == "runs/default":
         cfg.out_dir = f"runs/{cfg.env}-{cfg.policy}-{cfg.param}-{cfg.algo}-{cfg.model.replace('/', '_')}-s{cfg.seed}"
-    print(
-        f"flowzoo train: {cfg.env} | policy {cfg.policy}/{cfg.param} | {cfg.algo} | model {cfg.model} | {cfg.steps} steps -> {cfg.out_dir}"
-    )
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, process 0 speaks
+        print(
+            f"flowzoo train: {cfg.env} | policy {cfg.policy}/{cfg.param} | {cfg.algo} | model {cfg.model} | {cfg.steps} steps -> {cfg.out_dir}"
+        )
     try:
-        summary = Trainer(cfg).train()
+        trainer = Trainer(cfg)
+        summary = trainer.train()
     except TrainingDiverged as e:
         print(
             f"flowzoo: training stopped: {e}; the last good checkpoint is in {cfg.out_dir}/checkpoint",
             file=sys.stderr,
         )
         return 3
-    _print_summary(summary)
+    if trainer.dist.main:  # under torchrun, one summary (process 0's)
+        _print_summary(summary)
     return 0
 
 

@@ -114,6 +114,7 @@ def test_torchrun_flowzoo_train_runs_with_process_zero_logging(tiny_model, tmp_p
     assert len(steps) == 2 and all("eval" in r for r in steps)
     assert json.loads((out / "summary.json").read_text())["status"] == "completed"
     assert (out / "final").exists()
+    assert proc.stdout.count("status completed") == 1  # process 0 alone prints the summary
 
 
 def test_fsdp_update_equals_the_single_process_update(tiny_model, tmp_path):
