@@ -67,6 +67,27 @@ def test_fast_pretrained_model_follows_every_role_format(tiny_policy, env_id):
         assert rate <= 0.25, (role, res.no_answer)
 
 
+@pytest.mark.parametrize("env_id", ["eval-opt-math", "eval-opt-code"])
+def test_sharded_evaluation_sums_to_the_whole(tiny_policy, env_id):
+    """Data-parallel evaluation: two shards' counts, summed, give the unsharded figures
+    (episode j keeps seed + j whichever process plays it)."""
+    route, kw = single_policy(tiny_policy), {"n_episodes": 8, "max_new_tokens": 24}
+    whole = evaluate_env(env_id, route, **kw).as_dict()
+    assert whole["accuracy"] > 0 or any(whole["parse_fail"].values())  # not all zeros
+    other = {}
+
+    def keep(xs):
+        other["counts"] = xs
+        return xs
+
+    evaluate_env(env_id, route, shard=(1, 2), reduce=keep, **kw)
+
+    def add(xs):
+        return [a + b for a, b in zip(xs, other["counts"], strict=True)]
+
+    assert evaluate_env(env_id, route, shard=(0, 2), reduce=add, **kw).as_dict() == whole
+
+
 def test_sampled_logprobs_match_a_forward_pass(tiny_policy):
     prompts = ["Problem: What is 3 + 4?\nRole: solver. Solve it.\n", "Problem: What is 9 - 2?\n"]
     gens = tiny_policy.generate(prompts * 2, max_new_tokens=24, temperature=0.7, seed=3)

@@ -115,6 +115,13 @@ def test_torchrun_flowzoo_train_runs_with_process_zero_logging(tiny_model, tmp_p
     assert json.loads((out / "summary.json").read_text())["status"] == "completed"
     assert (out / "final").exists()
     assert proc.stdout.count("status completed") == 1  # process 0 alone prints the summary
+    # held-out evaluation was dealt out over the 2 processes: the same figures as 1 process
+    from flowzoo.agents.evaluate import evaluate_env, single_policy
+
+    one = evaluate_env(
+        "voting-math", single_policy(Policy(tiny_model)), n_episodes=8, max_new_tokens=24
+    ).as_dict()
+    assert rows[0]["step"] == -1 and rows[0]["eval"] == one
 
 
 def test_fsdp_update_equals_the_single_process_update(tiny_model, tmp_path):

@@ -6,7 +6,8 @@ processes (whole GRPO groups stay on one process, so group advantages are exact)
 process back-propagates its share with the *global* loss normalisers, then every per-role
 gradient is summed across processes (the diagnostics need them, and their sum is the
 policy's gradient), so all processes take the identical optimizer step and stay in sync.
-Process 0 evaluates, logs and writes checkpoints.
+Evaluation is dealt out the same way (counts summed); process 0 logs and writes
+checkpoints.
 
 ``fsdp=True`` (FSDP2, ``fully_shard`` per decoder layer): each process holds 1/N of every
 policy's parameters, gradients and AdamW state, for policies whose training state does not
@@ -24,6 +25,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -55,7 +57,9 @@ def setup(device: str) -> DistInfo:
         device = f"cuda:{local}"
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+        # generous: a process may wait at a collective while process 0 writes a checkpoint
+        timeout = timedelta(seconds=float(os.environ.get("FLOWZOO_DIST_TIMEOUT_S", "3600")))
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timeout)
     return DistInfo(dist.get_rank(), dist.get_world_size(), device)
 
 

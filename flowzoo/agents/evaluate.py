@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,6 +34,9 @@ class EvalResult:
         }
 
 
+EXTRA_KEYS = ("majority_correct", "any_correct", "first_draft_correct")
+
+
 def evaluate_env(
     env_id: str,
     policy_for: Callable[[str], tuple[str, Policy]],
@@ -45,53 +47,71 @@ def evaluate_env(
     split: str = "test",
     seed: int = 0,
     env_options: dict | None = None,
+    shard: tuple[int, int] = (0, 1),
+    reduce: Callable[[list[float]], list[float]] | None = None,
 ) -> EvalResult:
-    """Play ``n_episodes`` distinct test problems (greedy by default) and score them."""
+    """Play ``n_episodes`` distinct test problems (greedy by default) and score them.
+
+    ``shard=(rank, world)`` plays every world-th problem and ``reduce`` sums the counts over
+    the processes (data-parallel training evaluates on every process); episode ``j`` always
+    has seed ``seed + j``, so the result does not depend on how the problems are dealt out."""
     from flowzoo.envs import make_env
 
+    rank, world = shard
     opts = {"split": split, **(env_options or {})}
-    envs = [make_env(env_id, **opts) for _ in range(min(batch, n_episodes))]
-    tasks = envs[0].tasks
+    probe = make_env(env_id, **opts)
+    tasks, roles, fam = probe.tasks, list(probe.roles), probe.family
     n_episodes = min(n_episodes, len(tasks))
-    correct = 0
-    turns: dict[str, int] = defaultdict(int)
-    fails: dict[str, int] = defaultdict(int)
-    no_ans: dict[str, int] = defaultdict(int)
-    answer_turns: dict[str, int] = defaultdict(int)
-    extra: dict[str, float] = defaultdict(float)
-    fam = envs[0].family
+    mine = list(range(rank, n_episodes, world))
+    envs = [make_env(env_id, **opts) for _ in range(max(1, min(batch, len(mine))))]
+    # counts: correct, then per role (turns, parse failures, answer turns, no answer), then
+    # per extra key (sum, episodes that report it) - a fixed layout every process shares
+    correct = 0.0
+    per_role = {r: [0.0, 0.0, 0.0, 0.0] for r in roles}
+    extra = {k: [0.0, 0.0] for k in EXTRA_KEYS}
     solving = {"solver", "optimizer", "worker", "synthesizer"}
-    for start in range(0, n_episodes, len(envs)):
-        ids = [tasks[j].id for j in range(start, min(n_episodes, start + len(envs)))]
+    for start in range(0, len(mine), len(envs)):
+        js = mine[start : start + len(envs)]
         recs = rollout(
-            envs[: len(ids)],
+            envs[: len(js)],
             policy_for,
-            reset_options=[{"task_id": t} for t in ids],
-            seeds=[seed + start + k for k in range(len(ids))],
+            reset_options=[{"task_id": tasks[j].id} for j in js],
+            seeds=[seed + j for j in js],
             max_new_tokens=max_new_tokens,
             temperature=temperature,
         )
         for env, rec in zip(envs, recs, strict=False):
             correct += rec.correct
-            for k in ("majority_correct", "any_correct", "first_draft_correct"):
+            for k in EXTRA_KEYS:
                 if k in rec.info:
-                    extra[k] += float(rec.info[k])
+                    extra[k][0] += float(rec.info[k])
+                    extra[k][1] += 1
             for t in env.episode.turns:
-                turns[t.role] += 1
-                if PARSE_FLAGS & set(t.flags):
-                    fails[t.role] += 1
+                row = per_role[t.role]
+                row[0] += 1
+                row[1] += bool(PARSE_FLAGS & set(t.flags))
                 if t.role in solving:
-                    answer_turns[t.role] += 1
-                    if fam.extract(t.action) is None:
-                        no_ans[t.role] += 1
+                    row[2] += 1
+                    row[3] += fam.extract(t.action) is None
+    flat = [
+        correct,
+        *(x for r in roles for x in per_role[r]),
+        *(x for k in extra.values() for x in k),
+    ]
+    if reduce is not None:
+        flat = list(reduce(flat))
+    correct, flat = flat[0], flat[1:]
+    per_role = {r: flat[4 * i : 4 * i + 4] for i, r in enumerate(roles)}
+    flat = flat[4 * len(roles) :]
+    extra = {k: flat[2 * i : 2 * i + 2] for i, k in enumerate(EXTRA_KEYS)}
     n = n_episodes
     return EvalResult(
         env_id,
         n,
         correct / n,
-        {r: fails[r] / turns[r] for r in turns},
-        {r: no_ans[r] / answer_turns[r] for r in answer_turns},
-        {k: v / n for k, v in extra.items()},
+        {r: c[1] / c[0] for r, c in per_role.items() if c[0] > 0},
+        {r: c[3] / c[2] for r, c in per_role.items() if c[2] > 0},
+        {k: v[0] / n for k, v in extra.items() if v[1] > 0},
     )
 
 

@@ -838,12 +838,11 @@ class Trainer:
         }
 
     # ------------------------------------------------------------------ eval and loop
-    def evaluate(self) -> dict | None:
-        """Held-out accuracy, on process 0 (None elsewhere; under FSDP all join the gather)."""
+    def evaluate(self) -> dict:
+        """Held-out accuracy; under torchrun every process plays its share of the problems
+        and the counts are summed (under FSDP on gathered weights)."""
         cfg = self.cfg
         with self._gathered():
-            if not self.dist.main:
-                return None
             res = evaluate_env(
                 cfg.env,
                 self.router.policy_for,
@@ -852,12 +851,15 @@ class Trainer:
                 max_new_tokens=cfg.max_new_tokens,
                 env_options=cfg.env_options,
                 seed=cfg.seed,
+                shard=(self.dist.rank, self.dist.world),
+                reduce=lambda xs: distributed.sum_floats(xs, self.dist),
             )
         return res.as_dict()
 
     def train(self) -> dict:
         """Run (or resume) to ``cfg.steps``; write config.json, metrics.jsonl, summary.json.
-        Under torchrun every process runs this loop; process 0 evaluates, logs and writes."""
+        Under torchrun every process runs this loop (and evaluates its share of the held-out
+        problems); process 0 logs and writes."""
         from tqdm import tqdm
 
         cfg = self.cfg
@@ -886,18 +888,16 @@ class Trainer:
         try:
             if self.step == 0 and not self.eval_curve and cfg.eval_every > 0:
                 base = self.evaluate()
-                if base is not None:
-                    self.eval_curve.append((0, base["accuracy"]))
+                self.eval_curve.append((0, base["accuracy"]))
+                if main:
                     _append(metrics_path, {"step": -1, "eval": base})
             while self.step < cfg.steps:
                 m = self.train_step()
                 if cfg.eval_every > 0 and (
                     self.step % cfg.eval_every == 0 or self.step == cfg.steps
                 ):
-                    ev = self.evaluate()
-                    if ev is not None:
-                        m["eval"] = ev
-                        self.eval_curve.append((self.step, ev["accuracy"]))
+                    m["eval"] = self.evaluate()
+                    self.eval_curve.append((self.step, m["eval"]["accuracy"]))
                 if main:
                     _append(metrics_path, m)
                     _log_scalars(tb, m)
