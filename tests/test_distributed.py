@@ -5,6 +5,7 @@ resumes from its per-process shards."""
 
 import dataclasses
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def _single_and_two_process(cfg, tmp_path, two_cfg=None, keep=None):
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "PYTHONPATH": str(WORKER.parents[1])},  # this checkout's flowzoo
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return single, want_stats, torch.load(out)

@@ -15,20 +15,37 @@ import torch
 from flowzoo.agents.curves import CurveSummary, analyze_curve
 from flowzoo.agents.distributed import local
 
-__all__ = ["CoherenceDamper", "CurveSummary", "analyze_curve", "flat_grad", "role_gradient_stats"]
+__all__ = [
+    "CoherenceDamper",
+    "CurveSummary",
+    "analyze_curve",
+    "dot",
+    "flat_grad",
+    "role_gradient_stats",
+]
 
 
 def flat_grad(params: Sequence[torch.nn.Parameter]) -> torch.Tensor:
-    """All gradients of ``params`` as one float64 vector (zeros where a grad is None; under
-    FSDP this process's shards)."""
+    """All gradients of ``params`` as one float32 vector (zeros where a grad is None; under
+    FSDP this process's shards). float32, the gradients' own precision: a step keeps one such
+    vector per role plus two, which at billions of parameters is what bounds memory."""
     return torch.cat(
         [
             local(p.grad if p.grad is not None else torch.zeros_like(p))
             .detach()
             .reshape(-1)
-            .double()
+            .float()
             for p in params
         ]
+    )
+
+
+def dot(a: torch.Tensor, b: torch.Tensor, chunk: int = 1 << 24) -> float:
+    """``a . b`` accumulated in float64 chunk by chunk: float32 vectors of billions of entries
+    keep their dot products exact enough for cosines without a float64 copy of either."""
+    return sum(
+        float(torch.dot(a[i : i + chunk].double(), b[i : i + chunk].double()))
+        for i in range(0, a.numel(), chunk)
     )
 
 
@@ -36,15 +53,15 @@ def role_gradient_stats(
     role_grads: dict[str, torch.Tensor],
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> dict:
-    """Per-role norms, mass shares ``||g_r|| / sum ||g||``, pairwise cosines and the norm of
-    the roles' sum, all from the Gram matrix of the role gradients; ``reduce`` sums that matrix
-    over processes whose gradients are shards (FSDP)."""
+    """Per-role norms, mass shares ``||g_r|| / sum ||g||`` and pairwise cosines, all from the
+    Gram matrix of the role gradients; ``reduce`` sums that matrix over processes whose
+    gradients are shards (FSDP)."""
     roles = list(role_grads)
     k = len(roles)
     gram = torch.zeros(k, k, dtype=torch.float64)
     for i, a in enumerate(roles):
         for j in range(i, k):
-            gram[i, j] = gram[j, i] = float(role_grads[a] @ role_grads[roles[j]])
+            gram[i, j] = gram[j, i] = dot(role_grads[a], role_grads[roles[j]])
     if reduce is not None:
         gram = reduce(gram)
     norms = {r: float(gram[i, i].clamp_min(0).sqrt()) for i, r in enumerate(roles)}
@@ -56,8 +73,7 @@ def role_gradient_stats(
             b = roles[j]
             na, nb = norms[a], norms[b]
             cos[f"{a}|{b}"] = float(gram[i, j]) / (na * nb) if na > 0 and nb > 0 else 0.0
-    sum_norm = float(gram.sum().clamp_min(0).sqrt())
-    return {"norm": norms, "share": shares, "cosine": cos, "sum_norm": sum_norm}
+    return {"norm": norms, "share": shares, "cosine": cos}
 
 
 class CoherenceDamper:

@@ -45,6 +45,7 @@ from flowzoo.agents.curves import mean_grad_share
 from flowzoo.agents.diagnostics import (
     CoherenceDamper,
     analyze_curve,
+    dot,
     flat_grad,
     role_gradient_stats,
 )
@@ -687,7 +688,9 @@ class Trainer:
                 return torch.tensor(distributed.sum_floats(g.flatten().tolist(), dist)).view_as(g)
 
         rg = role_gradient_stats(role_grads, reduce)
-        if not math.isfinite(rg["sum_norm"]) or not torch.isfinite(total).all():
+        sq = dot(total, total)
+        total_norm = math.sqrt(distributed.sum_floats([sq], dist)[0] if cfg.fsdp else sq)
+        if not math.isfinite(total_norm):  # the same verdict on every process
             raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
         if self.damper is not None:
             total = torch.zeros_like(total)
@@ -701,7 +704,7 @@ class Trainer:
         for pair, c in rg["cosine"].items():
             stats["cosine"][pair] += c
         damped = self.damper is not None
-        stats["policy"]["grad_norm"] += float(total.norm()) if damped else rg["sum_norm"]
+        stats["policy"]["grad_norm"] += math.sqrt(dot(total, total)) if damped else total_norm
         stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
