@@ -40,6 +40,14 @@ LEVER_DEFAULTS = {
 }
 
 
+#: config keys that never separate cells: the seed (cells pool seeds) and where/how a run
+#: was placed, plus the keys a cell is already named by
+NOT_LEVERS = frozenset(
+    {"seed", "out_dir", "resume", "device", "policy_devices", "fsdp", "vllm_memory"}
+    | {"grad_checkpointing", "env", "model", "policy", "param", "preset"}
+)
+
+
 @dataclass
 class Run:
     path: Path
@@ -48,6 +56,9 @@ class Run:
     metrics: list[dict]
     curve: list[tuple[int, float]]
     base_extra: dict = field(default_factory=dict)
+    #: other config keys whose values differ between the runs loaded together (a sweep's
+    #: learning rates, say): they separate cells as the named levers do
+    varying: tuple[str, ...] = ()
 
     @property
     def workflow(self) -> str:
@@ -64,6 +75,10 @@ class Run:
             v = self.config.get(k, LEVER_DEFAULTS[k])
             if v != LEVER_DEFAULTS[k]:
                 parts.append(f"{k}={json.dumps(v) if isinstance(v, dict) else v}")
+        for k in self.varying:
+            if k not in LEVER_KEYS:
+                v = self.config.get(k)
+                parts.append(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}")
         return ", ".join(parts) or "-"
 
     @property
@@ -91,6 +106,12 @@ def load_runs(root: str | Path) -> list[Run]:
             continue
         base = next((m["eval"] for m in metrics if m.get("step") == -1 and "eval" in m), {})
         runs.append(Run(d, json.loads(cfg_p.read_text()), summary, metrics, curve, base))
+    keys = sorted({k for r in runs for k in r.config} - NOT_LEVERS)
+    varying = tuple(
+        k for k in keys if len({json.dumps(r.config.get(k), sort_keys=True) for r in runs}) > 1
+    )
+    for r in runs:
+        r.varying = varying
     return runs
 
 
@@ -212,11 +233,13 @@ def findings(stats: list[CellStats]) -> list[str]:
         higher = sum(mean(i.peak) > mean(s.peak) for i, s in pairs)
         lower = sum(mean(i.peak) < mean(s.peak) for i, s in pairs)
         diff = mean(mean(i.peak) - mean(s.peak) for i, s in pairs)
-        verdict = (
-            "supported"
-            if higher > lower
-            else ("contradicted" if lower > higher else "inconclusive")
-        )
+        # the count and the mean difference must agree; otherwise the cells are mixed
+        if higher > lower and diff > 0:
+            verdict = "supported"
+        elif lower > higher and diff < 0:
+            verdict = "contradicted"
+        else:
+            verdict = "inconclusive"
         lines.append(
             f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in "
             f"{higher}/{len(pairs)} matched cells, lower in {lower}/{len(pairs)}, mean peak difference {diff:+.3f}."
@@ -229,6 +252,8 @@ def findings(stats: list[CellStats]) -> list[str]:
             ns = sum(len(s.final) for _, s in par)
             if ci == cs == 0:
                 verdict = "inconclusive (no cliffs in these runs)"
+            elif abs(ci / ni - cs / ns) * max(ni, ns) <= 1:
+                verdict = "inconclusive (one run apart)"
             else:
                 verdict = "supported" if ci / ni > cs / ns else "contradicted"
             lines.append(

@@ -8,7 +8,7 @@ from flowzoo.agents.sweep import SweepSpec, expand, load_sweep, parse_subset, ru
 from flowzoo.report import build_report, cell_stats, load_runs
 
 
-def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s"):
+def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s", **config):
     d = root / name
     d.mkdir(parents=True)
     cfg = {
@@ -18,6 +18,7 @@ def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s"):
         "param": "full",
         "seed": seed,
         "algo": "grpo",
+        **config,
     }
     (d / "config.json").write_text(json.dumps(cfg))
     (d / "summary.json").write_text(
@@ -75,6 +76,21 @@ def test_report_tables_cliffs_and_findings(tmp_path):
     )
     assert "one role dominates the gradient mass** — supported" in md
     assert (p.parent / "cell00.png").stat().st_size > 1000
+
+
+def test_a_swept_setting_separates_cells_and_one_run_apart_is_inconclusive(tmp_path):
+    cliff = [(0, 0.40), (3, 0.70), (6, 0.30), (9, 0.20)]
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for i, lr in enumerate((2e-5, 1e-4)):
+        iso = cliff if lr == 1e-4 else rise
+        _fake_run(tmp_path, f"i{i}", "voting-math", "isolated", 0, iso, sh, lr=lr, out_dir=f"i{i}")
+        _fake_run(tmp_path, f"s{i}", "voting-math", "shared", 0, rise, sh, lr=lr, out_dir=f"s{i}")
+    cells = cell_stats(load_runs(tmp_path), window=2, margin=0.1)
+    assert sorted(c.key[5] for c in cells) == ["lr=0.0001", "lr=0.0001", "lr=2e-05", "lr=2e-05"]
+    md = build_report(tmp_path, window=2, margin=0.1).read_text()
+    assert "| voting | tiny-s | isolated | full | lr=0.0001 | 1 | 0.400 |" in md
+    assert "inconclusive (one run apart): cliffs isolated 1/2 runs vs shared 0/2" in md
 
 
 def test_report_needs_runs(tmp_path):
