@@ -348,18 +348,19 @@ class Trainer:
         #: per policy, the micro-batch size in use (shrinks when the device runs out of memory)
         self.micro_batch: dict[str, int] = {}
 
-    def _models(self) -> list[torch.nn.Module]:
+    def _models(self, reference: bool = True) -> list[torch.nn.Module]:
         """Every model this trainer holds (policies, then the reference), once each."""
         ms = [self.router.policies[n].model for n in self.router.names]
-        if self.router.reference is not None:
+        if reference and self.router.reference is not None:
             ms.append(self.router.reference.model)
         return list({id(m): m for m in ms}.values())
 
     def _gathered(self):
-        """FSDP: full parameters for a block of generation (a collective); else nothing."""
+        """FSDP: the policies' full parameters for a block of generation (a collective; the
+        reference only scores in the update, so it stays sharded); else nothing."""
         if not self.cfg.fsdp:
             return contextlib.nullcontext()
-        return distributed.gathered(self._models())
+        return distributed.gathered(self._models(reference=False))
 
     def _params(self, name: str) -> list[torch.nn.Parameter]:
         """What policy ``name``'s optimizer steps: its trainable weights and its value head."""
