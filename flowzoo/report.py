@@ -233,10 +233,10 @@ def findings(stats: list[CellStats]) -> list[str]:
         higher = sum(mean(i.peak) > mean(s.peak) for i, s in pairs)
         lower = sum(mean(i.peak) < mean(s.peak) for i, s in pairs)
         diff = mean(mean(i.peak) - mean(s.peak) for i, s in pairs)
-        # the count and the mean difference must agree; otherwise the cells are mixed
-        if higher > lower and diff > 0:
+        # a majority of the matched cells and the mean difference must agree; else mixed/ties
+        if 2 * higher > len(pairs) and diff > 0:
             verdict = "supported"
-        elif lower > higher and diff < 0:
+        elif 2 * lower > len(pairs) and diff < 0:
             verdict = "contradicted"
         else:
             verdict = "inconclusive"
