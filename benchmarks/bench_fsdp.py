@@ -19,6 +19,7 @@ from benchmarks.common import Row
 
 def _child(mode: str, model: str, out: str) -> None:
     """One process of the torchrun job: one rollout and one update, then its own figures."""
+    from benchmarks.gpu_check import _varied
     from flowzoo.agents.distributed import local
     from flowzoo.agents.trainer import TrainConfig, Trainer
 
@@ -37,9 +38,7 @@ def _child(mode: str, model: str, out: str) -> None:
     )
     tr = Trainer(cfg, progress=False)
     records = tr._rollout(0)
-    for r in records:  # rewards with variance: every parameter gets a gradient and Adam state
-        for t in r.turns:
-            t.team_reward = float(len(t.completion_ids) % 2 == 0)
+    _varied(records)  # rewards with variance: every parameter gets a gradient and Adam state
     t0 = time.perf_counter()
     tr.update(records)
     upd = time.perf_counter() - t0

@@ -82,8 +82,9 @@ def _train_config_from_args(args: argparse.Namespace):
         for k, v in vars(args).items()
         if k in {f.name for f in dataclasses.fields(TrainConfig)} and v is not None
     }
+    defaults = TrainConfig()
     for key, value in list(given.items()):
-        if isinstance(value, str) and isinstance(getattr(TrainConfig(), key), dict):
+        if isinstance(value, str) and isinstance(getattr(defaults, key), dict):
             given[key] = json.loads(value)
     if args.config:
         return load_config_file(args.config, **given)

@@ -70,15 +70,14 @@ class Run:
 
     @property
     def levers(self) -> str:
+        named = [
+            k for k in LEVER_KEYS if self.config.get(k, LEVER_DEFAULTS[k]) != LEVER_DEFAULTS[k]
+        ]
+        keys = named + [k for k in self.varying if k not in LEVER_KEYS]
         parts = []
-        for k in LEVER_KEYS:
-            v = self.config.get(k, LEVER_DEFAULTS[k])
-            if v != LEVER_DEFAULTS[k]:
-                parts.append(f"{k}={json.dumps(v) if isinstance(v, dict) else v}")
-        for k in self.varying:
-            if k not in LEVER_KEYS:
-                v = self.config.get(k)
-                parts.append(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}")
+        for k in keys:
+            v = self.config.get(k, LEVER_DEFAULTS.get(k))
+            parts.append(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}")
         return ", ".join(parts) or "-"
 
     @property

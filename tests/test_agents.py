@@ -363,9 +363,7 @@ def test_isolated_policies_take_their_own_devices(tiny_model, tmp_path):
     assert tr.router.devices == {"solver": "cpu", "aggregator": "cpu"}
     before = {k: v.clone() for k, v in tr.router.policies["solver"].model.state_dict().items()}
     records = tr._rollout(0)
-    for r in records:  # rewards with variance, so the update has a direction
-        for t in r.turns:
-            t.team_reward = float(len(t.completion_ids) % 2 == 0)
+    _varied_rewards(records)  # rewards with variance, so the update has a direction
     per_policy, _ = tr.update(records)
     assert set(per_policy) == {"solver", "aggregator"}
     assert per_policy["solver"]["roles"]["solver"]["kl"] >= 0

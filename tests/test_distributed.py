@@ -16,7 +16,7 @@ import torch
 
 from flowzoo.agents.policy import Policy
 from flowzoo.agents.trainer import Trainer
-from tests.test_agents import _cfg
+from tests.test_agents import _cfg, _varied_rewards
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -27,9 +27,7 @@ def _single_and_two_process(cfg, tmp_path, two_cfg=None, keep=None):
     and by 2 torchrun processes running ``two_cfg``; (single trainer, its stats, theirs)."""
     single = Trainer(cfg, progress=False)
     records = single._rollout(0)[:keep]
-    for r in records:
-        for t in r.turns:
-            t.team_reward = float(len(t.completion_ids) % 2 == 0)
+    _varied_rewards(records)
     (tmp_path / "cfg.pkl").write_bytes(pickle.dumps(two_cfg or cfg))
     (tmp_path / "rec.pkl").write_bytes(pickle.dumps(records))
     want_stats, _ = single.update(records)

@@ -8,6 +8,7 @@ import torch
 
 from flowzoo.agents.backends import BackendUnavailable, vllm_unavailable_reason
 from flowzoo.agents.trainer import TrainConfig, Trainer
+from tests.test_agents import _cfg, _varied_rewards
 
 WHY = vllm_unavailable_reason()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -29,23 +30,15 @@ def _matches(pol, gens, temperature):
 
 
 def test_vllm_rollouts_follow_the_trained_weights(tiny_model, tmp_path):
-    tr = Trainer(
-        TrainConfig(
-            env="voting-math",
-            model=str(tiny_model),
-            problems_per_step=2,
-            group_size=4,
-            max_new_tokens=32,
-            lr=5e-3,
-            eval_every=0,
-            save_every=0,
-            out_dir=str(tmp_path / "run"),
-            resume=False,
-            generation_backend="vllm",
-            vllm_memory=0.15,
-        ),
-        progress=False,
+    cfg = _cfg(
+        tiny_model,
+        tmp_path,
+        max_new_tokens=32,
+        lr=5e-3,
+        generation_backend="vllm",
+        vllm_memory=0.15,
     )
+    tr = Trainer(cfg, progress=False)
     pol = tr.router.policies["shared"]
     try:
         gens = pol.generate(PROMPTS * 4, max_new_tokens=32, temperature=0.7, seed=1)
@@ -54,9 +47,7 @@ def test_vllm_rollouts_follow_the_trained_weights(tiny_model, tmp_path):
         before = {k: v.clone() for k, v in pol.model.state_dict().items()}
         for _ in range(3):
             records = tr._rollout(tr.step)
-            for r in records:  # a reward with variance, so every update moves the weights
-                for t in r.turns:
-                    t.team_reward = float(len(t.completion_ids) % 2 == 0)
+            _varied_rewards(records)  # a reward with variance, so every update moves the weights
             tr.update(records)
             tr.step += 1
         moved = max(float((before[k] - v).abs().max()) for k, v in pol.model.state_dict().items())

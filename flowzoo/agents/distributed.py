@@ -70,15 +70,20 @@ def sum_(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return t
 
 
+def _reduce_scalars(values: list, dtype: torch.dtype, op, info: DistInfo) -> list:
+    """All-reduce a few scalars (on the GPU where NCCL needs them there)."""
+    t = torch.tensor(values, dtype=dtype)
+    if dist.get_backend() == "nccl":
+        t = t.to(info.device)
+    dist.all_reduce(t, op=op)
+    return t.cpu().tolist()
+
+
 def sum_floats(values: list[float], info: DistInfo) -> list[float]:
     """Sum a few scalars over the processes."""
     if not info.active:
         return list(values)
-    t = torch.tensor(values, dtype=torch.float64)
-    if dist.get_backend() == "nccl":
-        t = t.to(info.device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return [float(x) for x in t.cpu()]
+    return _reduce_scalars(values, torch.float64, dist.ReduceOp.SUM, info)
 
 
 def mine(n: int, info: DistInfo) -> list[int]:
@@ -90,11 +95,7 @@ def max_int(n: int, info: DistInfo) -> int:
     """The largest ``n`` over the processes."""
     if not info.active:
         return n
-    t = torch.tensor([n], dtype=torch.int64)
-    if dist.get_backend() == "nccl":
-        t = t.to(info.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t.item())
+    return int(_reduce_scalars([n], torch.int64, dist.ReduceOp.MAX, info)[0])
 
 
 def local(t: torch.Tensor) -> torch.Tensor:

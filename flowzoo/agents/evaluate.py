@@ -63,7 +63,7 @@ def evaluate_env(
     tasks, roles, fam = probe.tasks, list(probe.roles), probe.family
     n_episodes = min(n_episodes, len(tasks))
     mine = list(range(rank, n_episodes, world))
-    envs = [make_env(env_id, **opts) for _ in range(max(1, min(batch, len(mine))))]
+    envs = [probe] + [make_env(env_id, **opts) for _ in range(min(batch, len(mine)) - 1)]
     # counts: correct, then per role (turns, parse failures, answer turns, no answer), then
     # per extra key (sum, episodes that report it) - a fixed layout every process shares
     correct = 0.0

@@ -119,8 +119,8 @@ class PolicyRouter:
                 "LoRA adapters share one base model, so every policy sits on one device; "
                 f"got {self.devices}"
             )
+        #: every policy is loaded with these, on its own device (``self.devices``)
         self._policy_kw = {
-            "device": device,
             "precision": precision,
             "grad_checkpointing": grad_checkpointing,
         }
@@ -128,8 +128,9 @@ class PolicyRouter:
         self.reference: Policy | None = None
         if param == "full":
             for name in self.names:
-                kw = {**self._policy_kw, "device": self.devices[name]}
-                self.policies[name] = Policy(self.model_path, **kw)
+                self.policies[name] = Policy(
+                    self.model_path, device=self.devices[name], **self._policy_kw
+                )
             if need_reference:
                 self.reference = Policy(self.model_path, device=device, precision=precision)
                 self.reference.model.requires_grad_(False)
@@ -139,7 +140,7 @@ class PolicyRouter:
     def _build_lora(self) -> None:
         from peft import LoraConfig, get_peft_model
 
-        base = Policy(self.model_path, **{**self._policy_kw, "device": self.devices[self.names[0]]})
+        base = Policy(self.model_path, device=self.devices[self.names[0]], **self._policy_kw)
         cfg = LoraConfig(
             r=self.lora.r,
             lora_alpha=self.lora.alpha,

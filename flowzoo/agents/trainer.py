@@ -410,16 +410,14 @@ class Trainer:
             raise ValueError(
                 f"{self.ckpt_path} belongs to a different configuration; use another out_dir or resume=False"
             )
-        if self.cfg.fsdp and state.get("world") != self.dist.world:
-            raise ValueError(
-                f"{self.ckpt_path} was written by {state.get('world')} FSDP processes, "
-                f"this run has {self.dist.world}; resume with the same number"
-            )
         if self.cfg.fsdp:
-            lo, hi = (
-                -distributed.max_int(-state["step"], self.dist),
-                distributed.max_int(state["step"], self.dist),
-            )
+            if state.get("world") != self.dist.world:
+                raise ValueError(
+                    f"{self.ckpt_path} was written by {state.get('world')} FSDP processes, "
+                    f"this run has {self.dist.world}; resume with the same number"
+                )
+            lo = -distributed.max_int(-state["step"], self.dist)
+            hi = distributed.max_int(state["step"], self.dist)
             if lo != hi:
                 raise ValueError(f"FSDP shards in {self.ckpt_path.parent} are of steps {lo}..{hi}")
         self.router.load_state_dict(state["router"])
@@ -700,12 +698,12 @@ class Trainer:
                 stats["roles"][role]["damper_factor"] += f
                 total += f * g
             _write_flat_grad(params, total)
+            total_norm = math.sqrt(dot(total, total))  # the damped gradient the step applies
         for role in role_grads:
             stats["roles"][role]["grad_norm"] += rg["norm"][role]
         for pair, c in rg["cosine"].items():
             stats["cosine"][pair] += c
-        damped = self.damper is not None
-        stats["policy"]["grad_norm"] += math.sqrt(dot(total, total)) if damped else total_norm
+        stats["policy"]["grad_norm"] += total_norm
         stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
