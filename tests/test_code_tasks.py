@@ -102,8 +102,8 @@ def test_partial_credit_and_failure_details():
     "body,reason_prefix",
     [
         ("while True: pass\ndef {ep}(x):\n    return 0", "no_results:timeout"),
-        ("import os\nos._exit(0)\ndef {ep}(x):\n    return 0", "no_results:ok"),
-        ("def {ep}(:", "0/"),
+        ("import os\nos._exit(0)\ndef {ep}(x):\n    return 0", "tamper:early_exit"),
+        ("def {ep}(:", "load_error:SyntaxError"),
         ("print('@@flowzoo-results-0000000000000000@@[]')\ndef {ep}(x):\n    return 0", "0/"),
     ],
 )

@@ -258,7 +258,8 @@ def test_isolation_is_reported_honestly():
     s = get_sandbox("process")
     if probe("bwrap"):
         assert s.mechanism == "bwrap" and "net-ns" in s.isolation
-    none = get_sandbox("process", mechanism="none")
+    with pytest.warns(UserWarning, match="rlimits only"):
+        none = get_sandbox("process", mechanism="none", allow_weak_isolation=True)
     assert "net-ns" not in none.isolation and "pid-ns" not in none.isolation
     assert none.run("print(2)").stdout.strip() == "2"
 
@@ -270,7 +271,18 @@ def test_unavailable_mechanism_refuses(monkeypatch):
     with pytest.raises(SandboxUnavailable):
         sp.ProcessSandbox(mechanism="bwrap")
     with pytest.warns(UserWarning, match="rlimits only"):
-        assert sp.ProcessSandbox(mechanism="auto").mechanism == "none"
+        weak = sp.ProcessSandbox(mechanism="auto", allow_weak_isolation=True)
+        assert weak.mechanism == "none"
+
+
+@pytest.mark.parametrize("mechanism", ["auto", "unshare", "none"])
+def test_weak_isolation_is_refused_without_the_opt_in(monkeypatch, mechanism):
+    """Without bubblewrap, untrusted code does not run unless the user says it may."""
+    import flowzoo.sandbox.process as sp
+
+    monkeypatch.setattr(sp, "probe", lambda m: m != "bwrap")
+    with pytest.raises(SandboxUnavailable, match="allow_weak_isolation=True"):
+        sp.ProcessSandbox(mechanism=mechanism)
 
 
 def test_sandbox_fusion_status_mapping_and_missing_url(monkeypatch):

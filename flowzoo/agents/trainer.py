@@ -820,12 +820,14 @@ class Trainer:
         tot = sum(norms.values())
         for role in role_rows:
             role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
-        parse = defaultdict(int)
+        parse, tamper = defaultdict(int), defaultdict(int)
         used = self.envs[: len(records)] if self.cfg.rollout == "independent" else []
         for env in used:  # this process's share of the step's episodes
             for t in env.episode.turns:
                 if t.flags:
                     parse[t.role] += 1
+                if "reward_tamper" in t.flags:
+                    tamper[t.role] += 1
         return {
             "step": step,
             "reward": float(
@@ -837,6 +839,8 @@ class Trainer:
             "policies": {n: p.get("policy", {}) for n, p in per_policy.items()},
             "adv": adv_stats,
             "flag_rate": {r: parse[r] / max(1, len(by_role[r])) for r in by_role},
+            # programs caught writing to their judge's channel or faking an exit, per role
+            "tamper_rate": {r: tamper[r] / max(1, len(by_role[r])) for r in by_role},
         }
 
     # ------------------------------------------------------------------ eval and loop

@@ -261,6 +261,12 @@ class WorkflowEnv(AECEnv):
     def _finish(self, out: Outcome) -> None:
         self.episode.data["outcome"] = out
         team = float(out.verdict.score)
+        verdict_flags = getattr(self.family, "flags", None)
+        if verdict_flags is not None:  # e.g. a program caught tampering with its judge
+            for t in self.episode.turns:
+                for f in verdict_flags(self.episode.task, t.action):
+                    if f not in t.flags:
+                        t.flags.append(f)
         flags_by_agent = {
             a: sorted({f for t in self.episode.turns_of(a) for f in t.flags}) for a in self.agents
         }

@@ -1,7 +1,9 @@
 """Docker backend: a pool of warm, hardened containers; a run costs an exec, not a start.
 
 Containers run with no network, memory/CPU/pids limits, a read-only root with tmpfs work
-dirs, all capabilities dropped, ``no-new-privileges`` and uid 65534. The program and its
+dirs (size-capped), all capabilities dropped, ``no-new-privileges`` and uid 65534. After
+every run the writable dirs (``/box``, ``/tmp``, ``/dev/shm``) are emptied — by the fork-server,
+or by a wipe exec without it — and a container that cannot be emptied is replaced. The program and its
 files travel inside the exec command (no archive copy into tmpfs), a boot script applies
 rlimits, and a run that overruns its time has its container killed and replaced (killing a
 ``docker`` client would leave the program running). A container that has processes left
@@ -40,6 +42,7 @@ from flowzoo.sandbox.base import (
     classify,
     outside_system_dirs,
 )
+from flowzoo.sandbox.forkserver import GUARD_SOURCE
 
 LABEL = "flowzoo.sandbox"
 HOST_IMAGE = "flowzoo-sandbox:host"
@@ -68,6 +71,33 @@ sys.path.insert(0, _d)
 _src = open("main.py", "rb").read()
 _g = {{"__name__": "__main__", "__file__": os.path.join(_d, "main.py"), "__builtins__": __builtins__}}
 exec(compile(_src, "main.py", "exec"), _g)
+"""
+
+
+# empties the container's writable dirs after a run (without the fork-server), whatever modes
+# the run left on them; prints "clean" only when nothing is left
+_WIPE = """\
+import os
+def wipe(p, top):
+    try:
+        os.chmod(p, 0o1777 if top else 0o700)
+    except OSError:
+        pass
+    for n in os.listdir(p):
+        q = os.path.join(p, n)
+        if os.path.isdir(q) and not os.path.islink(q):
+            wipe(q, False)
+            os.rmdir(q)
+        else:
+            os.unlink(q)
+left = 0
+for d in ("/box", "/tmp", "/dev/shm"):
+    try:
+        wipe(d, True)
+    except OSError:
+        pass
+    left += len(os.listdir(d)) if os.path.isdir(d) else 0
+print("clean" if left == 0 else "dirty")
 """
 
 
@@ -156,6 +186,8 @@ class DockerLimits:
     max_output_bytes: int = 1 << 20
     max_file_mb: int = 16
     tmpfs_mb: int = 64
+    #: files a fork-server run may create in /box, /tmp and /dev/shm (killed past it)
+    max_files: int = 10_000
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -263,9 +295,9 @@ class DockerSandbox(ConcurrentRunMixin):
                 "-I",
                 "-S",
             ]
-            srv = ForkServer(
-                argv, ["/box", "--wipe", "/tmp", "--ipc"], dict(os.environ), self.limits.memory_mb
-            )
+            args = ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"]
+            args += ["--max-files", str(self.limits.max_files)]
+            srv = ForkServer(argv, args, dict(os.environ), self.limits.memory_mb)
             self._servers[c.id] = srv
         return srv
 
@@ -317,7 +349,7 @@ class DockerSandbox(ConcurrentRunMixin):
                 res, healthy = self._run_forked(c, spec, timeout, lim.max_output_bytes)
                 return res
             payload = base64.b64encode(json.dumps(spec).encode()).decode()
-            cmd = [self.python, "-I", "-S", "-c", _BOOT.format(payload=payload)]
+            cmd = [self.python, "-I", "-S", "-c", GUARD_SOURCE + _BOOT.format(payload=payload)]
             res, healthy = self._exec(c, cmd, timeout, lim.max_output_bytes)
             if healthy:
                 healthy = self._clean_after(c)
@@ -350,7 +382,7 @@ class DockerSandbox(ConcurrentRunMixin):
             return ExecResult(
                 status, None, "", f"docker fork-server: {e}", wall, backend=backend
             ), False
-        return r.result(backend), True
+        return r.result(backend), r.clean
 
     def _exec(self, c, cmd, timeout: float, cap: int) -> tuple[ExecResult, bool]:
         api = self.client.api
@@ -411,10 +443,14 @@ class DockerSandbox(ConcurrentRunMixin):
         ), healthy
 
     def _clean_after(self, c) -> bool:
-        """True when only the container's idle process is left (else it is replaced)."""
+        """True when only the container's idle process is left and every writable dir is
+        empty again (else the container is replaced): nothing a run wrote reaches the next."""
         try:
             procs = c.top().get("Processes") or []
-            return len(procs) <= 1
+            if len(procs) > 1:
+                return False
+            res, ok = self._exec(c, [self.python, "-I", "-S", "-c", _WIPE], 10.0, 4096)
+            return ok and res.status == "ok" and res.stdout.strip() == "clean"
         except Exception:
             return False
 

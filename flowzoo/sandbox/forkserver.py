@@ -27,7 +27,9 @@ from typing import TypeVar
 from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import ExecResult, classify, popen_isolated
 
-SERVER_SOURCE = (Path(__file__).with_name("forkserver_main.py")).read_text()
+#: the guard (seccomp) first, then the server
+GUARD_SOURCE = (Path(__file__).with_name("guard.py")).read_text()
+SERVER_SOURCE = GUARD_SOURCE + "\n" + (Path(__file__).with_name("forkserver_main.py")).read_text()
 T = TypeVar("T")
 
 
@@ -78,6 +80,8 @@ class Reply:
     out: bytes
     err: bytes
     memory_hit: bool
+    #: the server emptied every dir the run could write (else it must be replaced)
+    clean: bool = True
 
     def result(self, backend: str) -> ExecResult:
         """The run as an :class:`ExecResult` (a memory-limit hit explains a kill or error)."""
@@ -187,6 +191,7 @@ class ForkServer:
             base64.b64decode(r["out"]),
             base64.b64decode(r["err"]),
             self._memory_hits() > before,
+            bool(r.get("clean", False)),
         )
 
     def close(self) -> None:

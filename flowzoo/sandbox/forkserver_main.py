@@ -8,8 +8,11 @@ work dir, gets its own session and runs the program as a fresh ``__main__``.
 
 Between runs the server restores a clean state: every process the run left behind is killed
 (the server is a child subreaper, so orphans and ``setsid`` daemons come back to it), the
-work dir is removed, the scratch dirs (the sandbox's private ``/tmp``) are emptied and, in
-a private IPC namespace, System V IPC objects are removed. ``PR_SET_DUMPABLE=0`` stops a run
+root (where each run gets a fresh, unguessable work dir) and the scratch dirs (the
+sandbox's private ``/tmp`` and ``/dev/shm``) are emptied whatever modes the run set, and, in
+a private IPC namespace, System V IPC objects are removed. A server that cannot empty them
+says so (``"clean": false``) and the host replaces it. Keyrings and POSIX message queues are
+denied by the seccomp filter of ``guard.py``, prepended to this source. ``PR_SET_DUMPABLE=0`` stops a run
 from ptracing or reading the memory of the server (same uid). A run can still kill the
 server; the host side then reports the run and starts a new server.
 
@@ -17,7 +20,8 @@ Protocol: one JSON object per line on the control fds (the server's original std
 Request ``{"files": {name: text}, "stdin": str|None, "limits": [[res, value], ...],
 "timeout": s, "cap": bytes}``; reply ``{"rc", "sig", "timed_out", "truncated", "wall",
 "out", "err"}`` with ``out``/``err`` base64. argv: ``ROOT [--wipe DIR ...] [--ipc]
-[--uid N --preload mod,mod]`` (the uid drop is for mechanisms without a user namespace).
+[--max-files N] [--uid N --preload mod,mod]`` (the uid drop is for mechanisms without a user
+namespace; ``--max-files`` is for roots and scratch dirs on tmpfs file systems of their own).
 """
 
 import base64
@@ -25,7 +29,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import sys
 import time
@@ -94,20 +97,40 @@ def kill_leftovers(me, deadline_s=5.0):
     return False
 
 
-def _empty_dir(path):
+def _wipe(path, keep_top=True):
+    """Remove everything under ``path`` (and ``path`` unless ``keep_top``), whatever modes a
+    run set on it (we own all of it: same uid). True when nothing is left."""
+    try:
+        os.chmod(path, 0o700 if not keep_top else os.stat(path).st_mode | 0o700)
+    except OSError:
+        pass  # not ours to chmod (a scratch dir's top): listing it is what matters
     try:
         names = os.listdir(path)
     except OSError:
-        return
+        return False
     for n in names:
         p = os.path.join(path, n)
-        if os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p, ignore_errors=True)
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if (st.st_mode & 0o170000) == 0o040000:
+            _wipe(p, keep_top=False)
         else:
             try:
                 os.unlink(p)
             except OSError:
                 pass
+    if not keep_top:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return False
+        return True
+    try:
+        return not os.listdir(path)
+    except OSError:
+        return False
 
 
 def _remove_sysv_ipc():
@@ -203,17 +226,38 @@ def _child(workdir, has_stdin, limits, out_w, err_w):
     os._exit(code & 0xFF)
 
 
-def _collect(pid, out_r, err_r, deadline, cap):
+def _inodes(dirs):
+    """Inodes in use on the file systems of ``dirs`` (each a tmpfs of the sandbox's own)."""
+    used = 0
+    for d in dirs:
+        try:
+            st = os.statvfs(d)
+            used += st.f_files - st.f_ffree
+        except OSError:
+            pass
+    return used
+
+
+def _collect(pid, out_r, err_r, deadline, cap, watch=None):
+    """Read the run's output until it ends; ``watch`` = (dirs, max new inodes): a run that
+    creates more files than that is killed (tmpfs has no inode limit bubblewrap can set)."""
     bufs = {out_r: bytearray(), err_r: bytearray()}
     open_fds = [out_r, err_r]
-    truncated = timed_out = False
+    truncated = timed_out = over_quota = False
     status = None
     exited_at = None
+    base = _inodes(watch[0]) if watch else 0
     while open_fds:
         now = time.monotonic()
         if now >= deadline:
             timed_out = status is None
             break
+        if watch and status is None and _inodes(watch[0]) - base > watch[1]:
+            over_quota = True
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
         if status is None:
             got, st = os.waitpid(pid, os.WNOHANG)
             if got:
@@ -250,10 +294,13 @@ def _collect(pid, out_r, err_r, deadline, cap):
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:
             status = None
-    return bytes(bufs[out_r]), bytes(bufs[err_r]), truncated, timed_out, status
+    err = bytes(bufs[err_r])
+    if over_quota:
+        err += f"\nflowzoo sandbox: the run created more than {watch[1]} files; killed\n".encode()
+    return bytes(bufs[out_r]), err, truncated, timed_out, status
 
 
-def serve(root, wipe, private_ipc):
+def serve(root, wipe, private_ipc, max_files=0):
     ctl_in = os.fdopen(os.dup(0), "rb")
     ctl_out = os.fdopen(os.dup(1), "wb")
     null = os.open("/dev/null", os.O_RDWR)
@@ -272,7 +319,8 @@ def serve(root, wipe, private_ipc):
     for line in ctl_in:
         req = json.loads(line)
         n += 1
-        workdir = os.path.join(root, f"run{n}")
+        # an unguessable name: no run can prepare the next run's dir (and the root is wiped)
+        workdir = os.path.join(root, f"run{n}-{os.urandom(8).hex()}")
         os.mkdir(workdir, 0o700)
         for name, text in req["files"].items():
             dest = os.path.join(workdir, *name.split("/"))
@@ -291,17 +339,17 @@ def serve(root, wipe, private_ipc):
             _child(workdir, has_stdin, req["limits"], out_w, err_w)
         os.close(out_w)
         os.close(err_w)
+        watch = ([root, *wipe], max_files) if max_files else None
         out, err, truncated, timed_out, status = _collect(
-            pid, out_r, err_r, t0 + float(req["timeout"]), int(req["cap"])
+            pid, out_r, err_r, t0 + float(req["timeout"]), int(req["cap"]), watch
         )
         wall = time.monotonic() - t0
         os.close(out_r)
         os.close(err_r)
         kill_leftovers(me)
         _reap()
-        shutil.rmtree(workdir, ignore_errors=True)
-        for d in wipe:
-            _empty_dir(d)
+        # nothing a run wrote anywhere it could write may reach the next run
+        clean = all([_wipe(d) for d in [root, *wipe]])
         if private_ipc:
             _remove_sysv_ipc()
         rc = sig = None
@@ -320,6 +368,7 @@ def serve(root, wipe, private_ipc):
                 "wall": wall,
                 "out": base64.b64encode(out).decode(),
                 "err": base64.b64encode(err).decode(),
+                "clean": clean,
             }
         )
 
@@ -330,6 +379,7 @@ def main(argv):
     private_ipc = False
     uid = None
     preload = []
+    max_files = 0
     rest = argv[1:]
     while rest:
         a = rest.pop(0)
@@ -339,6 +389,8 @@ def main(argv):
             private_ipc = True
         elif a == "--uid":
             uid = int(rest.pop(0))
+        elif a == "--max-files":
+            max_files = int(rest.pop(0))
         elif a == "--preload":
             preload = [m for m in rest.pop(0).split(",") if m]
     if uid is not None and os.getuid() == 0:
@@ -351,7 +403,7 @@ def main(argv):
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    serve(root, wipe, private_ipc)
+    serve(root, wipe, private_ipc, max_files)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,24 @@
 """The default sandbox: a local child process, isolated as far as this machine allows.
 
-Mechanisms, best first (``mechanism="auto"`` takes the first that works here):
+Mechanisms (``mechanism="auto"`` takes bubblewrap, and refuses to run without it unless
+``allow_weak_isolation=True``):
 
 - ``bwrap`` (bubblewrap): new user, PID, network, IPC, UTS, cgroup and mount namespaces; a
-  read-only view of the interpreter and system libraries, a fresh ``/tmp``, the work dir as
-  the only writable place; uid 65534, all capabilities dropped, ``--die-with-parent`` (without
-  it a killed bwrap leaves the program running), and the whole PID namespace dies with it.
-- ``unshare`` (util-linux): network, PID, IPC and UTS namespaces and a private ``/proc``; the
-  program drops to uid 65534 when started as root. The host file system stays visible
-  (read-only to that uid except world-writable dirs), so ``isolation`` does not claim ``fs``.
-- ``none``: rlimits, a scrubbed environment, its own session, uid 65534 when root. No network
-  or PID isolation: a program can open sockets and a ``setsid`` daemon can outlive the run.
+  read-only view of the interpreter and system libraries; the work dir, ``/tmp`` and
+  ``/dev/shm`` are tmpfs file systems of the sandbox's own with a size quota (nothing lands on
+  the host's disk, nothing survives the sandbox); uid 65534, all capabilities dropped,
+  ``--die-with-parent`` (without it a killed bwrap leaves the program running), and the whole
+  PID namespace dies with it.
+- ``unshare`` (util-linux), opt-in only: network, PID, IPC and UTS namespaces and a private
+  ``/proc``; the program drops to uid 65534 when started as root. The host file system stays
+  visible (the project, ``/etc/passwd``, the host ``/tmp``), runs share world-writable dirs and
+  one run can reach a concurrent run's files, so ``isolation`` does not claim ``fs``.
+- ``none``, opt-in only: rlimits, a scrubbed environment, its own session, uid 65534 when
+  root. No network or PID isolation: a program can open sockets and a ``setsid`` daemon can
+  outlive the run.
+
+Keyrings and POSIX message queues (kernel state a run could leave for the next) are denied by
+a seccomp filter (``guard.py``) in every mode.
 
 In every mode: rlimits on CPU time, address space, file size, open files and process count
 (set by a tiny boot script in the child, not ``preexec_fn``, which costs ~4x throughput), a
@@ -48,8 +56,11 @@ from flowzoo.sandbox.base import (
     outside_system_dirs,
     popen_isolated,
 )
+from flowzoo.sandbox.forkserver import GUARD_SOURCE
 
 MECHANISMS = ("auto", "bwrap", "unshare", "none")
+#: mechanisms that leave the host's files and other runs reachable: only on explicit opt-in
+WEAK = ("unshare", "none")
 #: the whole environment a program sees (nothing of the parent's leaks in)
 _RUN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/tmp"}
 NOBODY = 65534
@@ -58,6 +69,12 @@ NOBODY = 65534
 # program itself as __main__ (exec'd, not a second interpreter start).
 _BOOT = """\
 import os, sys, resource as R
+if {copy_in!r}:  # bubblewrap: the files arrive read-only at /in; the run works on tmpfs
+    for _r, _ds, _fs in os.walk("/in"):
+        os.makedirs("." + _r[3:], exist_ok=True)
+        for _n in _fs:
+            with open(_r + "/" + _n, "rb") as _s, open("." + _r[3:] + "/" + _n, "wb") as _d:
+                _d.write(_s.read())
 for k, v in {limits!r}:
     try:
         R.setrlimit(k, (v, v))
@@ -89,6 +106,10 @@ class ProcessLimits:
     max_procs: int = 64
     max_file_mb: int = 16
     max_open_files: int = 64
+    #: size of each writable tmpfs (work dir, /tmp, /dev/shm) under bubblewrap
+    disk_mb: int = 64
+    #: files a run may create (fork-server mode, bubblewrap: the run is killed past it)
+    max_files: int = 10_000
 
 
 def _rlimits(lim: ProcessLimits) -> list[tuple[int, int]]:
@@ -156,7 +177,10 @@ def _traversable_by_others(path: str) -> bool:
         p = parent
 
 
-def _bwrap_prefix(workdir: str, prefix: str) -> list[str]:
+def _bwrap_prefix(prefix: str, disk_mb: int, inputs: str | None) -> list[str]:
+    """bubblewrap around the interpreter. Every writable place is a tmpfs of the sandbox's
+    own, ``disk_mb`` each (the run cannot fill the host's disk; it vanishes with the
+    sandbox); ``inputs``, a host dir of a single run's files, is shown read-only at ``/in``."""
     args = [
         "bwrap",
         "--unshare-all",
@@ -178,20 +202,13 @@ def _bwrap_prefix(workdir: str, prefix: str) -> list[str]:
             args += ["--ro-bind", d, d]
     if outside_system_dirs(prefix):
         args += ["--ro-bind", prefix, prefix]
-    args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "--bind",
-        workdir,
-        "/box",
-        "--chdir",
-        "/box",
-    ]
-    return args
+    size = str(max(1, disk_mb) << 20)
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for d in ("/tmp", "/dev/shm", "/box"):
+        args += ["--size", size, "--tmpfs", d]
+    if inputs is not None:
+        args += ["--ro-bind", inputs, "/in"]
+    return args + ["--chdir", "/box"]
 
 
 def _unshare_prefix() -> list[str]:
@@ -238,7 +255,9 @@ def probe(mechanism: str) -> bool:
     tool = "bwrap" if mechanism == "bwrap" else "unshare"
     if shutil.which(tool) is None:
         return False
-    sbx = ProcessSandbox(mechanism=mechanism, forkserver=False, _probe=False)
+    sbx = ProcessSandbox(
+        mechanism=mechanism, forkserver=False, allow_weak_isolation=True, _probe=False
+    )
     try:
         res = sbx.run("print(6 * 7)", timeout_s=20)
     finally:
@@ -265,6 +284,7 @@ class ProcessSandbox(ConcurrentRunMixin):
         workers: int | None = None,
         use_cgroups: bool = True,
         forkserver: bool = True,
+        allow_weak_isolation: bool = False,
         _probe: bool = True,
         **limits,
     ) -> None:
@@ -280,14 +300,22 @@ class ProcessSandbox(ConcurrentRunMixin):
             )
         self.limits = ProcessLimits(**limits)
         if mechanism == "auto":
-            mechanism = detect_mechanism()
-            if mechanism == "none":
-                warnings.warn(
-                    "flowzoo sandbox: neither bubblewrap nor unshare works here; untrusted code runs "
-                    "with rlimits only (no network or PID isolation). Install bubblewrap.",
-                    stacklevel=2,
-                )
-        elif _probe and not probe(mechanism):
+            mechanism = "bwrap" if probe("bwrap") else detect_mechanism()
+        if mechanism in WEAK and not allow_weak_isolation:
+            raise SandboxUnavailable(
+                f"sandbox mechanism {mechanism!r} does not isolate runs from the host's files or "
+                "from each other (they can read the project and /tmp, and one run can rewrite a "
+                "concurrent run's program); flowzoo refuses to run untrusted code with it. Install "
+                "bubblewrap (apt-get install bubblewrap), use the docker backend, or accept the risk "
+                "with allow_weak_isolation=True (sandbox_options={'allow_weak_isolation': True})."
+            )
+        if mechanism == "none":
+            warnings.warn(
+                "flowzoo sandbox: untrusted code runs with rlimits only (no network, PID or file "
+                "isolation), as allowed by allow_weak_isolation=True.",
+                stacklevel=2,
+            )
+        if _probe and mechanism != "none" and not probe(mechanism):
             raise SandboxUnavailable(
                 f"sandbox mechanism {mechanism!r} does not work on this machine"
             )
@@ -321,18 +349,24 @@ class ProcessSandbox(ConcurrentRunMixin):
     def _preload(self) -> tuple[str, ...]:
         return () if self.mechanism == "bwrap" or self._stdlib_public else PRELOAD
 
-    def _interpreter_command(self, workdir: str) -> list[str]:
+    def _interpreter_command(self, inputs: str | None, lim: ProcessLimits) -> list[str]:
         """The clean interpreter inside this mechanism's isolation (arguments follow)."""
         py = [self._exe, "-I", "-S"]
         if self.mechanism == "bwrap":
-            return _bwrap_prefix(workdir, self._prefix) + py
+            return _bwrap_prefix(self._prefix, lim.disk_mb, inputs) + py
         if self.mechanism == "unshare":
             return _unshare_prefix() + py
         return py
 
     def _command(self, workdir: str, lim: ProcessLimits) -> list[str]:
-        boot = _BOOT.format(limits=_rlimits(lim), uid=NOBODY, main=MAIN, preload=self._preload)
-        return self._interpreter_command(workdir) + ["-c", boot]
+        boot = _BOOT.format(
+            limits=_rlimits(lim),
+            uid=NOBODY,
+            main=MAIN,
+            preload=self._preload,
+            copy_in=self.mechanism == "bwrap",
+        )
+        return self._interpreter_command(workdir, lim) + ["-c", GUARD_SOURCE + boot]
 
     def run(
         self,
@@ -444,9 +478,12 @@ class ProcessSandbox(ConcurrentRunMixin):
         return ExecResult(status, rc, stdout, stderr, wall, sig, truncated, backend)
 
     # ------------------------------------------------------------------ fork-server mode
-    def _server_args(self, root: str) -> list[str]:
-        if self.mechanism == "bwrap":  # the root is bound at /box; /tmp and /dev/shm are private
-            return ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"]
+    def _server_args(self, root: str | None, lim: ProcessLimits) -> list[str]:
+        if self.mechanism == "bwrap":  # /box, /tmp and /dev/shm: the sandbox's own tmpfs
+            return ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"] + [
+                "--max-files",
+                str(lim.max_files),
+            ]
         args = [root] + (["--ipc"] if self.mechanism == "unshare" else [])
         if os.geteuid() == 0:
             args += ["--uid", str(NOBODY), "--preload", ",".join(self._preload)]
@@ -455,25 +492,27 @@ class ProcessSandbox(ConcurrentRunMixin):
     def _start_server(self, lim: ProcessLimits):
         from flowzoo.sandbox.forkserver import ForkServer
 
-        root = tempfile.mkdtemp(prefix="flowzoo-fsrv-")
+        # under bubblewrap the runs live on the sandbox's own tmpfs: no host dir at all
+        root = None if self.mechanism == "bwrap" else tempfile.mkdtemp(prefix="flowzoo-fsrv-")
         group = None
         try:
-            if os.geteuid() == 0 and self.mechanism != "bwrap":
+            if root is not None and os.geteuid() == 0:
                 os.chown(root, NOBODY, NOBODY)
             env = dict(_RUN_ENV)
-            argv = self._interpreter_command(root)
+            argv = self._interpreter_command(None, lim)
             if self._cgroups:
                 # one cgroup for the server and the run it is doing
                 group = cgroups.RunGroup(lim.max_procs + 1, lim.memory_mb + 96)
                 env["FZ_CG"] = " ".join(group.procs_files)
                 argv = cgroups.LAUNCHER + argv
             return ForkServer(
-                argv, self._server_args(root), env, lim.memory_mb, group=group, owned_dir=root
+                argv, self._server_args(root, lim), env, lim.memory_mb, group=group, owned_dir=root
             )
         except OSError:
             if group is not None:
                 group.destroy()
-            shutil.rmtree(root, ignore_errors=True)
+            if root is not None:
+                shutil.rmtree(root, ignore_errors=True)
             raise
 
     def _take_server(self, lim: ProcessLimits):
@@ -518,7 +557,17 @@ class ProcessSandbox(ConcurrentRunMixin):
                 wall,
                 backend=backend,
             )
-        self._give_back(srv)
+        except BaseException as e:  # a garbled reply, an interrupt: the server goes, always
+            srv.close()
+            if not isinstance(e, Exception):
+                raise
+            return ExecResult(
+                "sandbox_error", None, "", f"sandbox server failure: {e!r}", 0.0, backend=backend
+            )
+        if r.clean:
+            self._give_back(srv)
+        else:  # it could not empty what the run wrote: never reuse it
+            srv.close()
         return r.result(backend)
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from flowzoo.sandbox import Job, Sandbox, get_sandbox
+from flowzoo.sandbox import Sandbox, get_sandbox
 from flowzoo.tasks.base import Task, Verdict
 from flowzoo.tasks.code.data import (
     function_tasks,
@@ -23,7 +23,8 @@ from flowzoo.tasks.code.data import (
     mbpp_task,
     split_check_function,
 )
-from flowzoo.tasks.code.harness import build_test_program, extract_program, parse_results
+from flowzoo.tasks.code.harness import extract_program
+from flowzoo.tasks.code.judge import JudgeRun, judge_spec
 
 __all__ = [
     "CodeFamily",
@@ -77,6 +78,7 @@ class CodeFamily:
         self.sandbox_options = dict(sandbox_options or {})
         self.partial_credit = bool(partial_credit)
         self.test_timeout_s = float(test_timeout_s)
+        self._memo: dict[tuple, Verdict] = {}
 
     @property
     def sandbox(self) -> Sandbox:
@@ -88,57 +90,97 @@ class CodeFamily:
     def extract(self, text: str) -> str | None:
         return extract_program(text)
 
-    def _job(self, task: Task, program: str) -> tuple[Job, str]:
-        src, marker = build_test_program(program, task.meta.get("setup", ""), task.meta["tests"])
-        return Job(src, timeout_s=self.test_timeout_s), marker
+    def _run(self, task: Task, program: str) -> JudgeRun:
+        spec = judge_spec(
+            task.meta.get("entry_point", ""),
+            task.meta.get("prompt_code", ""),
+            task.meta.get("setup", "") or "",
+            tuple(task.meta["tests"]),
+        )
+        return JudgeRun(spec, program)
 
-    def _verdict(self, task: Task, program: str | None, res, marker: str | None) -> Verdict:
+    def _verdict(self, task: Task, program: str | None, run: JudgeRun | None) -> Verdict:
         n = len(task.meta["tests"])
-        if program is None:
+        if program is None or run is None:
             return Verdict(0.0, False, None, "no_code", {"passed": 0, "total": n})
-        cases = parse_results(res.stdout, marker, n) if res is not None else None
-        if cases is None:
-            reason = (
-                "sandbox_error" if res.status == "sandbox_error" else f"no_results:{res.status}"
-            )
-            return Verdict(
-                0.0,
-                False,
-                program,
-                reason,
-                {"passed": 0, "total": n, "status": res.status, "stderr": res.stderr[-500:]},
-            )
+        cases = run.results()
         passed = sum(c.passed for c in cases)
-        all_ok = passed == n
+        all_ok = passed == n and not run.tamper
+        if run.tamper:
+            passed = 0
         score = 1.0 if all_ok else (passed / n if self.partial_credit else 0.0)
         details = {
             "passed": passed,
             "total": n,
-            "status": res.status,
+            "status": run.status,
+            "rounds": run.rounds,
+            "tamper": list(run.tamper),
             "cases": [(c.passed, c.value, c.error) for c in cases],
         }
-        return Verdict(
-            score, all_ok, program, "all_passed" if all_ok else f"{passed}/{n}_passed", details
-        )
+        if run.status == "sandbox_error":
+            reason = "sandbox_error"
+            details["stderr"] = run.stderr
+        elif run.tamper:
+            reason = "tamper:" + ",".join(run.tamper)
+        elif run.load_error is not None:
+            reason = f"load_error:{run.load_error}"
+        elif run.answered == 0 and run.status != "ok":
+            reason = f"no_results:{run.status}"
+        else:
+            reason = "all_passed" if all_ok else f"{passed}/{n}_passed"
+        return Verdict(score, all_ok, program, reason, details)
 
     def score(self, task: Task, text: str) -> Verdict:
         return self.score_many(task, [text])[0]
 
     def score_many(self, task: Task, texts: Sequence[str]) -> list[Verdict]:
-        """Score several completions with one concurrent ``run_many`` batch."""
-        ep, pc = task.meta.get("entry_point", ""), task.meta.get("prompt_code", "")
-        programs = [extract_program(t, ep, pc) for t in texts]
-        todo = [(i, p) for i, p in enumerate(programs) if p is not None]
-        jobs, markers = [], []
-        for _, p in todo:
-            j, m = self._job(task, p)
-            jobs.append(j)
-            markers.append(m)
-        results = self.sandbox.run_many(jobs) if jobs else []
-        out: list[Verdict] = [self._verdict(task, None, None, None)] * len(texts)
-        for (i, p), res, m in zip(todo, results, markers, strict=True):
-            out[i] = self._verdict(task, p, res, m)
-        return out
+        """Score several completions of one task (see :meth:`score_pairs`)."""
+        return self.score_pairs([(task, t) for t in texts])
+
+    def score_pairs(self, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+        """Score (task, completion) pairs: each judge round of every program is one
+        concurrent ``run_many`` batch (most programs are decided in one round). Memoised per
+        (task, completion), so re-scoring a draft costs nothing."""
+        keys = [((t.id, hash(tuple(t.meta["tests"]))), text) for t, text in pairs]
+        out: list[Verdict | None] = [self._memo.get(k) for k in keys]
+        todo = [i for i, v in enumerate(out) if v is None]
+        runs: dict[int, JudgeRun] = {}
+        for i in todo:
+            task, text = pairs[i]
+            ep, pc = task.meta.get("entry_point", ""), task.meta.get("prompt_code", "")
+            program = extract_program(text, ep, pc)
+            if program is None:
+                out[i] = self._verdict(task, None, None)
+                continue
+            try:
+                runs[i] = self._run(task, program)
+            except (SyntaxError, ValueError, RecursionError) as e:  # the task's own tests
+                n = len(task.meta["tests"])
+                out[i] = Verdict(0.0, False, program, f"bad_tests:{e!r}"[:200], {"total": n})
+        while True:
+            active = [r for r in runs.values() if not r.done]
+            if not active:
+                break
+            jobs = [r.job(self.test_timeout_s) for r in active]
+            for r, res in zip(active, self.sandbox.run_many(jobs), strict=True):
+                r.feed(res)
+        for i, r in runs.items():
+            out[i] = self._verdict(pairs[i][0], r.program, r)
+        for i in todo:
+            if out[i].details.get("status") != "sandbox_error":  # transient: not remembered
+                self._remember(keys[i], out[i])
+        return out  # type: ignore[return-value]
+
+    def _remember(self, key: tuple, verdict: Verdict) -> None:
+        if len(self._memo) >= 4096:
+            self._memo.pop(next(iter(self._memo)))
+        self._memo[key] = verdict
+
+    def flags(self, task: Task, text: str) -> list[str]:
+        """Flags of a completion already scored on ``task`` (``reward_tamper`` when its
+        program was caught writing to the judge's channel or faking its exit)."""
+        v = self._memo.get(((task.id, hash(tuple(task.meta["tests"]))), text))
+        return ["reward_tamper"] if v is not None and v.details.get("tamper") else []
 
     def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
         """Behaviour: the values (or error types) the program produced on every test case."""

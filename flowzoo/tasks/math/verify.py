@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import os
+import re
 import select
 import subprocess
 import sys
@@ -22,31 +23,86 @@ import time
 from fractions import Fraction
 
 from flowzoo.tasks.base import Verdict
-from flowzoo.tasks.math.extract import normalize, to_number
+from flowzoo.tasks.math.extract import _UNITS, decimal_key, normalize, to_number
 
 DEFAULT_TIMEOUT_S = 3.0
 #: Inputs longer than this are not sent to sympy at all (they are not answers).
 MAX_SYMBOLIC_CHARS = 400
+#: Longer predictions are not answers: scored 0 without being read (bounds every path)
+MAX_ANSWER_CHARS = 2000
 
 
 def _numbers_equal(g: tuple[Fraction, bool], p: tuple[Fraction, bool]) -> bool:
+    """Percent signs, one reading per gold: a ``%`` on both sides or neither compares values;
+    a bare gold in (0, 1) reads a predicted ``p%`` as p/100 ("50%" for 0.5), any other bare
+    gold reads it as a unit ("3%" for 3, never "300%"); a bare prediction against a ``p%``
+    gold may give the value or the number of percent ("0.25" or "25" for "25%")."""
     gv, gpct = g
     pv, ppct = p
-    if gv == pv:
+    if gpct == ppct:
+        return gv == pv
+    if ppct:
+        return pv / 100 == gv if 0 < abs(gv) < 1 else pv == gv
+    return pv == gv or pv == gv / 100
+
+
+def _big_numbers_equal(ng: str, npred: str) -> bool | None:
+    """Plain decimals with an exponent too large to convert, compared by digits and exponent
+    (percent signs as in :func:`_numbers_equal`); None when either is not a plain decimal."""
+    gpct, ppct = ng.endswith("%"), npred.endswith("%")
+    gk = decimal_key(ng.rstrip("%").strip())
+    pk = decimal_key(npred.rstrip("%").strip())
+    if gk is None or pk is None:
+        return None
+    if gpct == ppct:
+        return gk == pk
+    shift = lambda k, d: k if k[0] == 0 else (k[0], k[1], k[2] + d)  # noqa: E731
+    if ppct:  # only the unit reading (a gold this large is never in (0, 1))
+        return pk == gk
+    return pk == gk or pk == shift(gk, -2)
+
+
+#: relations and hedges a prediction may not add to what the gold says: math-verify reads
+#: "3 \\approx 4" as 3 and "3 (or maybe 4)" as 3, so they would earn the reward of "3"
+_RELATION_RE = re.compile(
+    r"\\(?:approx|sim|simeq|cong|equiv|neq|ne|leq?|geq?|lt|gt|ll|gg|propto|lesssim|gtrsim)"
+    r"(?![a-zA-Z])|[<>≈≠≤≥~]|!="
+)
+_UNIT_WORD_RE = re.compile(f"(?:{_UNITS})", re.IGNORECASE)
+_COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
+_WORD_RE = re.compile(r"[a-zA-Z]{2,}")
+#: words a mathematical answer may contain without the gold containing them
+_MATH_WORDS = frozenset(
+    "sqrt frac pi sin cos tan cot sec csc log ln exp lg max min gcd lcm deg mod arcsin arccos "
+    "arctan sinh cosh tanh det inf infty infinity oo cdot times div".split()
+)
+
+
+def hedged(gold: str, pred: str) -> bool:
+    """Whether a (normalised) prediction says more than an answer: a relation or a word
+    that the gold does not have (``\\approx``, ``<``, "or maybe", "about")."""
+    rel_g = set(_RELATION_RE.findall(gold))
+    if any(r not in rel_g for r in _RELATION_RE.findall(pred)):
         return True
-    # "50%" against gold 0.5, or "0.5" against gold "50%"
-    if ppct and not gpct and pv / 100 == gv:
-        return True
-    if gpct and not ppct and gv / 100 == pv:
-        return True
+    words_g = {w.lower() for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", gold))}
+    for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", pred)):
+        w = w.lower()
+        if w not in words_g and w not in _MATH_WORDS and not _UNIT_WORD_RE.fullmatch(w):
+            return True
     return False
 
 
 def fast_check(gold: str, pred: str) -> bool | None:
-    """True/False when decidable without sympy, None when a symbolic check is needed."""
+    """True/False when decidable without sympy, None when a symbolic check is needed.
+    Bounded: no exact conversion of a number whose exponent or length is unbounded."""
     ng, npred = normalize(gold), normalize(pred)
     if ng.replace(" ", "").lower() == npred.replace(" ", "").lower():
         return True
+    big = _big_numbers_equal(ng, npred)
+    if big is not None and (to_number(ng) is None or to_number(npred) is None):
+        return big
+    if hedged(ng, npred):
+        return False
     gnum, pnum = to_number(ng), to_number(npred)
     if gnum is not None and pnum is not None:
         return _numbers_equal(gnum, pnum)
@@ -244,6 +300,8 @@ def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> 
         if prediction is None or not str(prediction).strip():
             return Verdict(0.0, False, None, "no_answer")
         gold, prediction = str(gold), str(prediction)
+        if len(prediction) > MAX_ANSWER_CHARS:
+            return Verdict(0.0, False, prediction[:MAX_ANSWER_CHARS], "too_long")
         fast = fast_check(gold, prediction)
         if fast is not None:
             return Verdict(float(fast), fast, prediction, "exact" if fast else "mismatch")

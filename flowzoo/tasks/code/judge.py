@@ -1,0 +1,583 @@
+"""The code judge: decides verdicts where candidate code cannot reach.
+
+Why: a candidate that runs in the same interpreter as its tests can forge the verdict (find
+the results marker, patch the harness, return an object equal to everything, read the
+expected values from memory). So the two are split:
+
+- the **candidate process** (``runner.py``, in the sandbox) holds the program and a list of
+  calls — names and plain-data arguments — and answers each with plain data;
+- the **judge** (here, in the trusted process; it never executes candidate code) runs the
+  task's trusted test code with every name the program defines replaced by a proxy
+  (:class:`RemoteFunction`), decodes the answers strictly (``wire.decode``: exact builtins
+  only) and compares with type-strict equality (every ``==``/``!=``/``in`` in the test code
+  is rewritten to ``wire.strict_eq``/``strict_in``). Float tolerance applies only where the
+  test code itself says so (``abs(a - b) < eps``, ``math.isclose``).
+
+Calls are discovered by replaying the test code: a first pass records every call the tests
+make (an unknown result is an absorbing :class:`Pending` placeholder), the sandbox answers
+them all in one run, and the replay is repeated with the answers until no call is unknown
+(tests whose later arguments depend on earlier results take extra rounds; a bounded number).
+The final replay, with every answer known, is the verdict. Early exit, crash, timeout or a
+broken channel fail the calls left unanswered; a channel carrying anything but what the
+runner writes is flagged as tampering and fails the whole run.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import importlib.util
+import json
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flowzoo.sandbox import ExecResult, Job
+from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode, strict_eq, strict_in
+
+RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_text()
+#: the tamper signals a verdict can carry (``details["tamper"]``)
+TAMPER_SIGNALS = ("channel_forged", "undecodable_value", "early_exit")
+
+
+class CandidateError(Exception):
+    """The candidate raised an exception that is not a builtin ``Exception`` class."""
+
+
+class CandidateTimeout(Exception):
+    """A call to the candidate overran its time limit."""
+
+
+class CandidateLost(Exception):
+    """The call got no answer (the program exited, crashed, timed out or broke the channel)."""
+
+
+class JudgeLimit(Exception):
+    """The test code made more calls, or took longer, than the judge allows."""
+
+
+class _Stop(BaseException):
+    """An argument depends on a result not known yet: this case needs another round."""
+
+
+class Pending:
+    """The stand-in for a result not known yet while calls are being recorded: absorbs every
+    operation (and is truthy) so the test code keeps running and reveals its later calls."""
+
+    def _self(self, *a: Any, **k: Any) -> Pending:
+        return self
+
+    __call__ = __getitem__ = __getattr__ = _self
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _self
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _self
+    __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = __round__ = __and__ = __or__ = _self
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _self
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, item: Any) -> bool:
+        return True
+
+    def __index__(self) -> int:
+        return 0
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        return 0.0
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call returned, as the judge sees it."""
+
+    kind: str  # value | ref | raise | timeout | too_big | lost | load
+    value: Any = None
+    name: str = ""
+
+    def result(self) -> Any:
+        if self.kind == "value":
+            return self.value
+        if self.kind == "ref":
+            return RemoteRef(self.value)
+        if self.kind == "raise":
+            cls = getattr(builtins, self.name, None)
+            err: Exception = CandidateError(self.name)
+            if isinstance(cls, type) and issubclass(cls, Exception):
+                try:
+                    err = cls(f"raised by the candidate: {self.name}")
+                except TypeError:  # a class that needs other arguments
+                    pass
+            raise err
+        if self.kind == "timeout":
+            raise CandidateTimeout("the call timed out")
+        if self.kind == "load":
+            raise CandidateError(f"load:{self.name}")
+        raise CandidateLost(self.name or self.kind)
+
+    def summary(self) -> str:
+        return repr(self.value) if self.kind == "value" else f"{self.kind}:{self.name}"
+
+
+# ----------------------------------------------------------------------- test-code rewrite
+_OPS = {ast.Eq: "_fz_eq", ast.NotEq: "_fz_ne", ast.In: "_fz_in", ast.NotIn: "_fz_notin"}
+_OP_NAMES = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+}
+
+
+class _StrictCompare(ast.NodeTransformer):
+    """``a == b`` -> ``_fz_eq(a, b)`` (likewise ``!=``, ``in``, ``not in``, and chains);
+    ``assert t, m`` -> ``if not _fz_check(t): raise AssertionError(m)``, so that while calls
+    are being recorded a failed assertion (about a placeholder) does not hide later calls."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        self.generic_visit(node)
+        check = ast.Call(ast.Name("_fz_check", ast.Load()), [node.test], [])
+        exc = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
+        new = ast.If(ast.UnaryOp(ast.Not(), check), [ast.Raise(exc, None)], [])
+        return ast.copy_location(new, node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if not any(type(op) in _OPS for op in node.ops):
+            return node
+        if len(node.ops) == 1:
+            fn = _OPS[type(node.ops[0])]
+            call = ast.Call(ast.Name(fn, ast.Load()), [node.left, node.comparators[0]], [])
+        else:
+            args: list[ast.expr] = [node.left]
+            for op, right in zip(node.ops, node.comparators, strict=False):
+                args += [ast.Constant(_OP_NAMES[type(op)]), right]
+            call = ast.Call(ast.Name("_fz_chain", ast.Load()), args, [])
+        return ast.copy_location(call, node)
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if type(a) is Pending or type(b) is Pending:
+        return True
+    return strict_eq(a, b)
+
+
+def _ne(a: Any, b: Any) -> bool:
+    if type(a) is Pending or type(b) is Pending:
+        return True
+    return not strict_eq(a, b)
+
+
+def _in(a: Any, b: Any) -> bool:
+    if type(a) is Pending or type(b) is Pending:
+        return True
+    return strict_in(a, b)
+
+
+def _notin(a: Any, b: Any) -> bool:
+    if type(a) is Pending or type(b) is Pending:
+        return True
+    return not strict_in(a, b)
+
+
+_NATIVE = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "is": lambda a, b: a is b,
+    "is not": lambda a, b: a is not b,
+    "==": _eq,
+    "!=": _ne,
+    "in": _in,
+    "not in": _notin,
+}
+
+
+def _chain(first: Any, *rest: Any) -> bool:
+    left = first
+    for i in range(0, len(rest), 2):
+        op, right = rest[i], rest[i + 1]
+        if not _NATIVE[op](left, right):
+            return False
+        left = right
+    return True
+
+
+_HELPERS = {"_fz_eq": _eq, "_fz_ne": _ne, "_fz_in": _in, "_fz_notin": _notin, "_fz_chain": _chain}
+
+
+def _compile(src: str, name: str, strict: bool):
+    tree = ast.parse(src)
+    if strict:
+        tree = ast.fix_missing_locations(_StrictCompare().visit(tree))
+    return compile(tree, name, "exec")
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Every name the code binds anywhere (assignments, defs, imports, parameters...)."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, ast.alias):
+            out.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+    return out
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    out: set[str] = set()
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        else:
+            out |= _bound_names(n)
+    return out
+
+
+def _loaded_names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """A task's trusted test code, compiled once: which names are the candidate's, the
+    prompt's helper code, the setup and one code object per test case."""
+
+    remote: tuple[str, ...]
+    modules: tuple[str, ...]
+    prompt: Any
+    setup: Any
+    cases: tuple[Any, ...]
+    n_cases: int
+
+
+@functools.lru_cache(maxsize=512)
+def judge_spec(entry_point: str, prompt_code: str, setup: str, tests: tuple[str, ...]) -> JudgeSpec:
+    """Compile a task's test code for the judge (cached per task)."""
+    prompt = None
+    prompt_names: set[str] = set()
+    if prompt_code.strip():
+        try:  # the prompt's own helpers (e.g. HumanEval's encode_cyclic) are trusted code
+            tree = ast.parse(prompt_code)
+            prompt = compile(tree, "prompt.py", "exec")
+            prompt_names = _top_level_names(tree)
+        except SyntaxError:
+            prompt = None
+    trees = [ast.parse(setup or "")] + [ast.parse(t) for t in tests]
+    bound = set().union(*(_bound_names(t) for t in trees)) | prompt_names
+    loaded = set().union(*(_loaded_names(t) for t in trees))
+    free = {n for n in loaded - bound if not hasattr(builtins, n) and not n.startswith("_fz_")}
+    # a stdlib module the tests use without importing it (the reference solution did)
+    modules = tuple(sorted(n for n in free if n in sys.stdlib_module_names and n != entry_point))
+    remote = tuple(sorted((free - set(modules)) | ({entry_point} if entry_point else set())))
+    return JudgeSpec(
+        remote=remote,
+        modules=modules,
+        prompt=prompt,
+        setup=_compile(setup or "", "setup.py", True),
+        cases=tuple(_compile(t, f"test_{i}.py", True) for i, t in enumerate(tests)),
+        n_cases=len(tests),
+    )
+
+
+# ------------------------------------------------------------------------------ replay
+class _Session:
+    """One replay pass: answers calls from what is known, records the calls it makes."""
+
+    def __init__(self, known: dict[str, list[Outcome]], max_calls: int, deadline: float) -> None:
+        self.known = known
+        self.calls: list[list] = []
+        self.keys: list[str] = []
+        self.seen: dict[str, int] = defaultdict(int)
+        self.pending = False
+        self.case_outcomes: list[Outcome] = []
+        self.max_calls = max_calls
+        self.deadline = deadline
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if len(self.calls) >= self.max_calls or time.monotonic() > self.deadline:
+            raise JudgeLimit("the tests made too many calls or took too long")
+        try:
+            enc = [name, [encode(a) for a in args], {k: encode(v) for k, v in kwargs.items()}]
+        except TypeError:
+            if _has_pending(args) or _has_pending(tuple(kwargs.values())):
+                self.pending = True
+                raise _Stop() from None
+            raise
+        key = json.dumps(enc, sort_keys=True)
+        n = self.seen[key]
+        self.seen[key] = n + 1
+        self.calls.append(enc)
+        self.keys.append(key)
+        outs = self.known.get(key, ())
+        if n < len(outs):
+            self.case_outcomes.append(outs[n])
+            return outs[n].result()
+        self.pending = True
+        return Pending()
+
+
+def _has_pending(values: tuple, depth: int = 0) -> bool:
+    for v in values:
+        if type(v) is Pending:
+            return True
+        if depth < 8 and type(v) in (list, tuple, set, frozenset):
+            if _has_pending(tuple(v), depth + 1):
+                return True
+        if depth < 8 and type(v) is dict and _has_pending(tuple(v.values()), depth + 1):
+            return True
+    return False
+
+
+class RemoteFunction:
+    """A name the candidate's program defines, as the test code sees it: calling it asks the
+    candidate process (through the judge's round trip) and returns plain data."""
+
+    def __init__(self, name: str, session: _Session) -> None:
+        self._name, self._session = name, session
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.call(self._name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<candidate function {self._name}>"
+
+
+def _fresh_builtins() -> dict:
+    """Builtins whose ``import random`` gives a fresh, seeded module each pass, so tests that
+    draw random arguments make the same calls in every replay."""
+    fresh: dict[str, Any] = {}
+
+    def _import(name, globals=None, locals=None, fromlist=(), level=0):
+        if name == "random" and level == 0:
+            if "random" not in fresh:
+                spec = importlib.util.find_spec("random")
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                mod.seed(0)
+                fresh["random"] = mod
+            return fresh["random"]
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    b = dict(vars(builtins))
+    b["__import__"] = _import
+    return b
+
+
+@dataclass
+class CaseResult:
+    passed: bool
+    value: str | None
+    error: str | None
+
+
+def replay(
+    spec: JudgeSpec,
+    known: dict[str, list[Outcome]],
+    max_calls: int = 20_000,
+    time_limit_s: float = 60.0,
+) -> tuple[list[CaseResult | None], _Session]:
+    """Run the trusted tests once against the known answers; a case is ``None`` while it
+    still waits for an answer (or depends on one)."""
+    session = _Session(known, max_calls, time.monotonic() + time_limit_s)
+    ns: dict[str, Any] = {"__name__": "__judge__", "__builtins__": _fresh_builtins(), **_HELPERS}
+    if spec.prompt is not None:
+        try:
+            exec(spec.prompt, ns)
+        except Exception:
+            pass
+    for name in spec.modules:
+        try:
+            ns[name] = importlib.import_module(name)
+        except ImportError:
+            pass
+    for name in spec.remote:
+        ns[name] = RemoteFunction(name, session)
+    ns["_fz_check"] = lambda v: session.pending or bool(v)
+    results: list[CaseResult | None] = []
+    setup_err = _run(spec.setup, ns, session)
+    for code in spec.cases:
+        if setup_err is not None:
+            results.append(setup_err)
+            continue
+        results.append(_run(code, ns, session, case=True))
+    return results, session
+
+
+def _run(code, ns: dict, session: _Session, case: bool = False) -> CaseResult | None:
+    session.pending = False
+    session.case_outcomes = []
+    try:
+        exec(code, ns)
+        err = None
+    except _Stop:
+        return None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # the trusted test failed (or the candidate's answer raised)
+        err = str(e) if type(e) is CandidateError else type(e).__name__
+    if session.pending:
+        return None
+    if not case:
+        return None if err is None else CaseResult(False, None, f"setup:{err}")
+    value = None
+    if session.case_outcomes:
+        value = ", ".join(o.summary() for o in session.case_outcomes)[:200]
+    return CaseResult(err is None, value, err)
+
+
+# ------------------------------------------------------------------------------ a run
+@dataclass
+class JudgeRun:
+    """One program judged against one task's tests, round by round: :meth:`job` gives the
+    next sandbox run (or None when decided), :meth:`feed` takes its result."""
+
+    spec: JudgeSpec
+    program: str
+    call_timeout_s: float = 2.0
+    load_timeout_s: float = 5.0
+    max_rounds: int = 4
+    known: dict[str, list[Outcome]] = field(default_factory=dict)
+    tamper: list[str] = field(default_factory=list)
+    rounds: int = 0
+    #: calls the last round answered (0 with calls asked: the program gave no results)
+    answered: int = 0
+    status: str = ""
+    stderr: str = ""
+    load_error: str | None = None
+    cases: list[CaseResult | None] = field(default_factory=list)
+    _session: _Session | None = None
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        self._replay()
+
+    def _replay(self) -> None:
+        self.cases, self._session = replay(self.spec, self.known)
+
+    def job(self, timeout_s: float) -> Job | None:
+        if self.done:
+            return None
+        calls = self._session.calls
+        spec = {
+            "calls": calls,
+            "call_timeout": float(self.call_timeout_s),
+            "load_timeout": float(self.load_timeout_s),
+        }
+        files = {"solution.py": self.program, "calls.json": json.dumps(spec)}
+        return Job(RUNNER_SOURCE, files=files, timeout_s=timeout_s)
+
+    def feed(self, res: ExecResult) -> None:
+        """Take a sandbox run's answers; replay; decide whether another round is needed."""
+        self.rounds += 1
+        self.status, self.stderr = res.status, res.stderr[-500:]
+        keys = self._session.keys
+        answers = self._parse(res, len(keys))
+        self.answered = sum(a.kind != "lost" for a in answers)
+        seen: dict[str, int] = defaultdict(int)
+        for key, out in zip(keys, answers, strict=False):
+            n = seen[key]
+            seen[key] = n + 1
+            have = self.known.setdefault(key, [])
+            if n >= len(have):
+                have.append(out)
+        self._replay()
+        if all(c is not None for c in self.cases) or self.rounds >= self.max_rounds:
+            self.done = True
+
+    def _parse(self, res: ExecResult, n: int) -> list[Outcome]:
+        """The runner's answers, strictly: anything it would not write is tampering."""
+        lost = Outcome("lost", name=res.status)
+        lines = res.stdout.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        elif lines and res.truncated:
+            lines.pop()  # the output cap cut the last line
+        answers: list[Outcome | None] = [None] * n
+        finished = False
+        try:
+            for i, line in enumerate(lines):
+                msg = json.loads(line)
+                if type(msg) is not dict or finished:
+                    raise WireError("unexpected line")
+                if "load" in msg and i == 0 and len(lines) == 1 and type(msg["load"]) is str:
+                    self.load_error = msg["load"][:100]
+                    return [Outcome("load", name=self.load_error)] * n
+                if "done" in msg:
+                    if msg != {"done": n} or any(a is None for a in answers):
+                        raise WireError("bad end of answers")
+                    finished = True
+                    continue
+                answers[self._index(msg, n, answers)] = self._outcome(msg)
+        except (ValueError, RecursionError, TypeError, KeyError) as e:
+            kind = "undecodable_value" if isinstance(e, WireError) and "value" in str(e) else None
+            self._flag(kind or "channel_forged")
+            return [Outcome("lost", name="tamper")] * n
+        if not finished and res.exit_code == 0 and not res.truncated:
+            self._flag("early_exit")
+            return [Outcome("lost", name="tamper")] * n
+        return [a if a is not None else lost for a in answers]
+
+    @staticmethod
+    def _index(msg: dict, n: int, answers: list) -> int:
+        i = msg.get("i")
+        if type(i) is not int or not 0 <= i < n or answers[i] is not None:
+            raise WireError("answer for a call not asked, or twice")
+        if i > 0 and answers[i - 1] is None:
+            raise WireError("answers out of order")
+        return i
+
+    @staticmethod
+    def _outcome(msg: dict) -> Outcome:
+        keys = set(msg) - {"i"}
+        if keys == {"v"}:
+            try:
+                return Outcome("value", decode(msg["v"]))
+            except WireError as e:
+                raise WireError(f"value: {e}") from None
+        if keys == {"r"} and type(msg["r"]) is int:
+            return Outcome("ref", msg["r"])
+        if keys == {"e"} and type(msg["e"]) is str:
+            return Outcome("raise", name=msg["e"][:100])
+        if keys == {"x"} and msg["x"] in ("timeout", "too_big"):
+            return Outcome(msg["x"])
+        raise WireError("malformed answer")
+
+    def _flag(self, signal: str) -> None:
+        if signal not in self.tamper:
+            self.tamper.append(signal)
+
+    def results(self) -> list[CaseResult]:
+        """Per-case results; a case still waiting after the last round fails, and so does
+        every case of a program that did not load."""
+        if self.load_error is not None:
+            return [CaseResult(False, None, f"load:{self.load_error}")] * self.spec.n_cases
+        return [
+            c if c is not None else CaseResult(False, None, "judge_incomplete") for c in self.cases
+        ]
