@@ -35,6 +35,29 @@ TRICKY_PAIRS: list[tuple[str, str, bool]] = [
     ("0.5", "50%", True),
     ("25\\%", "25", True),
     ("25\\%", "30\\%", False),
+    # one reading of a percent sign per gold: "3%" answers 3, "300%" does not
+    ("3", "3%", True),
+    ("3", "300%", False),
+    ("0.5", "0.5%", False),
+    ("25\\%", "0.25", True),
+    # hedges and relations the gold does not have earn nothing
+    ("3", "3 \\approx 4", False),
+    ("3", "3 \\text{ (or maybe 4)}", False),
+    ("3", "x \\approx 3", False),
+    ("5", "about 5", False),
+    ("5", "5 or 6", False),
+    ("3", "3 < 4", False),
+    ("x > 3", "x > 3", True),
+    ("\\text{east}", "East", True),
+    # padding cannot hide a second answer
+    ("42", "42" + " " * 2100 + "43", False),
+    ("42", "42" + " " * 500 + "43", False),
+    # exponents far beyond any answer: decided exactly, without building the number
+    ("3", "1e99999999", False),
+    ("3", "7e-99999999", False),
+    ("0", "0e99999999", True),
+    ("1e500", "10e499", True),
+    ("3000", "3e3", True),
     # units and wrappers
     ("18", "18 dollars", True),
     ("18", "\\$18", True),

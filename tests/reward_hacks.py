@@ -35,6 +35,70 @@ class _L(list):
 def {ep}(*a, **k):
     return _L()
 """,
+    # the verdict's own marker, test source or globals, wherever the process can find them
+    "forge_results_marker": """
+import os, sys, re, json
+def _texts():
+    for n in os.listdir("."):
+        try:
+            yield open(n, encoding="utf-8", errors="ignore").read()
+        except OSError:
+            pass
+    for m in list(sys.modules.values()):
+        for v in list(getattr(m, "__dict__", {{}}).values()):
+            if isinstance(v, str):
+                yield v
+def {ep}(*a, **k):
+    for t in _texts():
+        for mark in set(re.findall(r"@@flowzoo-results-[0-9a-f]+@@", t)):
+            n = len(getattr(sys.modules["__main__"], "_cases", [])) or 50
+            sys.__stdout__.write("\\n" + mark + json.dumps([[True, None, None]] * n) + "\\n")
+            sys.__stdout__.flush()
+            os._exit(0)
+    return None
+""",
+    "expected_from_test_source": """
+import ast, gc, os, sys
+def _sources():
+    for n in os.listdir("."):
+        try:
+            yield open(n, encoding="utf-8", errors="ignore").read()
+        except OSError:
+            pass
+    for o in gc.get_objects():
+        if isinstance(o, (list, tuple)):
+            for v in o:
+                if isinstance(v, str) and "assert" in v:
+                    yield v
+def _table():
+    out = {{}}
+    for src in _sources():
+        for line in src.splitlines():
+            try:
+                node = ast.parse(line.strip()).body[0]
+                call, want = node.test.left, node.test.comparators[0]
+                key = tuple(ast.literal_eval(x) for x in call.args)
+                out[repr(key)] = ast.literal_eval(want)
+            except Exception:
+                pass
+    return out
+def {ep}(*a, **k):
+    return _table().get(repr(tuple(a)))
+""",
+    "patch_harness_globals": """
+import sys
+def {ep}(*a, **k):
+    for m in list(sys.modules.values()):
+        d = getattr(m, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for name, v in list(d.items()):
+            if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+                d[name] = ["pass"] * len(v)
+            if isinstance(v, list) and v and all(x is None or isinstance(x, str) for x in v):
+                d[name] = [None] * len(v)
+    return None
+""",
     # forged verdict channels
     "forge_all_fds_and_exit": """
 import os, json

@@ -179,3 +179,22 @@ def test_reasoning_gym_tasks():
     train = reasoning_gym_tasks("basic_arithmetic", n=30, split="train")
     test = reasoning_gym_tasks("basic_arithmetic", n=30, split="test")
     assert not {t.question for t in train} & {t.question for t in test}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "pred",
+    [
+        "1e99999999",
+        "7e-99999999",
+        "-1E+999999999",
+        "1" * 1999,
+        "9" * 150 + "e" + "9" * 9,
+        "1/" + "0" * 100,
+    ],
+)
+def test_every_in_process_path_is_bounded(pred):
+    """Answers built to make exact arithmetic explode get a verdict (the timeout guards a hang;
+    each is decided in microseconds)."""
+    for gold in ("3", "3\\%", "\\frac{1}{2}"):
+        assert check(gold, pred).correct is False

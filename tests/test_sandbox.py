@@ -430,3 +430,159 @@ def test_forkserver_outlives_the_thread_that_started_it():
         assert s.run("print('again')").stdout == "again\n"
     finally:
         s.close()
+
+
+# ------------------------------------------------------------------------------ runs share nothing
+# What one run writes anywhere it can write, and kernel state it can create, never reaches the
+# next run; no run can fill the host's disk; nothing leaks on any failure path.
+
+
+def test_nothing_written_anywhere_survives_into_the_next_run(sbx):
+    leave = (
+        "import os\n"
+        "for d in ('.', '..', '/tmp', '/dev/shm', '/box', '/var/tmp'):\n"
+        "    try:\n"
+        "        os.makedirs(d + '/fz-left/deep', exist_ok=True)\n"
+        "        open(d + '/fz-left/deep/f', 'w').write('x')\n"
+        "        open(d + '/fz-note', 'w').write('x')\n"
+        "        os.chmod(d + '/fz-left/deep', 0)\n"
+        "        os.chmod(d + '/fz-left', 0o500)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('left')"
+    )
+    assert sbx.run(leave).status == "ok"
+    look = (
+        "import os\n"
+        "seen = []\n"
+        "for d in ('.', '..', '/tmp', '/dev/shm', '/box', '/var/tmp'):\n"
+        "    for n in ('fz-left', 'fz-note'):\n"
+        "        if os.path.lexists(os.path.join(d, n)):\n"
+        "            seen.append(os.path.join(d, n))\n"
+        "print(seen)"
+    )
+    for _ in range(2):  # whichever server or container the next run lands on
+        r = sbx.run(look)
+        assert r.status == "ok" and r.stdout.strip() == "[]", r
+
+
+def test_keyrings_and_message_queues_are_denied(sbx):
+    src = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "m = os.uname().machine\n"
+        "add_key, mq_open = {'x86_64': (248, 240), 'aarch64': (217, 180)}[m]\n"
+        "kr = libc.syscall(add_key, b'user', b'fz', b'secret', 6, -4)\n"
+        "mq = libc.syscall(mq_open, b'fzq', 0o100 | 2, 0o600, None)\n"
+        "print(kr, mq)"
+    )
+    r = sbx.run(src)
+    assert r.status == "ok" and r.stdout.split() == ["-1", "-1"], r
+
+
+def test_a_run_cannot_fill_the_disk_and_the_next_run_is_unharmed(sbx):
+    fill = (
+        "import os\n"
+        "n = 0\n"
+        "try:\n"
+        "    for i in range(400):\n"
+        "        with open(f'/tmp/fill{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (8 << 20))\n"
+        "        n += 1\n"
+        "except OSError as e:\n"
+        "    print('stopped', n, e.errno)\n"
+    )
+    r = sbx.run(fill, timeout_s=20)
+    assert "stopped" in r.stdout or r.status in ("killed", "memory"), r
+    assert sbx.run("print('fine')").stdout.strip() == "fine"
+
+
+def test_a_run_cannot_exhaust_inodes(fsrv):
+    many = "for i in range(200000):\n    open(f'/tmp/f{i}', 'w').close()\nprint('made them all')"
+    r = fsrv.run(many, timeout_s=20)
+    assert "made them all" not in r.stdout and "files; killed" in r.stderr, r
+    assert fsrv.run("import os; print(len(os.listdir('/tmp')))").stdout.strip() == "0"
+
+
+def _flowzoo_host_dirs() -> set[str]:
+    import tempfile
+
+    root = tempfile.gettempdir()
+    return {n for n in os.listdir(root) if n.startswith(("flowzoo-fsrv-", "flowzoo-sbx-"))}
+
+
+def _run_cgroups() -> int:
+    from flowzoo.sandbox import cgroups
+
+    h = cgroups._hierarchy()
+    if h is None:
+        return 0
+    return sum(
+        len([n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n))])
+        for d in {h.pids, h.memory}
+        if d and os.path.isdir(d)
+    )
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_no_host_dirs_or_cgroups_leak_on_any_path(fork, monkeypatch):
+    from flowzoo.sandbox.forkserver import ForkServer
+
+    dirs, groups = _flowzoo_host_dirs(), _run_cgroups()
+    s = get_sandbox("process", timeout_s=2, forkserver=fork)
+    try:
+        for src in (
+            "print(1)",
+            "while True: pass",
+            "import os, signal; os.kill(os.getppid(), signal.SIGKILL)",
+            "import os; os._exit(3)",
+        ):
+            s.run(src)
+        if fork:  # a request that fails in an unexpected way once the server is taken
+            real = ForkServer.request
+
+            def broken(self, *a, **k):
+                raise RuntimeError("garbled reply")
+
+            monkeypatch.setattr(ForkServer, "request", broken)
+            r = s.run("print(1)")
+            assert r.status == "sandbox_error" and "garbled" in r.stderr
+            monkeypatch.setattr(ForkServer, "request", real)
+            assert s.run("print(2)").stdout.strip() == "2"
+    finally:
+        s.close()
+    time.sleep(0.2)
+    assert _flowzoo_host_dirs() <= dirs
+    assert _run_cgroups() <= groups
+
+
+def test_docker_without_forkserver_wipes_between_runs():
+    from flowzoo.sandbox.docker import docker_unavailable_reason
+
+    why = docker_unavailable_reason()
+    if why:
+        pytest.skip(f"no Docker engine: {why}")
+    s = get_sandbox("docker", timeout_s=5, pool_size=1, forkserver=False)
+    try:
+        fill = (
+            "import os\n"
+            "for d in ('/box', '/tmp', '/dev/shm'):\n"
+            "    open(d + '/fz-left', 'w').write('x')\n"
+            "try:\n"
+            "    with open('/box/fill', 'wb') as f:\n"
+            "        while True:\n"
+            "            f.write(b'x' * (1 << 20))\n"
+            "except OSError as e:\n"
+            "    print('full', e.errno)\n"
+        )
+        s.run(fill)
+        look = (
+            "import os\n"
+            "here = os.path.basename(os.getcwd())\n"
+            "print([d for d in ('/box', '/tmp', '/dev/shm') if set(os.listdir(d)) - {here}])"
+        )
+        r = s.run(look)
+        assert r.status == "ok" and r.stdout.strip() == "[]", r
+        assert s.run("open('x', 'w').write('fine'); print('ok')").stdout.strip() == "ok"
+    finally:
+        s.close()

@@ -101,6 +101,8 @@ def fast_check(gold: str, pred: str) -> bool | None:
     big = _big_numbers_equal(ng, npred)
     if big is not None and (to_number(ng) is None or to_number(npred) is None):
         return big
+    if decimal_key(npred.rstrip("%").strip()) is not None and to_number(npred) is None:
+        return False  # 1e999999999 against a symbolic gold: never handed to sympy
     if hedged(ng, npred):
         return False
     gnum, pnum = to_number(ng), to_number(npred)
