@@ -267,6 +267,8 @@ def test_resume_reproduces_the_next_step(tiny_model, tmp_path):
     assert [r["step"] for r in rows_b] == [0, 1, 2]
     for key in ("reward", "train_acc"):
         assert rows_a[2][key] == rows_b[2][key]
+    # reward tampering is logged per role (none from a math policy)
+    assert rows_a[2]["tamper_rate"] == dict.fromkeys(rows_a[2]["roles"], 0.0)
     for role, row in rows_a[2]["roles"].items():
         for k in ("loss", "grad_norm", "resp_len"):
             assert row[k] == pytest.approx(rows_b[2]["roles"][role][k], rel=1e-5, abs=1e-9)

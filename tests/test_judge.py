@@ -155,3 +155,16 @@ def test_the_judge_never_shows_expected_values_to_the_candidate(fam):
     )
     v = fam.score(task, spy)
     assert v.details["cases"][0][1] == "[0, False]"
+
+
+def test_endless_trusted_test_code_is_cut_off():
+    """Every path has a bound: a dataset's test that loops forever fails its case (and the
+    cases after it), nothing is raised later in the caller's thread."""
+    import time
+
+    from flowzoo.tasks.code.judge import replay
+
+    spec = judge_spec("f", "", "", ("while True:\n    pass", "assert f(1) == 1"))
+    results, _ = replay(spec, {}, time_limit_s=0.5)
+    assert [(c.passed, c.error) for c in results] == [(False, "JudgeLimit")] * 2
+    time.sleep(0.3)  # a late asynchronous exception would surface here

@@ -30,6 +30,7 @@ import functools
 import importlib.util
 import json
 import sys
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -421,13 +422,59 @@ def replay(
         ns[name] = RemoteFunction(name, session)
     ns["_fz_check"] = lambda v: session.pending or bool(v)
     results: list[CaseResult | None] = []
-    setup_err = _run(spec.setup, ns, session)
-    for code in spec.cases:
-        if setup_err is not None:
-            results.append(setup_err)
-            continue
-        results.append(_run(code, ns, session, case=True))
+    timer = _Deadline(time_limit_s)
+    try:
+        with timer:
+            setup_err = _run(spec.setup, ns, session)
+            for code in spec.cases:
+                if timer.expired:
+                    results.append(CaseResult(False, None, "JudgeLimit"))
+                else:
+                    results.append(setup_err or _run(code, ns, session, case=True))
+    except JudgeLimit:  # the deadline struck between two cases
+        pass
+    results += [CaseResult(False, None, "JudgeLimit")] * (spec.n_cases - len(results))
     return results, session
+
+
+class _Deadline:
+    """Bounds one replay pass of the (trusted) test code even where it never calls the
+    candidate, e.g. an endless loop in a dataset's test: past the limit the replaying thread
+    gets an asynchronous :class:`JudgeLimit`; a pending one is cleared on exit."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._lock = threading.Lock()
+        self._active = False
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._active:
+                self.expired = True
+                _async_raise(self._tid, JudgeLimit)
+
+    def __enter__(self) -> _Deadline:
+        self._tid = threading.get_ident()
+        self._active = True
+        self._timer = threading.Timer(self.seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._active = False
+            if self.expired:
+                _async_raise(self._tid, None)  # clear one not delivered yet
+
+
+def _async_raise(tid: int, exc: type[BaseException] | None) -> None:
+    import ctypes
+
+    arg = ctypes.py_object(exc) if exc is not None else None
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), arg)
 
 
 def _run(code, ns: dict, session: _Session, case: bool = False) -> CaseResult | None:

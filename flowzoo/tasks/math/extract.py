@@ -104,7 +104,7 @@ def normalize(ans: str) -> str:
     separators stripped, so that equal answers usually compare equal as strings."""
     # never cut: a cut could drop what follows a run of padding ("42", 2,000 spaces, "43");
     # callers bound the length (``verify.MAX_ANSWER_CHARS``)
-    s = re.sub(r"\s+", " ", ans).strip()
+    s = ans.strip()
     s = s.replace("$", "").replace("\\!", "").replace("\\,", "").replace("\\;", "")
     s = s.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")

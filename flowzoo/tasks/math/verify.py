@@ -98,17 +98,22 @@ def fast_check(gold: str, pred: str) -> bool | None:
     ng, npred = normalize(gold), normalize(pred)
     if ng.replace(" ", "").lower() == npred.replace(" ", "").lower():
         return True
-    big = _big_numbers_equal(ng, npred)
-    if big is not None and (to_number(ng) is None or to_number(npred) is None):
-        return big
-    if decimal_key(npred.rstrip("%").strip()) is not None and to_number(npred) is None:
-        return False  # 1e999999999 against a symbolic gold: never handed to sympy
-    if hedged(ng, npred):
-        return False
     gnum, pnum = to_number(ng), to_number(npred)
     if gnum is not None and pnum is not None:
         return _numbers_equal(gnum, pnum)
+    if pnum is None:  # perhaps a plain decimal whose exponent was too large to convert
+        big = _big_numbers_equal(ng, npred)
+        if big is not None:
+            return big
+        if decimal_key(npred.rstrip("%").strip()) is not None:
+            return False  # 1e999999999 against a symbolic gold: never handed to sympy
+    elif gnum is None:
+        big = _big_numbers_equal(ng, npred)
+        if big is not None:
+            return big
     if gnum is not None and pnum is None and _looks_like_mixed(npred):
+        return False
+    if hedged(ng, npred):
         return False
     return None
 
