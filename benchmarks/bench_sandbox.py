@@ -37,6 +37,7 @@ def _humaneval_rows(sbx, quick: bool) -> list[Row]:
     raw = {r["task_id"]: r for r in _open_jsonl(humaneval_path())}
     if quick:
         tasks = tasks[:40]
+
     def fresh() -> CodeFamily:  # a family remembers verdicts: each timing starts empty
         return CodeFamily(sandbox=sbx)
 
