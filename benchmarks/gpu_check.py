@@ -58,7 +58,7 @@ def _trainer(
 def _varied(records) -> None:
     for r in records:
         for t in r.turns:
-            t.team_reward = float(len(t.completion_ids) % 2 == 0)
+            t.reward = float(len(t.completion_ids) % 2 == 0)
 
 
 def correctness(model_path: str, device: str) -> dict:

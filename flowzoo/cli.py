@@ -73,22 +73,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _train_config_from_args(args: argparse.Namespace):
+    """The flags given (only those) over the config file over a preset over the defaults."""
     import dataclasses
 
-    from flowzoo.agents.trainer import TrainConfig, load_config_file
+    from flowzoo.agents.config import TrainConfig, load_config_file
 
     given = {
         k: v
         for k, v in vars(args).items()
         if k in {f.name for f in dataclasses.fields(TrainConfig)} and v is not None
     }
-    defaults = TrainConfig()
-    for key, value in list(given.items()):
-        if isinstance(value, str) and isinstance(getattr(defaults, key), dict):
-            given[key] = json.loads(value)
     if args.config:
         return load_config_file(args.config, **given)
-    return TrainConfig(**given)
+    return TrainConfig.from_dict(given, source="the command line")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -112,6 +109,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 3
     if trainer.dist.main:  # under torchrun, one summary (process 0's)
         _print_summary(summary)
+        print(f"weights: {summary['weights']}  |  metrics: {cfg.out_dir}/metrics.jsonl")
     return 0
 
 
@@ -197,7 +195,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from flowzoo.report import build_report
+    from flowzoo.analysis.report import build_report
 
     p = build_report(
         args.runs_dir, args.out, window=args.window, margin=args.margin, plots=not args.no_plots
@@ -207,7 +205,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from flowzoo import __version__
+
     p = argparse.ArgumentParser(prog="flowzoo", description=__doc__)
+    p.add_argument("--version", action="version", version=f"flowzoo {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("envs", help="list environment ids, PettingZoo ids and agents")
     e.add_argument("--family", choices=["math", "code"], default=None)
@@ -271,29 +272,51 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _bool(x: str) -> bool:
+    v = x.lower()
+    if v not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {x!r}")
+    return v in ("1", "true", "yes", "on")
+
+
+def _json_object(x: str) -> dict:
+    try:
+        v = json.loads(x)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e.msg}): {x!r}") from None
+    if not isinstance(v, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {x!r}")
+    return v
+
+
 def _add_train_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per TrainConfig field (defaults come from the dataclass, or the file)."""
+    """One flag per TrainConfig field, its help, default and choices from the dataclass (a
+    flag left out keeps the file's value, or the preset's, or the default)."""
     import dataclasses
     import typing
 
-    from flowzoo.agents.trainer import TrainConfig
+    from flowzoo.agents.config import TrainConfig
 
     hints = typing.get_type_hints(TrainConfig)
+    defaults = TrainConfig()
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         tp = hints[f.name]
+        d = getattr(defaults, f.name)
+        shown = json.dumps(d) if isinstance(d, dict) else d
+        kw: dict = {
+            "dest": f.name,
+            "default": None,
+            "help": f"{f.metadata['help']} (default: {shown})",
+        }
+        if f.metadata.get("choices"):
+            kw["choices"] = [c for c in f.metadata["choices"]]
         if tp is bool:
-            p.add_argument(
-                flag,
-                dest=f.name,
-                default=None,
-                type=lambda x: x.lower() in ("1", "true", "yes", "on"),
-                metavar="BOOL",
-            )
+            p.add_argument(flag, type=_bool, metavar="BOOL", **kw)
         elif tp in (int, float, str):
-            p.add_argument(flag, dest=f.name, default=None, type=tp)
+            p.add_argument(flag, type=tp, **kw)
         else:  # dicts: JSON on the command line
-            p.add_argument(flag, dest=f.name, default=None, type=str, metavar="JSON")
+            p.add_argument(flag, type=_json_object, metavar="JSON", **kw)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -177,7 +177,7 @@ def _varied_rewards(records):
     """A synthetic reward with within-group variance: even-length completions win."""
     for r in records:
         for t in r.turns:
-            t.team_reward = 1.0 if len(t.completion_ids) % 2 == 0 else 0.0
+            t.reward = 1.0 if len(t.completion_ids) % 2 == 0 else 0.0
 
 
 @pytest.mark.parametrize(
@@ -424,7 +424,7 @@ def test_tree_rollout_groups_share_one_prompt(tiny_model, tmp_path):
 
 
 def test_metrics_lines_map_onto_tensorboard_scalars():
-    from flowzoo.agents.trainer import _log_scalars
+    from flowzoo.agents.runlog import _log_scalars
 
     got = {}
 
@@ -474,7 +474,7 @@ def test_update_splits_a_micro_batch_that_runs_out_of_memory(tiny_model, tmp_pat
     tr = Trainer(_cfg(tiny_model, tmp_path / "b", grad_clip=0.0, micro_batch=8), progress=False)
     monkeypatch.setattr(Policy, "logprobs", tight_memory)
     got = _grads_after_update(tr, records)
-    assert tr.micro_batch == {"shared": 2}
+    assert tr.learner.micro_batch == {"shared": 2}
     assert max(calls) == 8 and calls[-1] <= 2
     assert torch.allclose(got, want, atol=1e-6)
 

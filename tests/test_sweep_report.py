@@ -5,7 +5,7 @@ import json
 import pytest
 
 from flowzoo.agents.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
-from flowzoo.report import build_report, cell_stats, load_runs
+from flowzoo.analysis.report import build_report, cell_stats, load_runs
 
 
 def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s", **config):

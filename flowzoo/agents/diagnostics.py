@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from flowzoo.agents.curves import CurveSummary, analyze_curve
 from flowzoo.agents.distributed import local
+from flowzoo.analysis.curves import CurveSummary, analyze_curve
 
 __all__ = [
     "CoherenceDamper",

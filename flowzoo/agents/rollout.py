@@ -31,9 +31,13 @@ class TurnRecord:
     logprobs: list[float]
     text: str
     finished: bool
+    #: what training uses: the env's reward for this agent (already mixed by the env)
     reward: float = 0.0
+    #: the env's two parts of it, for metrics only
     team_reward: float = 0.0
     role_reward: float = 0.0
+    #: position in the step's flat list of turns (advantages are arrays aligned with it)
+    index: int = -1
 
     @classmethod
     def of(
@@ -202,6 +206,7 @@ def tree_rollout(
                 )
         unfinished = [k for k, c in enumerate(siblings) if not c.episode_over()]
         finals: dict[int, dict[str, dict]] = {}
+        final_rewards: dict[int, dict[str, float]] = {}
         if unfinished:
             cont = rollout(
                 [siblings[k] for k in unfinished],
@@ -212,19 +217,20 @@ def tree_rollout(
                 reset=False,
             )
             finals = {k: r.agent_infos for k, r in zip(unfinished, cont, strict=True)}
+            final_rewards = {k: r.rewards for k, r in zip(unfinished, cont, strict=True)}
         for k, c in enumerate(siblings):
             i, agent, role, turn_idx, step, name, g = meta[k]
             infos = finals.get(k) or {a: dict(c.infos[a]) for a in c.agents}
             info = dict(infos.get(agent, {}))
             rec = EpisodeRecord(len(out), c.env_id, c.episode.task.id, c.episode.task.id, info=info)
-            reward = float(info.get("team_reward", 0.0))
+            # the env's own reward for this agent (the env is the one place rewards are mixed)
+            got = final_rewards.get(k) if k in finals else {a: c.rewards[a] for a in c.agents}
+            reward = float(got.get(agent, 0.0))
             rec.rewards = {agent: reward}
             t = TurnRecord.of(g, rec.index, agent, role, turn_idx, step, name)
-            t.reward, t.team_reward, t.role_reward = (
-                reward,
-                reward,
-                float(info.get("role_reward", 0.0)),
-            )
+            t.reward = reward
+            t.team_reward = float(info.get("team_reward", 0.0))
+            t.role_reward = float(info.get("role_reward", 0.0))
             rec.turns.append(t)
             out.append(rec)
         nxt = []

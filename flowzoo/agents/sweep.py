@@ -42,7 +42,7 @@ class RunSpec:
 
 
 def load_sweep(path: str | os.PathLike) -> SweepSpec:
-    from flowzoo.agents.trainer import read_config_file
+    from flowzoo.agents.config import read_config_file
 
     p = Path(path)
     data = read_config_file(p)
@@ -65,8 +65,11 @@ def _slug(v: Any) -> str:
 
 
 def expand(spec: SweepSpec, subset: dict[str, str] | None = None) -> list[RunSpec]:
-    """Every run of the sweep (grid product, then extras), optionally filtered."""
-    from flowzoo.agents.trainer import TrainConfig
+    """Every run of the sweep (grid product, then extras), optionally filtered; every run's
+    config is validated here, before any run starts, and every run gets its own directory."""
+    import hashlib
+
+    from flowzoo.agents.config import TrainConfig
 
     valid = {f.name for f in dataclasses.fields(TrainConfig)}
     for k in list(spec.base) + list(spec.grid) + [k for e in spec.extra for k in e]:
@@ -84,10 +87,22 @@ def expand(spec: SweepSpec, subset: dict[str, str] | None = None) -> list[RunSpe
     for i, e in enumerate(spec.extra):
         rid = "extra" + str(i) + "-" + "-".join(f"{k}={_slug(v)}" for k, v in e.items())
         runs.append(RunSpec(rid, {**spec.base, **e}))
+    # ids cut or folded to the same slug get the hash of their settings: no two runs share a dir
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.run_id] = seen.get(r.run_id, 0) + 1
+    for r in runs:
+        if seen[r.run_id] > 1:
+            h = hashlib.sha256(json.dumps(r.config, sort_keys=True, default=str).encode())
+            r.run_id += "-" + h.hexdigest()[:8]
     if subset:
         runs = [r for r in runs if all(str(r.config.get(k)) == v for k, v in subset.items())]
     for r in runs:
         r.config["out_dir"] = str(Path(spec.out_dir) / r.run_id)
+        try:
+            TrainConfig.from_dict(r.config, source=f"sweep {spec.name!r}, run {r.run_id}")
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"sweep {spec.name!r}, run {r.run_id}: {e}") from None
     return runs
 
 
@@ -122,7 +137,7 @@ def _run_local(run: RunSpec) -> dict:
     cfg_path = out / "run_config.json"
     cfg_path.write_text(json.dumps(run.config, indent=1))
     log = out / "train.log"
-    code = "import json,sys; from flowzoo.agents.trainer import TrainConfig, Trainer; Trainer(TrainConfig(**json.load(open(sys.argv[1]))), progress=False).train()"
+    code = "import json,sys; from flowzoo.agents.trainer import TrainConfig, Trainer; Trainer(TrainConfig.from_dict(json.load(open(sys.argv[1]))), progress=False).train()"
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("FLOWZOO_SWEEP_THREADS", "1")}
     with log.open("a") as f:
         rc = subprocess.call(
@@ -134,7 +149,7 @@ def _run_local(run: RunSpec) -> dict:
 def _run_inprocess(config: dict) -> dict:
     from flowzoo.agents.trainer import TrainConfig, Trainer
 
-    s = Trainer(TrainConfig(**config), progress=False).train()
+    s = Trainer(TrainConfig.from_dict(config), progress=False).train()
     return {"status": s["status"]}
 
 

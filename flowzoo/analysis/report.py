@@ -18,34 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, pstdev
 
-from flowzoo.agents.curves import analyze_curve, mean_grad_share
+from flowzoo.agents.config import NOT_SHAPING, TrainConfig
+from flowzoo.analysis.curves import analyze_curve, mean_grad_share
+from flowzoo.analysis.records import read_metrics
 
-LEVER_KEYS = (
-    "role_weighting",
-    "adv_norm",
-    "kl_per_role",
-    "kl_coef",
-    "damper_lambda",
-    "algo",
-    "team_weight",
-)
-LEVER_DEFAULTS = {
-    "role_weighting": "tokens",
-    "adv_norm": "group",
-    "kl_per_role": {},
-    "kl_coef": 0.0,
-    "damper_lambda": 0.0,
-    "algo": "grpo",
-    "team_weight": 1.0,
-}
-
-
-#: config keys that never separate cells: the seed (cells pool seeds) and where/how a run
-#: was placed, plus the keys a cell is already named by
-NOT_LEVERS = frozenset(
-    {"seed", "out_dir", "resume", "device", "policy_devices", "fsdp", "vllm_memory"}
-    | {"grad_checkpointing", "env", "model", "policy", "param", "preset"}
-)
+LEVER_KEYS = ("role_weighting", "adv_norm", "kl_per_role", "kl_coef", "damper_lambda", "algo")
+#: each lever's default, from the one definition of a run's settings
+LEVER_DEFAULTS = {k: getattr(TrainConfig(), k) for k in LEVER_KEYS}
+#: config keys that never separate cells: those that do not shape a run, the seed (cells pool
+#: seeds), where a run was placed, and the keys a cell is already named by
+NOT_LEVERS = frozenset(NOT_SHAPING) | {"seed", "fsdp", "env", "model", "policy", "param", "preset"}
 
 
 @dataclass
@@ -96,9 +78,7 @@ def load_runs(root: str | Path) -> list[Run]:
             continue
         summary = json.loads(s.read_text())
         metrics = (
-            [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()]
-            if (d / "metrics.jsonl").exists()
-            else []
+            read_metrics(d / "metrics.jsonl")
         )
         curve = [tuple(x) for x in summary.get("eval_curve", [])]
         if not curve:

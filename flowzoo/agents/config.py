@@ -1,0 +1,295 @@
+"""TrainConfig: every hyperparameter of a training run, with help on every field (torch-free).
+
+Why torch-free: the CLI builds its flags (help, defaults, choices) from these fields, and the
+report reads which keys shape a run; neither should need torch. The CLI and TOML/YAML files
+map onto the fields one to one; a preset fills only the fields the user did not give.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALGOS = ("grpo", "ppo")
+ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
+GROUP_BY = ("task", "task_role_turn", "task_agent_turn")
+ADV_NORMS = ("group", "global", "per-role", "none")
+LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "sequence-mean")
+#: config keys that do not shape a run's trajectory (its length, place and bookkeeping): a
+#: resumed run may change them, and the report never separates cells by them
+NOT_SHAPING = (
+    "steps",
+    "out_dir",
+    "resume",
+    "eval_every",
+    "save_every",
+    "device",
+    "policy_devices",
+    "grad_checkpointing",
+    "vllm_memory",
+)
+#: the most tasks a run may ask an env for (larger requests fail at the boundary, not in a
+#: generator that cannot find that many distinct problems)
+MAX_TASKS = 1_000_000
+
+
+def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    meta = {"help": help, "choices": choices}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class TrainConfig:
+    """One training run. Defaults suit a CPU run on a tiny model; ``preset="study"`` applies
+    the study's settings (G=8, T=0.7, lr 2e-5, no KL, seq-mean-token-mean, clip 0.2/0.28,
+    grad clip 1.0, LoRA r64/alpha32) to every field not given explicitly."""
+
+    env: str = _f("voting-math", "environment id (`flowzoo envs` lists them)")
+    env_options: dict[str, Any] = _f({}, "options passed to make_env (JSON), e.g. reward_mode")
+    model: str = _f("tiny-s", "tiny-s | tiny-m | tiny-l | a local Hugging Face checkpoint path")
+    policy: str = _f("shared", "shared | isolated | role=name,role=name (a custom role map)")
+    param: str = _f("full", "train all weights, or a LoRA adapter per policy", ("full", "lora"))
+    lora_r: int = _f(64, "LoRA rank")
+    lora_alpha: int = _f(32, "LoRA alpha")
+    algo: str = _f("grpo", "policy-gradient algorithm", ALGOS)
+    steps: int = _f(20, "rollout + update steps to run (a resumed run continues to this)")
+    problems_per_step: int = _f(4, "distinct problems per step")
+    group_size: int = _f(8, "episodes per problem (GRPO's G)")
+    train_tasks: int = _f(500, "size of the training task pool")
+    temperature: float = _f(0.7, "sampling temperature of rollouts")
+    max_new_tokens: int = _f(64, "most tokens a turn may generate")
+    lr: float = _f(1e-4, "AdamW learning rate")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    clip_low: float = _f(0.2, "PPO-style ratio clip below 1")
+    clip_high: float = _f(0.28, "ratio clip above 1 (clip-higher)")
+    kl_coef: float = _f(0.0, "weight of the k3 KL to the frozen base model (0: no reference)")
+    kl_per_role: dict[str, float] = _f(
+        {}, "role -> its own KL coefficient (the per-role KL anchor; JSON), overrides kl_coef"
+    )
+    loss_agg: str = _f("seq-mean-token-mean", "how token losses become one loss", LOSS_AGGS)
+    std_norm: bool = _f(True, "divide group-centred rewards by the group's std")
+    adv_norm: str = _f("group", "where advantages are normalised", ADV_NORMS)
+    group_by: str = _f("task_agent_turn", "what turns must share to form a GRPO group", GROUP_BY)
+    role_weighting: str = _f(
+        "tokens", "how much each role's turns weigh in the loss", ROLE_WEIGHTING
+    )
+    damper_lambda: float = _f(0.0, "strength of the gradient-direction coherence damper (0: off)")
+    damper_decay: float = _f(0.9, "EMA decay of the damper's gradient direction")
+    grad_clip: float = _f(1.0, "global gradient-norm clip (0: off)")
+    minibatches: int = _f(1, "optimizer steps per rollout batch (>1: later ones off-policy)")
+    ppo_epochs: int = _f(1, "passes over the rollout batch")
+    micro_batch: int = _f(16, "turns per forward/backward pass (halved on out-of-memory)")
+    gamma: float = _f(1.0, "PPO discount over an agent's turns")
+    gae_lambda: float = _f(0.95, "PPO GAE lambda")
+    vf_coef: float = _f(0.5, "PPO value-loss weight")
+    value_clip: float = _f(0.2, "PPO value clip")
+    rollout: str = _f(
+        "independent",
+        "independent: G whole episodes per problem; tree: G samples per turn from one state",
+        ("independent", "tree"),
+    )
+    eval_every: int = _f(5, "steps between held-out evaluations (0: none)")
+    eval_episodes: int = _f(64, "held-out problems per evaluation")
+    eval_temperature: float = _f(0.0, "sampling temperature of evaluation (0: greedy)")
+    save_every: int = _f(5, "steps between checkpoints (0: only at the end)")
+    cliff_margin: float = _f(0.1, "a cliff: final accuracy this far below the peak")
+    cliff_window: int = _f(3, "evaluations averaged for the final accuracy")
+    seed: int = _f(0, "seed of everything random (problems, sampling, minibatch order)")
+    out_dir: str = _f("runs/default", "run directory (default: a name from env, policy, seed)")
+    device: str = _f("cpu", "cpu | cuda | cuda:N")
+    policy_devices: dict[str, str] = _f(
+        {}, 'policy -> device (JSON), e.g. {"solver": "cuda:0", "aggregator": "cuda:1"}'
+    )
+    fsdp: bool = _f(False, "under torchrun: shard weights, gradients and AdamW state (FSDP2)")
+    precision: str = _f("fp32", "bf16: autocast forward passes (fp32 weights)", ("fp32", "bf16"))
+    grad_checkpointing: bool = _f(False, "recompute activations in backward (less memory)")
+    generation_backend: str = _f(
+        "transformers",
+        "rollout engine (vllm: weights synced after every update)",
+        ("transformers", "vllm"),
+    )
+    vllm_memory: float = _f(0.2, "vLLM's gpu_memory_utilization (CPU build: RAM fraction)")
+    resume: bool = _f(True, "continue from out_dir's checkpoint (false: start the run over)")
+    preset: str = _f("", "a preset filling every field not given (study)", ("", "study"))
+
+    def __post_init__(self) -> None:
+        if self.preset:
+            apply_preset(self, self.preset, explicit=getattr(self, "_explicit", None))
+        self.validate()
+
+    def validate(self) -> None:
+        """Every value checked here, with the bad value and the valid ones named, so nothing
+        fails later deep inside a rollout (ZeroDivisionError, MemoryError, TypeError)."""
+        for f in dataclasses.fields(self):
+            choices = f.metadata.get("choices")
+            v = getattr(self, f.name)
+            if choices and v not in choices:
+                raise ValueError(f"unknown {f.name} {v!r}; valid: {', '.join(map(repr, choices))}")
+            want = _TYPES.get(f.type, None)
+            if want is not None and not _is(v, want):
+                raise ValueError(f"{f.name} must be {want[0].__name__}, got {v!r}")
+        positive = (
+            "problems_per_step",
+            "group_size",
+            "train_tasks",
+            "max_new_tokens",
+            "micro_batch",
+            "minibatches",
+            "ppo_epochs",
+            "lora_r",
+            "cliff_window",
+        )
+        for k in positive:
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
+        non_negative = (
+            "steps",
+            "eval_every",
+            "save_every",
+            "eval_episodes",
+            "temperature",
+            "eval_temperature",
+            "weight_decay",
+            "clip_low",
+            "clip_high",
+            "kl_coef",
+            "damper_lambda",
+            "grad_clip",
+            "vf_coef",
+            "value_clip",
+            "cliff_margin",
+            "lora_alpha",
+        )
+        for k in non_negative:
+            v = getattr(self, k)
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{k} must be a finite number >= 0, got {v}")
+        if self.eval_every > 0 and self.eval_episodes < 1:
+            raise ValueError("eval_episodes must be >= 1 when eval_every > 0")
+        if not (math.isfinite(self.lr) and 0 < self.lr <= 1):
+            raise ValueError(f"lr must be in (0, 1], got {self.lr}")
+        for k in ("damper_decay", "gamma", "gae_lambda"):
+            if not 0 <= getattr(self, k) <= 1:
+                raise ValueError(f"{k} must be in [0, 1], got {getattr(self, k)}")
+        if not 0 < self.vllm_memory <= 1:
+            raise ValueError(f"vllm_memory must be in (0, 1], got {self.vllm_memory}")
+        if self.train_tasks > MAX_TASKS:
+            raise ValueError(f"train_tasks must be <= {MAX_TASKS:,}, got {self.train_tasks:,}")
+        for role, v in self.kl_per_role.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
+                raise ValueError(f"kl_per_role[{role!r}] must be a number >= 0, got {v!r}")
+        if self.generation_backend == "vllm" and self.param != "full":
+            raise ValueError(
+                "generation_backend='vllm' serves full-parameter policies only (param='full'); "
+                "LoRA adapters would need vLLM's LoRA serving, which is not wired up"
+            )
+
+    def identity(self) -> str:
+        """Hash of everything that shapes the run's trajectory (not its length or place)."""
+        d = dataclasses.asdict(self)
+        for k in NOT_SHAPING:
+            d.pop(k, None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> TrainConfig:
+        """A config from explicit values (a file, flags): unknown keys are an error, and a
+        preset never overrides a value given here."""
+        valid = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(data) - valid)
+        if bad:
+            raise ValueError(
+                f"unknown config keys {bad} in {source}; valid: {', '.join(sorted(valid))}"
+            )
+        cfg = cls.__new__(cls)
+        cfg._explicit = set(data)  # read by __post_init__ for the preset
+        defaults = cls()
+        for f in dataclasses.fields(cls):
+            setattr(cfg, f.name, data.get(f.name, getattr(defaults, f.name)))
+        try:
+            cfg.__post_init__()
+        finally:
+            del cfg._explicit
+        return cfg
+
+
+_TYPES: dict[Any, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (float, int),
+    "str": (str,),
+    "bool": (bool,),
+    "dict[str, Any]": (dict,),
+    "dict[str, float]": (dict,),
+    "dict[str, str]": (dict,),
+}
+
+
+def _is(v: Any, want: tuple[type, ...]) -> bool:
+    if want[0] is not bool and isinstance(v, bool):
+        return False
+    return isinstance(v, want)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "study": dict(
+        group_size=8,
+        temperature=0.7,
+        lr=2e-5,
+        kl_coef=0.0,
+        loss_agg="seq-mean-token-mean",
+        clip_low=0.2,
+        clip_high=0.28,
+        grad_clip=1.0,
+        group_by="task_agent_turn",
+        param="lora",
+        lora_r=64,
+        lora_alpha=32,
+    ),
+}
+
+
+def apply_preset(cfg: TrainConfig, name: str, explicit: set[str] | None = None) -> None:
+    """Fill ``cfg`` from preset ``name``, except the fields the user gave: those in
+    ``explicit`` (a file's or the command line's keys) and any not at its default."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    for k, v in PRESETS[name].items():
+        f = fields[k]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if k not in (explicit or ()) and getattr(cfg, k) == default:
+            setattr(cfg, k, v)
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The table in a TOML or YAML file (training configs and sweep files alike)."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"config file not found: {p}")
+    text = p.read_text()
+    if p.suffix == ".toml":
+        import tomllib
+
+        return tomllib.loads(text)
+    if p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{p} must hold a table of config keys")
+        return data
+    raise ValueError(f"config file must be .toml, .yaml or .yml, got {p.name}")
+
+
+def load_config_file(path: str | os.PathLike, **overrides: Any) -> TrainConfig:
+    """A TrainConfig from a TOML or YAML file (keys are the dataclass fields); ``overrides``
+    (e.g. command-line flags) win over the file, and both over a preset."""
+    return TrainConfig.from_dict({**read_config_file(path), **overrides}, source=str(path))
