@@ -89,9 +89,9 @@ def _train_config_from_args(args: argparse.Namespace):
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    cfg = _train_config_from_args(args)  # checked before torch is even imported
     from flowzoo.agents.trainer import Trainer, TrainingDiverged
 
-    cfg = _train_config_from_args(args)
     if cfg.out_dir == "runs/default":
         cfg.out_dir = f"runs/{cfg.env}-{cfg.policy}-{cfg.param}-{cfg.algo}-{cfg.model.replace('/', '_')}-s{cfg.seed}"
     if os.environ.get("RANK", "0") == "0":  # under torchrun, process 0 speaks

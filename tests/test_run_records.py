@@ -1,0 +1,111 @@
+"""Run records that tell the truth, and configs refused at the boundary: a crash is
+``failed`` (no ``final/``), Ctrl-C anywhere loses nothing, a run dir of another config is
+refused before it is touched, ``resume=False`` starts over, a torn metrics line is skipped."""
+
+import json
+
+import pytest
+
+from flowzoo.agents.config import TrainConfig
+from flowzoo.analysis.records import read_metrics
+
+torch = pytest.importorskip("torch")
+from flowzoo.agents.trainer import Trainer  # noqa: E402
+
+
+def _cfg(tiny_model, out, **kw):
+    base = dict(
+        env="voting-math",
+        model=str(tiny_model),
+        steps=3,
+        problems_per_step=2,
+        group_size=2,
+        eval_every=1,
+        eval_episodes=4,
+        save_every=1,
+        max_new_tokens=24,
+        lr=1e-3,
+        out_dir=str(out),
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_a_crash_is_recorded_as_failed_without_final_weights(tiny_model, tmp_path):
+    class Crashes(Trainer):
+        def _rollout(self, step):
+            if step == 1:
+                raise RuntimeError("probability tensor contains inf")
+            return super()._rollout(step)
+
+    tr = Crashes(_cfg(tiny_model, tmp_path / "r"), progress=False)
+    with pytest.raises(RuntimeError):
+        tr.train()
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert s["status"].startswith("failed") and "inf" in s["error"]
+    assert not (tmp_path / "r" / "final").exists()
+
+
+@pytest.mark.parametrize("where", ["evaluate", "rollout"])
+def test_ctrl_c_anywhere_loses_nothing(tiny_model, tmp_path, where):
+    ref = Trainer(_cfg(tiny_model, tmp_path / "ref"), progress=False)
+    ref.train()
+    want = read_metrics(tmp_path / "ref" / "metrics.jsonl")
+
+    class Interrupted(Trainer):
+        def evaluate(self):
+            if where == "evaluate" and self.step == 2:
+                raise KeyboardInterrupt
+            return super().evaluate()
+
+        def _rollout(self, step):
+            if where == "rollout" and step == 2:
+                raise KeyboardInterrupt
+            return super()._rollout(step)
+
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        Interrupted(_cfg(tiny_model, out), progress=False).train()
+    assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
+    s = Trainer(_cfg(tiny_model, out), progress=False).train()
+    assert s["status"] == "completed" and s["resumed"]
+    got = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in got] == [r["step"] for r in want]
+    for a, b in zip(got, want, strict=True):
+        assert a.get("eval") == b.get("eval") and a.get("reward") == b.get("reward")
+
+
+def test_another_config_is_refused_before_the_dir_is_touched(tiny_model, tmp_path):
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1), progress=False).train()
+    before = (out / "config.json").read_text()
+    with pytest.raises(ValueError, match="different configuration"):
+        Trainer(_cfg(tiny_model, out, steps=1, lr=5e-4), progress=False).train()
+    assert (out / "config.json").read_text() == before
+
+
+def test_resume_false_starts_over_and_a_later_resume_continues_the_new_run(tiny_model, tmp_path):
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=2, seed=1), progress=False).train()
+    s = Trainer(_cfg(tiny_model, out, steps=1, seed=2, resume=False), progress=False).train()
+    assert not s["resumed"] and s["steps_done"] == 1
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [-1, 0]
+    s = Trainer(_cfg(tiny_model, out, steps=2, seed=2), progress=False).train()
+    assert s["resumed"] and s["steps_done"] == 2
+
+
+def test_a_torn_metrics_line_does_not_stop_resume_or_report(tiny_model, tmp_path):
+    from flowzoo.analysis.report import load_runs
+
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1), progress=False).train()
+    with (out / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 1, "rew')  # a kill in the middle of a write
+    assert Trainer(_cfg(tiny_model, out, steps=2), progress=False).train()["steps_done"] == 2
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [-1, 0, 1]
+    assert len(load_runs(tmp_path)) == 1
+
+
+def test_kl_per_role_must_name_the_env_roles(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="does not have"):
+        Trainer(_cfg(tiny_model, tmp_path, kl_per_role={"critic": 0.1}), progress=False)
