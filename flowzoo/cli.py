@@ -39,10 +39,10 @@ def _cmd_envs(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from flowzoo.envs.registry import make_env
+    from flowzoo.envs.registry import make_env, study_envs
     from flowzoo.envs.scripted import expert_policy, play_episode
 
-    env_ids = args.env or ["eval-opt-math", "voting-math", "orch-workers-math"]
+    env_ids = args.env or list(study_envs("math"))
     print(
         f"Scripted noisy experts (error rate {args.error_rate}) on {args.episodes} test problems per env"
     )
@@ -134,7 +134,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from flowzoo.agents.tiny import resolve_model
 
     pol = Policy(resolve_model(args.model))
-    envs = args.env or ["eval-opt-math", "voting-math", "orch-workers-math"]
+    from flowzoo.envs.registry import study_envs
+
+    envs = args.env or list(study_envs("math"))
     rows = []
     for env_id in envs:
         r = evaluate_env(

@@ -8,7 +8,8 @@ import pytest
 from flowzoo.sandbox import ExecResult
 from flowzoo.tasks.base import Task
 from flowzoo.tasks.code import CodeFamily
-from flowzoo.tasks.code.judge import JudgeRun, judge_spec
+from flowzoo.tasks.code.judge import JudgeRun
+from flowzoo.tasks.code.testcode import judge_spec
 from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode, strict_eq
 
 

@@ -8,9 +8,6 @@ from dataclasses import dataclass, field
 from flowzoo.agents.policy import Policy
 from flowzoo.agents.rollout import rollout
 
-#: flags that mean "this role's output did not parse" (format failures, not wrong answers)
-PARSE_FLAGS = {"choice_unparsed", "verdict_unparsed", "plan_unparsed", "empty_action"}
-
 
 @dataclass
 class EvalResult:
@@ -69,7 +66,7 @@ def evaluate_env(
     correct = 0.0
     per_role = {r: [0.0, 0.0, 0.0, 0.0] for r in roles}
     extra = {k: [0.0, 0.0] for k in EXTRA_KEYS}
-    solving = {"solver", "optimizer", "worker", "synthesizer"}
+    solving, parse_flags = probe.workflow.solving_roles, probe.workflow.parse_flags
     for start in range(0, len(mine), len(envs)):
         js = mine[start : start + len(envs)]
         recs = rollout(
@@ -89,7 +86,7 @@ def evaluate_env(
             for t in env.episode.turns:
                 row = per_role[t.role]
                 row[0] += 1
-                row[1] += bool(PARSE_FLAGS & set(t.flags))
+                row[1] += bool(parse_flags & set(t.flags))
                 if t.role in solving:
                     row[2] += 1
                     row[3] += fam.extract(t.action) is None

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from flowzoo.envs.registry import study_envs
+
 #: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
 RECIPE_VERSION = 3
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -66,8 +68,8 @@ BUDGETS: dict[str, tuple[int, int]] = {
 }
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
-MATH_ENVS = ("eval-opt-math", "voting-math", "orch-workers-math")
-CODE_ENVS = ("eval-opt-code", "voting-code", "orch-workers-code")
+MATH_ENVS = study_envs("math")
+CODE_ENVS = study_envs("code")
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""Env ids -> (workflow, task family, defaults); ``make_env`` and ``list_envs``.
+"""Env ids -> (workflow, task family, defaults); ``make_env``, ``list_envs``, ``register``.
 
-Ids are ``{eval-opt,voting,orch-workers}-{math,code}``; each is also registered with
-PettingZoo's registry as ``flowzoo/<id>-v0`` so ``pettingzoo.make`` finds it. The version
-suffix is bumped whenever reward or observation semantics change.
+Ids are ``{workflow}-{family}`` (``voting-math``, ``eval-opt-code`` ...); each is also
+registered with PettingZoo's registry as ``flowzoo/<id>-v0`` so ``pettingzoo.make`` finds it.
+The version suffix is bumped whenever reward or observation semantics change. A workflow
+brings its own per-family defaults (``Workflow.family_defaults``); :func:`register` adds a
+new one in the PettingZoo/Gymnasium style.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENV_VERSION = 0
-WORKFLOWS = ("eval-opt", "voting", "orch-workers", "single")
 FAMILIES = ("math", "code")
+#: the multi-agent workflows of the study (``single`` is its single-agent control)
+STUDY_WORKFLOWS = ("eval-opt", "voting", "orch-workers")
 
 #: options of the engine itself (see WorkflowEnv)
 ENGINE_OPTIONS = (
@@ -56,19 +59,45 @@ class EnvSpec:
         return f"flowzoo/{self.id}-v{ENV_VERSION}"
 
 
-def _workflow_cls(name: str):
-    from flowzoo.envs.workflows import WORKFLOW_CLASSES
+#: workflow name -> class, for every registered workflow
+WORKFLOW_CLASSES: dict[str, type] = {}
+SPECS: dict[str, EnvSpec] = {}
 
+
+def _workflow_cls(name: str):
     return WORKFLOW_CLASSES[name]
 
 
-SPECS: dict[str, EnvSpec] = {}
-for _wf in WORKFLOWS:
-    for _fam in FAMILIES:
-        _defaults: dict[str, Any] = {}
-        if _wf == "eval-opt":
-            _defaults["max_rounds"] = 3 if _fam == "math" else 2
-        SPECS[f"{_wf}-{_fam}"] = EnvSpec(f"{_wf}-{_fam}", _wf, _fam, _defaults)
+def register(workflow_cls: type, families: tuple[str, ...] = FAMILIES) -> list[str]:
+    """Make ``workflow_cls`` (a :class:`~flowzoo.envs.workflows.Workflow` subclass with a
+    ``name``) available as ``make_env("<name>-<family>")`` and ``pettingzoo.make(
+    "flowzoo/<name>-<family>-v0")`` for each task family; returns the new env ids."""
+    from flowzoo.envs.workflows.base import Workflow
+
+    if not (isinstance(workflow_cls, type) and issubclass(workflow_cls, Workflow)):
+        raise ValueError(f"register() takes a Workflow subclass, got {workflow_cls!r}")
+    name = workflow_cls.name
+    if not name or not isinstance(name, str) or "/" in name or name.endswith(FAMILIES):
+        raise ValueError(f"workflow {workflow_cls.__name__} needs a plain `name`, got {name!r}")
+    bad = sorted(set(families) - set(FAMILIES))
+    if bad or not families:
+        raise ValueError(f"unknown task families {bad}; valid: {', '.join(FAMILIES)}")
+    known = WORKFLOW_CLASSES.get(name)
+    if known is not None and known is not workflow_cls:
+        raise ValueError(f"a different workflow is already registered as {name!r}")
+    WORKFLOW_CLASSES[name] = workflow_cls
+    ids = []
+    for fam in families:
+        spec = EnvSpec(f"{name}-{fam}", name, fam, dict(workflow_cls.family_defaults.get(fam, {})))
+        SPECS[spec.id] = spec
+        _register_with_pettingzoo(spec)
+        ids.append(spec.id)
+    return ids
+
+
+def study_envs(family: str) -> tuple[str, ...]:
+    """The study's workflow envs on one task family (``voting-math``, ...)."""
+    return tuple(f"{w}-{family}" for w in STUDY_WORKFLOWS)
 
 
 def list_envs() -> list[str]:
@@ -159,14 +188,21 @@ def make_env(env_id: str, **overrides: Any):
     return WorkflowEnv(workflow, tasks, env_id=spec.id, **engine_kwargs)
 
 
-def _register_with_pettingzoo() -> None:
+def _register_with_pettingzoo(spec: EnvSpec) -> None:
     try:
-        from pettingzoo import aec_registry, register
+        from pettingzoo import aec_registry
+        from pettingzoo import register as pz_register
     except ImportError:  # pettingzoo < 1.27 has no registry; make_env still works
         return
-    for spec in SPECS.values():
-        if spec.pettingzoo_id not in aec_registry:
-            register("aec", spec.pettingzoo_id, entry_point=functools.partial(make_env, spec.id))
+    if spec.pettingzoo_id not in aec_registry:
+        pz_register("aec", spec.pettingzoo_id, entry_point=functools.partial(make_env, spec.id))
 
 
-_register_with_pettingzoo()
+def _register_builtins() -> None:
+    from flowzoo.envs.workflows import BUILTIN_WORKFLOWS
+
+    for cls in BUILTIN_WORKFLOWS:
+        register(cls)
+
+
+_register_builtins()

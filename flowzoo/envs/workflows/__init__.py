@@ -6,12 +6,11 @@ from flowzoo.envs.workflows.orch_workers import OrchWorkers
 from flowzoo.envs.workflows.single import Single
 from flowzoo.envs.workflows.voting import Voting
 
-WORKFLOW_CLASSES: dict[str, type[Workflow]] = {
-    w.name: w for w in (EvalOpt, Voting, OrchWorkers, Single)
-}
+#: the workflows flowzoo ships (registered by ``flowzoo.envs.registry`` at import)
+BUILTIN_WORKFLOWS: tuple[type[Workflow], ...] = (EvalOpt, Voting, OrchWorkers, Single)
 
 __all__ = [
-    "WORKFLOW_CLASSES",
+    "BUILTIN_WORKFLOWS",
     "Episode",
     "EvalOpt",
     "OrchWorkers",

@@ -1,12 +1,15 @@
 """What a workflow declares: roles, turn order, prompts, parsers, where the answer comes from.
 
 The engine (:class:`flowzoo.envs.core.WorkflowEnv`) owns everything PettingZoo needs; a
-workflow is a small class over an :class:`Episode` record. Adding a workflow means
-subclassing :class:`Workflow` and registering ids in ``flowzoo.envs.registry``.
+workflow is a small class over an :class:`Episode` record that also owns everything about
+its roles (which solve, which flags mean "unparsed", per-family defaults, its scripted
+expert). Adding a workflow is one file: subclass :class:`Workflow` and call
+``flowzoo.register(MyWorkflow)``.
 """
 
 from __future__ import annotations
 
+import random
 import string
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -86,6 +89,12 @@ class Workflow:
     Options: ClassVar[type[WorkflowOptions]] = WorkflowOptions
     #: fields each role's template may use (besides ``question`` and ``answer_format``)
     template_fields: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: roles whose output is an answer to the task (evaluation counts their "no answer" rate)
+    solving_roles: ClassVar[frozenset[str]] = frozenset()
+    #: flags meaning "this output did not parse" (a format failure, not a wrong answer)
+    parse_flags: ClassVar[frozenset[str]] = frozenset({"empty_action"})
+    #: per task family, default options (e.g. Eval-Opt's evaluator rounds: 3 math, 2 code)
+    family_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __init__(self, options: WorkflowOptions, family: TaskFamily) -> None:
         self.options = options
@@ -124,6 +133,19 @@ class Workflow:
         """Upper bound on turns per episode with these options."""
         raise NotImplementedError
 
+    # ---- the scripted expert (tests, demos, the tiny models' pretraining corpus)
+    def expert_action(
+        self, ep: Episode, agent: str, role: str, err: bool, rng: random.Random
+    ) -> str:
+        """A role-aware expert's turn; ``err``: make a plausible mistake this time. The default
+        answers the task (a near-miss on a slip); workflows override their coordinating roles."""
+        fam, task = self.family, ep.task
+        return fam.noisy_completion(task, rng) if err else fam.reference_completion(task)
+
+    def wrong_action(self, ep: Episode, agent: str, role: str) -> str:
+        """A well-formed but wrong turn (wrong answer, wrong choice, rejecting everything)."""
+        return self.family.wrong_completion(ep.task)
+
     # ---- helpers
     def fill(self, role_key: str, ep: Episode, **values: Any) -> str:
         return self.templates[role_key].format(
@@ -154,6 +176,20 @@ class Workflow:
                     f"prompt template for {key!r} uses unknown fields {sorted(bad)}; "
                     f"valid: {sorted(allowed)}"
                 )
+
+
+def combine(family: TaskFamily, ep: Episode, role: str, err: bool, rng: random.Random) -> str:
+    """An expert combining what the agents of ``role`` said: a correct answer among theirs
+    (on a slip, a wrong one) rather than solving from scratch."""
+    cands = [t.action for t in ep.turns if t.role == role]
+    verdicts = family.score_many(ep.task, cands)
+    good = [c for c, v in zip(cands, verdicts, strict=True) if v.correct]
+    bad = [
+        c for c, v in zip(cands, verdicts, strict=True) if not v.correct and v.extracted is not None
+    ]
+    if err or not good:
+        return bad[0] if bad else family.noisy_completion(ep.task, rng)
+    return good[0]
 
 
 def option_names(cls: type) -> list[str]:

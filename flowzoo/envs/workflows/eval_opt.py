@@ -31,6 +31,23 @@ class EvalOpt(Workflow):
         "optimizer_revise": ("draft", "feedback"),
         "evaluator": ("draft", "tests"),
     }
+    solving_roles = frozenset({"optimizer"})
+    parse_flags = frozenset({"verdict_unparsed", "empty_action"})
+    #: evaluator rounds as in the study: 3 for math, 2 for code
+    family_defaults = {"math": {"max_rounds": 3}, "code": {"max_rounds": 2}}
+
+    def expert_action(self, ep, agent, role, err, rng) -> str:
+        if role != "evaluator":
+            return super().expert_action(ep, agent, role, err, rng)
+        ok = self.family.score(ep.task, ep.last_of_role("optimizer").action).correct
+        if ok != err:
+            return "Verdict: ACCEPT\nFeedback: the draft is correct."
+        return "Verdict: REVISE\nFeedback: the result is wrong; recompute it."
+
+    def wrong_action(self, ep, agent, role) -> str:
+        if role == "evaluator":
+            return "Verdict: REVISE\nFeedback: recheck the computation."
+        return super().wrong_action(ep, agent, role)
 
     def __init__(self, options: EvalOptOptions, family) -> None:
         if not 1 <= options.max_rounds <= 10:

@@ -18,7 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow, WorkflowOptions, quote
+from flowzoo.envs.workflows.base import (
+    Episode,
+    Outcome,
+    Turn,
+    Workflow,
+    WorkflowOptions,
+    combine,
+    quote,
+)
 from flowzoo.envs.workflows.parsing import parse_plan
 from flowzoo.tasks.math.extract import find_boxed
 
@@ -40,6 +48,31 @@ class OrchWorkers(Workflow):
         "worker": ("item",),
         "synthesizer": ("plan", "results", "n"),
     }
+    solving_roles = frozenset({"worker", "synthesizer"})
+    parse_flags = frozenset({"plan_unparsed", "empty_action"})
+
+    def expert_action(self, ep, agent, role, err, rng) -> str:
+        if role == "orchestrator":
+            return "I will just think about it." if err else self.plan_text()
+        if role == "synthesizer":
+            return combine(self.family, ep, "worker", err, rng)
+        return super().expert_action(ep, agent, role, err, rng)
+
+    def wrong_action(self, ep, agent, role) -> str:
+        if role == "orchestrator":
+            return self.plan_text()
+        return super().wrong_action(ep, agent, role)
+
+    def plan_text(self) -> str:
+        """A well-formed plan of ``k`` items in this mode's words."""
+        word = "Strategy" if self.options.mode == "strategies" else "Step"
+        ideas = [
+            "work step by step",
+            "check each operation",
+            "rewrite then compute",
+            "estimate then refine",
+        ]
+        return "\n".join(f"{word} {i + 1}: {ideas[i % len(ideas)]}" for i in range(self.k))
 
     def __init__(self, options: OrchWorkersOptions, family) -> None:
         if not 1 <= options.n_workers <= 16:

@@ -15,6 +15,7 @@ class SingleOptions(WorkflowOptions):
 class Single(Workflow):
     name = "single"
     Options = SingleOptions
+    solving_roles = frozenset({"solver"})
 
     def default_templates(self) -> dict[str, str]:
         return {"solver": "Problem: {question}\nRole: solver. Solve it. {answer_format}\n"}

@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow, WorkflowOptions, quote
+from flowzoo.envs.workflows.base import (
+    Episode,
+    Outcome,
+    Turn,
+    Workflow,
+    WorkflowOptions,
+    combine,
+    quote,
+)
 from flowzoo.envs.workflows.parsing import parse_choice
 from flowzoo.tasks.base import Verdict
 
@@ -34,6 +42,24 @@ class Voting(Workflow):
     name = "voting"
     Options = VotingOptions
     template_fields = {"solver": (), "aggregator": ("candidates", "n")}
+    solving_roles = frozenset({"solver"})
+    parse_flags = frozenset({"choice_unparsed", "empty_action"})
+
+    def expert_action(self, ep, agent, role, err, rng) -> str:
+        if role != "aggregator":
+            return super().expert_action(ep, agent, role, err, rng)
+        if self.options.aggregator_mode != "select":
+            return combine(self.family, ep, "solver", err, rng)
+        cands = [t.action for t in ep.turns if t.role == "solver"]
+        good = [i for i, c in enumerate(cands) if self.family.score(ep.task, c).correct]
+        bad = [i for i in range(len(cands)) if i not in good]
+        pool = bad if (err and bad) else (good or bad)
+        return f"Best is candidate {pool[0] + 1}. \\boxed{{{pool[0] + 1}}}"
+
+    def wrong_action(self, ep, agent, role) -> str:
+        if role == "aggregator" and self.options.aggregator_mode == "select":
+            return "\\boxed{1}"
+        return super().wrong_action(ep, agent, role)
 
     def __init__(self, options: VotingOptions, family) -> None:
         if not 1 <= options.n_voters <= 16:

@@ -24,7 +24,8 @@ from flowzoo.tasks.code.data import (
     split_check_function,
 )
 from flowzoo.tasks.code.harness import extract_program
-from flowzoo.tasks.code.judge import JudgeRun, judge_spec
+from flowzoo.tasks.code.judge import JudgeRun
+from flowzoo.tasks.code.testcode import judge_spec
 
 __all__ = [
     "CodeFamily",

@@ -24,12 +24,9 @@ runner writes is flagged as tampering and fails the whole run.
 
 from __future__ import annotations
 
-import ast
 import builtins
-import functools
 import importlib.util
 import json
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -38,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from flowzoo.sandbox import ExecResult, Job
-from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode, strict_eq, strict_in
+from flowzoo.tasks.code.testcode import _HELPERS, JudgeSpec, Pending
+from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode
 
 RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_text()
 #: the tamper signals a verdict can carry (``details["tamper"]``)
@@ -63,42 +61,6 @@ class JudgeLimit(Exception):
 
 class _Stop(BaseException):
     """An argument depends on a result not known yet: this case needs another round."""
-
-
-class Pending:
-    """The stand-in for a result not known yet while calls are being recorded: absorbs every
-    operation (and is truthy) so the test code keeps running and reveals its later calls."""
-
-    def _self(self, *a: Any, **k: Any) -> Pending:
-        return self
-
-    __call__ = __getitem__ = __getattr__ = _self
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _self
-    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _self
-    __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = __round__ = __and__ = __or__ = _self
-    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _self
-
-    def __bool__(self) -> bool:
-        return True
-
-    def __iter__(self):
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-    def __contains__(self, item: Any) -> bool:
-        return True
-
-    def __index__(self) -> int:
-        return 0
-
-    __int__ = __index__
-
-    def __float__(self) -> float:
-        return 0.0
-
-    __hash__ = object.__hash__
 
 
 @dataclass(frozen=True)
@@ -131,174 +93,6 @@ class Outcome:
 
     def summary(self) -> str:
         return repr(self.value) if self.kind == "value" else f"{self.kind}:{self.name}"
-
-
-# ----------------------------------------------------------------------- test-code rewrite
-_OPS = {ast.Eq: "_fz_eq", ast.NotEq: "_fz_ne", ast.In: "_fz_in", ast.NotIn: "_fz_notin"}
-_OP_NAMES = {
-    ast.Eq: "==",
-    ast.NotEq: "!=",
-    ast.In: "in",
-    ast.NotIn: "not in",
-    ast.Lt: "<",
-    ast.LtE: "<=",
-    ast.Gt: ">",
-    ast.GtE: ">=",
-    ast.Is: "is",
-    ast.IsNot: "is not",
-}
-
-
-class _StrictCompare(ast.NodeTransformer):
-    """``a == b`` -> ``_fz_eq(a, b)`` (likewise ``!=``, ``in``, ``not in``, and chains);
-    ``assert t, m`` -> ``if not _fz_check(t): raise AssertionError(m)``, so that while calls
-    are being recorded a failed assertion (about a placeholder) does not hide later calls."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        self.generic_visit(node)
-        check = ast.Call(ast.Name("_fz_check", ast.Load()), [node.test], [])
-        exc = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
-        new = ast.If(ast.UnaryOp(ast.Not(), check), [ast.Raise(exc, None)], [])
-        return ast.copy_location(new, node)
-
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        self.generic_visit(node)
-        if not any(type(op) in _OPS for op in node.ops):
-            return node
-        if len(node.ops) == 1:
-            fn = _OPS[type(node.ops[0])]
-            call = ast.Call(ast.Name(fn, ast.Load()), [node.left, node.comparators[0]], [])
-        else:
-            args: list[ast.expr] = [node.left]
-            for op, right in zip(node.ops, node.comparators, strict=False):
-                args += [ast.Constant(_OP_NAMES[type(op)]), right]
-            call = ast.Call(ast.Name("_fz_chain", ast.Load()), args, [])
-        return ast.copy_location(call, node)
-
-
-def _placeholder_aware(rule: Any, negate: bool) -> Any:
-    """A comparison for rewritten test code: the strict ``rule`` (or its negation), and true
-    whenever either side is a placeholder, so recording runs past it."""
-
-    def compare(a: Any, b: Any) -> bool:
-        if type(a) is Pending or type(b) is Pending:
-            return True
-        return bool(rule(a, b)) is not negate
-
-    return compare
-
-
-_eq = _placeholder_aware(strict_eq, False)
-_ne = _placeholder_aware(strict_eq, True)
-_in = _placeholder_aware(strict_in, False)
-_notin = _placeholder_aware(strict_in, True)
-
-
-_NATIVE = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "is": lambda a, b: a is b,
-    "is not": lambda a, b: a is not b,
-    "==": _eq,
-    "!=": _ne,
-    "in": _in,
-    "not in": _notin,
-}
-
-
-def _chain(first: Any, *rest: Any) -> bool:
-    left = first
-    for i in range(0, len(rest), 2):
-        op, right = rest[i], rest[i + 1]
-        if not _NATIVE[op](left, right):
-            return False
-        left = right
-    return True
-
-
-_HELPERS = {"_fz_eq": _eq, "_fz_ne": _ne, "_fz_in": _in, "_fz_notin": _notin, "_fz_chain": _chain}
-
-
-def _compile(src: str, name: str, strict: bool):
-    tree = ast.parse(src)
-    if strict:
-        tree = ast.fix_missing_locations(_StrictCompare().visit(tree))
-    return compile(tree, name, "exec")
-
-
-def _bound_names(tree: ast.AST) -> set[str]:
-    """Every name the code binds anywhere (assignments, defs, imports, parameters...)."""
-    out: set[str] = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            out.add(n.id)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        elif isinstance(n, ast.arg):
-            out.add(n.arg)
-        elif isinstance(n, ast.alias):
-            out.add((n.asname or n.name).split(".")[0])
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            out.add(n.name)
-    return out
-
-
-def _top_level_names(tree: ast.Module) -> set[str]:
-    out: set[str] = set()
-    for n in tree.body:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        else:
-            out |= _bound_names(n)
-    return out
-
-
-def _loaded_names(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-@dataclass(frozen=True)
-class JudgeSpec:
-    """A task's trusted test code, compiled once: which names are the candidate's, the
-    prompt's helper code, the setup and one code object per test case."""
-
-    remote: tuple[str, ...]
-    modules: tuple[str, ...]
-    prompt: Any
-    setup: Any
-    cases: tuple[Any, ...]
-    n_cases: int
-
-
-@functools.lru_cache(maxsize=512)
-def judge_spec(entry_point: str, prompt_code: str, setup: str, tests: tuple[str, ...]) -> JudgeSpec:
-    """Compile a task's test code for the judge (cached per task)."""
-    prompt = None
-    prompt_names: set[str] = set()
-    if prompt_code.strip():
-        try:  # the prompt's own helpers (e.g. HumanEval's encode_cyclic) are trusted code
-            tree = ast.parse(prompt_code)
-            prompt = compile(tree, "prompt.py", "exec")
-            prompt_names = _top_level_names(tree)
-        except SyntaxError:
-            prompt = None
-    trees = [ast.parse(setup or "")] + [ast.parse(t) for t in tests]
-    bound = set().union(*(_bound_names(t) for t in trees)) | prompt_names
-    loaded = set().union(*(_loaded_names(t) for t in trees))
-    free = {n for n in loaded - bound if not hasattr(builtins, n) and not n.startswith("_fz_")}
-    # a stdlib module the tests use without importing it (the reference solution did)
-    modules = tuple(sorted(n for n in free if n in sys.stdlib_module_names and n != entry_point))
-    remote = tuple(sorted((free - set(modules)) | ({entry_point} if entry_point else set())))
-    return JudgeSpec(
-        remote=remote,
-        modules=modules,
-        prompt=prompt,
-        setup=_compile(setup or "", "setup.py", True),
-        cases=tuple(_compile(t, f"test_{i}.py", True) for i, t in enumerate(tests)),
-        n_cases=len(tests),
-    )
 
 
 # ------------------------------------------------------------------------------ replay
