@@ -129,28 +129,39 @@ def _print_summary(summary: dict) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from flowzoo.agents.evaluate import evaluate_env, single_policy
+    from flowzoo.agents.evaluate import evaluate_env, run_policies, single_policy
     from flowzoo.agents.policy import Policy
     from flowzoo.agents.tiny import resolve_model
-
-    pol = Policy(resolve_model(args.model))
     from flowzoo.envs.registry import study_envs
 
-    envs = args.env or list(study_envs("math"))
+    env_options: dict = {}
+    if (
+        (Path(args.model) / "config.json").exists()
+        and (Path(args.model) / "final").exists()
+        or ((Path(args.model) / "summary.json").exists())
+    ):  # a training run: its trained policies, routed as in training, on its env
+        run_env, env_options, policy_for = run_policies(args.model)
+        envs = args.env or [run_env]
+        print(f"flowzoo eval: run {args.model} ({run_env}), policies from {args.model}/final")
+    else:
+        policy_for = single_policy(Policy(resolve_model(args.model)))
+        envs = args.env or list(study_envs("math"))
     rows = []
     for env_id in envs:
         r = evaluate_env(
             env_id,
-            single_policy(pol),
+            policy_for,
             n_episodes=args.episodes,
             temperature=args.temperature,
             seed=args.seed,
+            env_options=env_options,
         )
         rows.append(r.as_dict())
         fails = ", ".join(f"{k} {v:.2f}" for k, v in r.parse_fail.items())
         print(f"{env_id:<20} accuracy {r.accuracy:.3f}  parse failures: {fails}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -229,7 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="evaluate a model as every role on held-out problems")
     ev.add_argument(
-        "--model", default="tiny-s", help="tiny-s | tiny-m | tiny-l | a local checkpoint path"
+        "--model",
+        default="tiny-s",
+        help="tiny-s | tiny-m | tiny-l | a local checkpoint path | a training run dir (its "
+        "trained policies, routed as in training)",
     )
     ev.add_argument("--env", action="append")
     ev.add_argument("--episodes", type=int, default=100)
@@ -240,7 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     pt = sub.add_parser("pretrain-tiny", help="build and pretrain the tiny base models (cached)")
     pt.add_argument(
-        "--scale", action="append", choices=["tiny-s", "tiny-m", "tiny-l"], default=None
+        "--scale",
+        action="append",
+        choices=["tiny-s", "tiny-m", "tiny-l"],
+        default=None,
+        help="repeatable; default: every scale (with --fast: tiny-s)",
     )
     pt.add_argument("--fast", action="store_true", help="seconds-scale run for tests")
     pt.add_argument("--steps", type=int, default=None)
@@ -323,8 +341,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "scale", "unset") is None:
-        args.scale = ["tiny-s", "tiny-m", "tiny-l"]
+    if getattr(args, "scale", "unset") is None:  # --fast: the test model; else every scale
+        args.scale = ["tiny-s"] if args.fast else ["tiny-s", "tiny-m", "tiny-l"]
     try:
         return int(args.fn(args) or 0)
     except (ValueError, FileNotFoundError, ImportError) as e:

@@ -109,3 +109,30 @@ def test_a_torn_metrics_line_does_not_stop_resume_or_report(tiny_model, tmp_path
 def test_kl_per_role_must_name_the_env_roles(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="does not have"):
         Trainer(_cfg(tiny_model, tmp_path, kl_per_role={"critic": 0.1}), progress=False)
+
+
+@pytest.mark.parametrize("param", ["full", "lora"])
+def test_eval_takes_a_run_dir_and_routes_its_policies(tiny_model, tmp_path, param):
+    from flowzoo.agents.evaluate import evaluate_env, run_policies
+
+    out = tmp_path / param
+    cfg = _cfg(
+        tiny_model,
+        out,
+        steps=1,
+        eval_every=0,
+        policy="isolated",
+        param=param,
+        lora_r=4,
+        lora_alpha=8,
+    )
+    Trainer(cfg, progress=False).train()
+    env_id, opts, policy_for = run_policies(out)
+    assert env_id == "voting-math"
+    names = {policy_for(r)[0] for r in ("solver", "aggregator")}
+    assert names == {"solver", "aggregator"}
+    res = evaluate_env(env_id, policy_for, n_episodes=4, env_options=opts)
+    assert 0.0 <= res.accuracy <= 1.0 and set(res.parse_fail) == {"solver", "aggregator"}
+    with pytest.raises(FileNotFoundError, match="no final weights"):
+        (out / "final").rename(out / "gone")
+        run_policies(out)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from flowzoo.agents.policy import Policy
 from flowzoo.agents.rollout import rollout
@@ -115,3 +117,42 @@ def evaluate_env(
 def single_policy(policy: Policy, name: str = "shared") -> Callable[[str], tuple[str, Policy]]:
     """Route every role to one policy."""
     return lambda role: (name, policy)
+
+
+def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, Callable]:
+    """A training run's trained policies, routed as in training: (env id, env options,
+    ``policy_for``). Full fine-tuning loads ``final/<policy>``; LoRA loads the base model
+    once and each policy's adapter from ``final/adapters``."""
+    from flowzoo.agents.config import TrainConfig
+    from flowzoo.agents.policy import Policy
+    from flowzoo.agents.routing import AdapterPolicy, parse_policy_arg, role_map
+    from flowzoo.agents.tiny import resolve_model
+    from flowzoo.envs import make_env
+
+    run = Path(run_dir)
+    cfg_path, final = run / "config.json", run / "final"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{run} is not a run directory (no config.json)")
+    cfg = TrainConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+    if not final.exists():
+        status = "unknown"
+        if (run / "summary.json").exists():
+            status = json.loads((run / "summary.json").read_text()).get("status", status)
+        raise FileNotFoundError(f"{run} has no final weights (the run's status: {status})")
+    roles = list(make_env(cfg.env, **cfg.env_options).roles)
+    mapping = role_map(roles, parse_policy_arg(cfg.policy))
+    names = list(dict.fromkeys(mapping.values()))
+    if cfg.param == "full":
+        pols = {n: Policy(final / n, device=device) for n in names}
+    else:
+        from peft import PeftModel
+
+        base = Policy(resolve_model(cfg.model), device=device)
+        ad = final / "adapters"
+        where = {n: ad / n if (ad / n).exists() else ad for n in names}
+        model = PeftModel.from_pretrained(base.model, where[names[0]], adapter_name=names[0])
+        for n in names[1:]:
+            model.load_adapter(where[n], adapter_name=n)
+        base.model = model.to(base.device)
+        pols = {n: AdapterPolicy(base, n) for n in names}
+    return cfg.env, dict(cfg.env_options), lambda role: (mapping[role], pols[mapping[role]])

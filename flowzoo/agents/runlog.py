@@ -85,8 +85,15 @@ class RunLog:
             self.tb = None
 
 
-def step_metrics(step: int, records: list, turns: list, per_policy: dict, adv_stats: dict,
-                 rewards: list[float], envs: list) -> dict:
+def step_metrics(
+    step: int,
+    records: list,
+    turns: list,
+    per_policy: dict,
+    adv_stats: dict,
+    rewards: list[float],
+    envs: list,
+) -> dict:
     """The metrics line of one step: reward and accuracy; per role the reward, response
     length, truncation, entropy estimate, the update's statistics and gradient-mass share,
     parse-flag and tamper rates; cosines between role gradients; group statistics."""
@@ -120,7 +127,9 @@ def step_metrics(step: int, records: list, turns: list, per_policy: dict, adv_st
             tamper[t.role] += "reward_tamper" in t.flags
     return {
         "step": step,
-        "reward": float(np.mean([r.rewards.get(r.turns[0].agent, 0.0) for r in records if r.turns])),
+        "reward": float(
+            np.mean([r.rewards.get(r.turns[0].agent, 0.0) for r in records if r.turns])
+        ),
         "train_acc": float(np.mean([r.correct for r in records])),
         "roles": role_rows,
         "cosine": {k: v for p in per_policy.values() for k, v in p.get("cosine", {}).items()},
@@ -132,8 +141,16 @@ def step_metrics(step: int, records: list, turns: list, per_policy: dict, adv_st
     }
 
 
-def summary(cfg: TrainConfig, out: Path, status: str, steps_done: int, wall_s: float,
-            resumed: bool, eval_curve: list[tuple[int, float]], error: str | None = None) -> dict:
+def summary(
+    cfg: TrainConfig,
+    out: Path,
+    status: str,
+    steps_done: int,
+    wall_s: float,
+    resumed: bool,
+    eval_curve: list[tuple[int, float]],
+    error: str | None = None,
+) -> dict:
     """The run's summary: how it ended (``completed``, ``interrupted``, ``diverged: ...``,
     ``failed: ...``), the curve's reading and the mean gradient-mass share per role."""
     s: dict[str, Any] = {

@@ -379,6 +379,14 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     return out
 
 
+#: measured first-build times on 2 idle cores (README: Tiny base models)
+FIRST_BUILD_ESTIMATE = {
+    "tiny-s": "2-3 minutes",
+    "tiny-m": "10-12 minutes",
+    "tiny-l": "25-40 minutes",
+}
+
+
 def ensure_tiny(
     name_or_cfg: str | PretrainConfig = "tiny-m",
     fast: bool = False,
@@ -396,6 +404,14 @@ def ensure_tiny(
     path = root / f"{cfg.scale}-{cfg.key()}"
     if (path / "flowzoo_tiny.json").exists() and (path / "config.json").exists():
         return path
+    if progress:
+        slow = cfg.steps is None or cfg.steps > 300
+        est = FIRST_BUILD_ESTIMATE.get(cfg.scale, "a while") if slow else "seconds"
+        print(
+            f"flowzoo: building the {cfg.scale} model on first use (about {est} on 2 idle "
+            f"cores); cached in {path} (set FLOWZOO_CACHE to move the cache)",
+            file=sys.stderr,
+        )
     return pretrain(cfg, path, progress=progress)
 
 

@@ -77,9 +77,7 @@ def load_runs(root: str | Path) -> list[Run]:
         if not cfg_p.exists():
             continue
         summary = json.loads(s.read_text())
-        metrics = (
-            read_metrics(d / "metrics.jsonl")
-        )
+        metrics = read_metrics(d / "metrics.jsonl")
         curve = [tuple(x) for x in summary.get("eval_curve", [])]
         if not curve:
             continue
