@@ -36,6 +36,8 @@ FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
     "code": ("sandbox", "sandbox_options", "partial_credit", "test_timeout_s"),
 }
 DEFAULT_DATASET = {"math": "arith", "code": "funcs"}
+#: the most problems an env may ask a task source for (more fails here, not in a generator)
+MAX_TASKS = 1_000_000
 #: default number of generated problems per (family, split)
 DEFAULT_N_TASKS = {
     ("math", "train"): 500,
@@ -154,6 +156,9 @@ def make_env(env_id: str, **overrides: Any):
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for {spec.id!r}; valid: {', '.join(valid)}")
     opts = {**spec.defaults, **overrides}
+    n = opts.get("n_tasks")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_TASKS):
+        raise ValueError(f"n_tasks must be an int in 1..{MAX_TASKS:,}, got {n!r}")
     wf_cls = _workflow_cls(spec.workflow)
     wf_fields = {f.name for f in dataclasses.fields(wf_cls.Options)}
     family = get_family(

@@ -167,9 +167,15 @@ class Workflow:
                 )
             allowed = {"question", "answer_format", *self.template_fields.get(key, ())}
             try:
-                used = {f for _, f, _, _ in string.Formatter().parse(tpl) if f}
+                parts = list(string.Formatter().parse(tpl))
             except ValueError as e:
                 raise ValueError(f"prompt template for {key!r} is malformed: {e}") from None
+            used = {f for _, f, _, _ in parts if f}
+            if any(spec or conv for _, f, spec, conv in parts if f):
+                raise ValueError(
+                    f"prompt template for {key!r} may only name fields ({{question}}), without "
+                    "format specs or conversions (a spec like :>999999999 pads without bound)"
+                )
             bad = used - allowed
             if bad:
                 raise ValueError(

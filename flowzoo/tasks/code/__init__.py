@@ -12,7 +12,7 @@ import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from flowzoo.sandbox import Sandbox, get_sandbox
+from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
 from flowzoo.tasks.base import Task, Verdict
 from flowzoo.tasks.code.data import (
     function_tasks,
@@ -77,6 +77,8 @@ class CodeFamily:
         else:
             self._backend, self._sandbox = None, sandbox
         self.sandbox_options = dict(sandbox_options or {})
+        if self._backend is not None:
+            check_sandbox_options(self._backend, self.sandbox_options)
         self.partial_credit = bool(partial_credit)
         self.test_timeout_s = float(test_timeout_s)
         self._memo: dict[tuple, Verdict] = {}

@@ -302,6 +302,8 @@ def humaneval_task(row: dict, source: str = "humaneval") -> Task:
     for k in ("prompt", "entry_point", "test"):
         if k not in row:
             raise ValueError(f"{source}: HumanEval row lacks {k!r}")
+        if not isinstance(row[k], str):
+            raise ValueError(f"{source}: HumanEval field {k!r} must be text, got {row[k]!r:.60}")
     entry = row["entry_point"]
     setup, tests = split_check_function(row["test"], entry)
     canonical = row["prompt"] + row.get("canonical_solution", "")
@@ -327,6 +329,8 @@ def mbpp_task(row: dict, source: str = "mbpp") -> Task:
     tests = row.get("test_list") or []
     if not tests or "text" not in row:
         raise ValueError(f"{source}: MBPP row needs 'text' and a non-empty 'test_list'")
+    if not isinstance(row["text"], str) or not all(isinstance(t, str) for t in tests):
+        raise ValueError(f"{source}: MBPP 'text' and every 'test_list' entry must be text")
     first = tests[0]
     try:
         call = next(

@@ -131,6 +131,11 @@ def _read_jsonl(path: str | os.PathLike) -> list[dict]:
 
 
 def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
+    if not isinstance(row, dict):
+        raise ValueError(f"{source} row {i}: expected an object, got {type(row).__name__}")
+    bad = [k for k in ("answer", "solution", "id") if k in row and not _scalar(row[k])]
+    if bad:
+        raise ValueError(f"{source} row {i}: field {bad[0]!r} must be text or a number")
     q = row.get("question") or row.get("problem") or row.get("prompt")
     if not isinstance(q, str) or not q.strip():
         raise ValueError(f"{source} row {i}: no 'question'/'problem' text")
@@ -152,6 +157,10 @@ def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
     return Task(
         id=tid, question=q.strip(), answer=str(ans).strip(), family="math", meta={"source": source}
     )
+
+
+def _scalar(v) -> bool:
+    return isinstance(v, (str, int, float)) and not isinstance(v, bool)
 
 
 def load_math_file(path: str | os.PathLike, style: str = "jsonl") -> TaskSet:

@@ -1,14 +1,16 @@
+# ruff: noqa: E402
 """The vLLM generation backend, for real: a vLLM engine (in-process where ``vllm`` imports,
 else a worker in the environment ``$FLOWZOO_VLLM_PYTHON`` names; `.ci/run` builds one) serves
 the tiny model; after several updates its log-probs must match the trained model's, which
 proves the weight sync. Skipped with the reason where no vLLM is available."""
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")  # these tests train: they skip cleanly without torch
 
 from flowzoo.agents.backends import BackendUnavailable, vllm_unavailable_reason
 from flowzoo.agents.trainer import TrainConfig, Trainer
-from tests.test_agents import _cfg, _varied_rewards
+from tests.agents.test_agents import _cfg, _varied_rewards
 
 WHY = vllm_unavailable_reason()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")

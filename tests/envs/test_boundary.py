@@ -1,0 +1,44 @@
+"""Bad env options and data fail at the boundary with the value named, not deep inside."""
+
+import json
+
+import pytest
+
+import flowzoo
+from flowzoo.tasks.code import load_code_file
+from flowzoo.tasks.math import load_math_file
+
+
+@pytest.mark.parametrize(
+    "env_id,kw,match",
+    [
+        ("voting-code", {"sandbox_options": {"timeout": 3}}, "unknown sandbox_options"),
+        ("voting-code", {"sandbox": "chroot"}, "unknown sandbox backend"),
+        ("voting-math", {"n_tasks": 10**9}, "n_tasks"),
+        ("voting-math", {"n_tasks": 0}, "n_tasks"),
+        ("voting-math", {"prompt_templates": {"solver": "{question:>999999999999}"}}, "format"),
+        ("voting-math", {"prompt_templates": {"solver": "{question!r}"}}, "format"),
+    ],
+)
+def test_bad_env_options_are_refused_when_the_env_is_made(env_id, kw, match):
+    with pytest.raises(ValueError, match=match):
+        flowzoo.make_env(env_id, **kw)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [["a list"], {"question": "1+1?", "answer": {"x": 2}}, {"question": "1+1?", "answer": [2]}],
+)
+def test_math_rows_with_non_text_fields_are_refused(tmp_path, row):
+    f = tmp_path / "m.jsonl"
+    f.write_text(json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match="row 0"):
+        load_math_file(f)
+
+
+def test_code_rows_with_non_text_fields_are_refused(tmp_path):
+    f = tmp_path / "h.jsonl"
+    row = {"task_id": "X/0", "prompt": "def f(x):\n", "entry_point": "f", "test": ["assert f(1)"]}
+    f.write_text(json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match="must be text"):
+        load_code_file(f, style="humaneval")
