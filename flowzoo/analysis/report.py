@@ -13,10 +13,11 @@ numbers behind it. No torch needed.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import mean, pstdev
+from statistics import mean, pstdev, stdev
 
 from flowzoo.agents.config import NOT_SHAPING, TrainConfig
 from flowzoo.analysis.curves import analyze_curve, mean_grad_share
@@ -146,44 +147,126 @@ def cell_stats(runs: list[Run], window: int = 3, margin: float = 0.1) -> list[Ce
     return out
 
 
-def _plot_cell(c: CellStats, path: Path) -> None:
+#: two-sided 95% Student-t quantiles by degrees of freedom (seeds - 1)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def mean_ci(xs: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% t-interval over seeds (0 for one seed)."""
+    if len(xs) < 2:
+        return (xs[0] if xs else float("nan")), 0.0
+    t = _T95.get(len(xs) - 1, 1.96)
+    return mean(xs), t * stdev(xs) / len(xs) ** 0.5
+
+
+def plot_name(key: tuple) -> str:
+    """A readable file name for a figure of one cell group: workflow-task_model_param[_levers]."""
+    task, wf, model, _pol, param, lev = key
+    name = f"{wf}-{task}_{model}_{param}" + ("" if lev == "-" else f"_{lev}")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:120] + ".png"
+
+
+def _plot_group(cells: list[CellStats], path: Path) -> None:
+    """One figure per workflow x task x model x param x levers, one column per policy
+    (Shared beside Isolated): held-out accuracy per seed, their mean with a 95% band and the
+    base as a dashed line; below, per-role gradient-mass share (shared) or norm (isolated)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(6.4, 5.2), sharex=True)
-    shared = c.key[3] == "shared"
-    for i, r in enumerate(c.runs):
-        xs, ys = zip(*r.curve, strict=True)
-        ax1.plot(xs, ys, marker="o", ms=3, color=f"C{i}", label=f"seed {r.config.get('seed')}")
-        per_role: dict[str, list[tuple[int, float]]] = defaultdict(list)
-        for m in r.metrics:
-            for role, row in m.get("roles", {}).items():
-                per_role[role].append(
-                    (m["step"] + 1, row.get("grad_share" if shared else "grad_norm", 0.0))
-                )
-        for j, (role, pts) in enumerate(sorted(per_role.items())):
-            px, py = zip(*pts, strict=True)
-            ax2.plot(
-                px, py, color=f"C{j}", alpha=0.8 if i == 0 else 0.35, label=role if i == 0 else None
-            )
-    ax1.set_ylabel("held-out accuracy")
-    ax1.legend(fontsize=7)
-    ax2.set_ylabel("gradient-mass share" if shared else "per-role gradient norm")
-    ax2.set_xlabel("training step")
-    ax2.legend(fontsize=7)
-    task, wf, model, pol, param, lev = c.key
-    ax1.set_title(
-        f"{wf}-{task} | {model} | {pol}/{param}" + ("" if lev == "-" else f" | {lev}"), fontsize=9
+    cols = sorted(cells, key=lambda c: {"shared": 0, "isolated": 1}.get(c.key[3], 2))
+    fig, axes = plt.subplots(
+        2, len(cols), figsize=(5.2 * len(cols), 5.6), sharex="col", squeeze=False
+    )
+    for j, c in enumerate(cols):
+        ax1, ax2 = axes[0][j], axes[1][j]
+        shared = c.key[3] == "shared"
+        for i, r in enumerate(c.runs):
+            xs, ys = zip(*r.curve, strict=True)
+            ax1.plot(xs, ys, lw=0.8, alpha=0.5, color=f"C{i}", label=f"seed {r.config.get('seed')}")
+        steps = sorted({s for r in c.runs for s, _ in r.curve})
+        at = [[dict(r.curve).get(s) for r in c.runs] for s in steps]
+        ok = [(s, [v for v in vs if v is not None]) for s, vs in zip(steps, at, strict=True)]
+        m = [mean_ci(vs) for _, vs in ok]
+        ax1.plot([s for s, _ in ok], [x for x, _ in m], color="k", lw=1.8, label="mean")
+        ax1.fill_between(
+            [s for s, _ in ok],
+            [x - h for x, h in m],
+            [x + h for x, h in m],
+            color="k",
+            alpha=0.12,
+            label="95% CI over seeds",
+        )
+        ax1.axhline(mean(c.base), color="grey", ls="--", lw=1, label="base")
+        ax1.set_title(f"{c.key[3]} ({len(c.runs)} seeds)", fontsize=9)
+        ax1.set_ylabel("held-out accuracy")
+        ax1.legend(fontsize=6, ncol=2)
+        per_role: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for r in c.runs:
+            for row in r.metrics:
+                for role, v in row.get("roles", {}).items():
+                    per_role[role][row["step"] + 1].append(
+                        v.get("grad_share" if shared else "grad_norm", 0.0)
+                    )
+        for k, (role, pts) in enumerate(sorted(per_role.items())):
+            xs = sorted(pts)
+            ax2.plot(xs, [mean(pts[x]) for x in xs], color=f"C{k}", label=role)
+        ax2.set_ylabel("gradient-mass share" if shared else "per-role gradient norm")
+        ax2.set_xlabel("training step")
+        ax2.legend(fontsize=7)
+        for ax in (ax1, ax2):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    lo = min(ax.get_ylim()[0] for ax in axes[0])
+    hi = max(ax.get_ylim()[1] for ax in axes[0])
+    for ax in axes[0]:  # one accuracy scale, so the policies compare at a glance
+        ax.set_ylim(lo, hi)
+    task, wf, model, _pol, param, lev = cols[0].key
+    fig.suptitle(
+        f"{wf}-{task} | {model} | {param}" + ("" if lev == "-" else f" | {lev}"), fontsize=10
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+#: the least evidence a claim is decided on: runs on each compared side, evaluations per run
+MIN_RUNS = 3
+MIN_EVALS = 4
+
+
+def too_little(cells: list[CellStats], min_runs: int = MIN_RUNS) -> str | None:
+    """Why ``cells`` are too little evidence to decide a claim on (None when enough)."""
+    runs = [r for c in cells for r in c.runs]
+    if len(runs) < min_runs:
+        return f"insufficient evidence ({len(runs)} runs; a claim needs >= {min_runs} a side)"
+    short = min(len(r.curve) for r in runs)
+    if short < MIN_EVALS:
+        return (
+            f"insufficient evidence (runs with {short} evaluations; a claim needs >= {MIN_EVALS})"
+        )
+    return None
+
+
+def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
+    """Runs, seeds per cell, evaluations per run and problems per evaluation, as one line."""
+    seeds = [len(c.runs) for c in stats]
+    evals = [len(r.curve) for r in runs]
+    probs = sorted({int(r.config.get("eval_episodes", 0)) for r in runs})
+    temps = sorted({float(r.config.get("eval_temperature", 0.0)) for r in runs})
+    return (
+        f"Sample sizes: {len(runs)} runs in {len(stats)} cells; {min(seeds)}-{max(seeds)} seeds "
+        f"per cell; {min(evals)}-{max(evals)} evaluations per run (base included) of "
+        f"{'/'.join(map(str, probs))} held-out problems each at temperature "
+        f"{'/'.join(map(str, temps))}. A claim is decided only on >= {MIN_RUNS} runs a side "
+        f"with >= {MIN_EVALS} evaluations each; else it says insufficient evidence."
+    )
+
+
 def findings(stats: list[CellStats]) -> list[str]:
-    """The study's claims, each checked against these cells (never beyond the numbers)."""
+    """The study's claims, each checked against these cells (never beyond the numbers, and
+    never on too little of them: see :func:`too_little`)."""
     lines = []
     multi = [c for c in stats if c.key[1] != "single"]
     runs_n = sum(len(c.final) for c in multi)
@@ -197,6 +280,7 @@ def findings(stats: list[CellStats]) -> list[str]:
             verdict = "contradicted"
         else:
             verdict = "inconclusive"
+        verdict = too_little(multi) or verdict
         lines.append(
             f"**Multi-agent RL usually improves over the base model** — {verdict}: final > base in "
             f"{improved}/{runs_n} runs, final < base in {worse}/{runs_n}; peak > base in {peaked}/{runs_n}."
@@ -217,6 +301,7 @@ def findings(stats: list[CellStats]) -> list[str]:
             verdict = "contradicted"
         else:
             verdict = "inconclusive"
+        verdict = too_little([i for i, _ in pairs]) or too_little([s for _, s in pairs]) or verdict
         lines.append(
             f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in "
             f"{higher}/{len(pairs)} matched cells, lower in {lower}/{len(pairs)}, mean peak difference {diff:+.3f}."
@@ -227,7 +312,10 @@ def findings(stats: list[CellStats]) -> list[str]:
             cs = sum(s.cliffs for _, s in par)
             ni = sum(len(i.final) for i, _ in par)
             ns = sum(len(s.final) for _, s in par)
-            if ci == cs == 0:
+            gate = too_little([i for i, _ in par]) or too_little([s for _, s in par])
+            if gate:
+                verdict = gate
+            elif ci == cs == 0:
                 verdict = "inconclusive (no cliffs in these runs)"
             elif abs(ci / ni - cs / ns) * max(ni, ns) <= 1:
                 verdict = "inconclusive (one run apart)"
@@ -260,6 +348,7 @@ def findings(stats: list[CellStats]) -> list[str]:
                 for c, role, share, _ in parts
             )
             verdict = "supported" if len(dominant) > len(parts) / 2 else "not supported"
+            verdict = too_little(shared) or verdict
             lines.append(
                 f"**Under Shared-Policy one role dominates the gradient mass** — {verdict} "
                 f"({len(dominant)}/{len(parts)} shared cells have a role more than 0.15 above an even share): {detail}."
@@ -287,6 +376,8 @@ def build_report(
         "",
         f"{len(runs)} runs in {len(stats)} cells. Cliff rule: final (mean of the last {window} evals) at least {margin} below the peak and below the base.",
         "",
+        sample_sizes(runs, stats),
+        "",
     ]
     for task in sorted({c.key[0] for c in stats}):
         md += [
@@ -306,10 +397,13 @@ def build_report(
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
     if plots:
         md += ["## Curves", ""]
-        for i, c in enumerate(stats):
-            name = f"cell{i:02d}.png"
-            _plot_cell(c, out / name)
-            md.append(f"![{' '.join(c.key)}]({name})")
+        groups: dict[tuple, list[CellStats]] = defaultdict(list)
+        for c in stats:
+            groups[c.key[:3] + c.key[4:]].append(c)
+        for cells in groups.values():
+            name = plot_name(cells[0].key)
+            _plot_group(cells, out / name)
+            md.append(f"![{name[:-4]}]({name})")
         md.append("")
     p = out / "report.md"
     p.write_text("\n".join(md))
