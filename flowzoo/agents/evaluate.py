@@ -85,7 +85,7 @@ def evaluate_env(
                 if k in rec.info:
                     extra[k][0] += float(rec.info[k])
                     extra[k][1] += 1
-            for t in env.episode.turns:
+            for t in env.turn_log():
                 row = per_role[t.role]
                 row[0] += 1
                 row[1] += bool(parse_flags & set(t.flags))

@@ -110,9 +110,9 @@ def rollout(
     for i, env in enumerate(envs):
         if reset:
             env.reset(seed=seeds[i], options=reset_options[i])
-        records.append(EpisodeRecord(i, env.env_id, env.episode.task.id, groups[i]))
+        records.append(EpisodeRecord(i, env.env_id, _task_id(env), groups[i]))
         counts: dict[str, int] = defaultdict(int)
-        for t in env.episode.turns:
+        for t in env.turn_log():
             counts[t.agent] += 1
         turn_counts.append(counts)
     live = set(range(n))
@@ -157,6 +157,11 @@ def rollout(
     return records
 
 
+def _task_id(env) -> str:
+    """The problem an env is playing, as its ``infos`` report it (read while agents act)."""
+    return str(next(iter(env.infos.values()))["task_id"])
+
+
 def tree_rollout(
     envs: Sequence,
     policy_for: Callable[[str], tuple[str, Policy]],
@@ -195,14 +200,15 @@ def tree_rollout(
                 temperature=temperature,
                 generator=generator,
             )
-            turn_idx = len(env.episode.turns_of(agent))
+            turn_idx = int(env.infos[agent]["turn"])
+            tid = _task_id(env)
             for g in gens:
                 c = copy.deepcopy(env)
                 c.step(g.text)
                 after.append(copy.deepcopy(c))
                 siblings.append(c)
                 meta.append(
-                    (i, agent, env.role_of(agent), turn_idx, len(env.episode.turns), name, g)
+                    (i, agent, env.role_of(agent), turn_idx, len(env.turn_log()), name, g, tid)
                 )
         unfinished = [k for k, c in enumerate(siblings) if not c.episode_over()]
         finals: dict[int, dict[str, dict]] = {}
@@ -219,10 +225,10 @@ def tree_rollout(
             finals = {k: r.agent_infos for k, r in zip(unfinished, cont, strict=True)}
             final_rewards = {k: r.rewards for k, r in zip(unfinished, cont, strict=True)}
         for k, c in enumerate(siblings):
-            i, agent, role, turn_idx, step, name, g = meta[k]
+            i, agent, role, turn_idx, step, name, g, tid = meta[k]
             infos = finals.get(k) or {a: dict(c.infos[a]) for a in c.agents}
             info = dict(infos.get(agent, {}))
-            rec = EpisodeRecord(len(out), c.env_id, c.episode.task.id, c.episode.task.id, info=info)
+            rec = EpisodeRecord(len(out), c.env_id, tid, tid, info=info)
             # the env's own reward for this agent (the env is the one place rewards are mixed)
             got = final_rewards.get(k) if k in finals else {a: c.rewards[a] for a in c.agents}
             reward = float(got.get(agent, 0.0))

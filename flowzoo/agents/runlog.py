@@ -122,7 +122,7 @@ def step_metrics(
         role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
     parse, tamper = defaultdict(int), defaultdict(int)
     for env in envs:  # this process's share of the step's episodes
-        for t in env.episode.turns:
+        for t in env.turn_log():
             parse[t.role] += bool(t.flags)
             tamper[t.role] += "reward_tamper" in t.flags
     return {

@@ -9,6 +9,7 @@ non-text is coerced, oversize text is cut, and every fallback is flagged in ``in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,16 @@ from flowzoo.tasks.base import Task, TaskSet
 
 REWARD_MODES = ("team", "role")
 RENDER_MODES = ("ansi", "human")
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """One turn of :meth:`WorkflowEnv.turn_log`."""
+
+    agent: str
+    role: str
+    action: str
+    flags: tuple[str, ...]
 
 
 class WorkflowEnv(AECEnv):
@@ -198,6 +209,16 @@ class WorkflowEnv(AECEnv):
     def episode_over(self) -> bool:
         """No agent is left to act: every remaining agent is terminated or truncated."""
         return all(self.terminations[a] or self.truncations[a] for a in self.agents)
+
+    def turn_log(self) -> tuple[TurnView, ...]:
+        """The episode so far, turn by turn, as read-only views (who acted, in which role,
+        what they said, which fallbacks fired): what a trainer or analyst may read beyond
+        ``infos`` without reaching into the engine."""
+        if self.episode is None:
+            return ()
+        return tuple(
+            TurnView(t.agent, t.role, t.action, tuple(t.flags)) for t in self.episode.turns
+        )
 
     def _done(self) -> bool:
         return bool(self.agents) and self.episode_over()
