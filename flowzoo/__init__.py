@@ -6,6 +6,6 @@ env registry (and registers ``flowzoo/<id>-v0`` with PettingZoo) but never torch
 
 __version__ = "0.1.0"
 
-from flowzoo.envs.registry import list_envs, make_env, register  # noqa: E402
+from flowzoo.envs.registry import env, list_envs, make_env, register  # noqa: E402
 
-__all__ = ["__version__", "list_envs", "make_env", "register"]
+__all__ = ["__version__", "env", "list_envs", "make_env", "register"]

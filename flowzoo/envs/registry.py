@@ -4,7 +4,14 @@ Ids are ``{workflow}-{family}`` (``voting-math``, ``eval-opt-code`` ...); each i
 registered with PettingZoo's registry as ``flowzoo/<id>-v0`` so ``pettingzoo.make`` finds it.
 The version suffix is bumped whenever reward or observation semantics change. A workflow
 brings its own per-family defaults (``Workflow.family_defaults``); :func:`register` adds a
-new one in the PettingZoo/Gymnasium style.
+new one in the PettingZoo/Gymnasium style. :func:`make_env` is the raw env, :func:`env` the
+same wrapped as PettingZoo's envs are.
+
+Version history (every id):
+
+- v0: the initial semantics. Team reward (the final answer's 0/1 score) to every agent at the
+  end, ``reward_mode="role"`` mixing in per-role signals; code programs judged where the
+  program cannot reach (tampering scores 0 and is flagged ``reward_tamper``).
 """
 
 from __future__ import annotations
@@ -193,6 +200,19 @@ def make_env(env_id: str, **overrides: Any):
     return WorkflowEnv(workflow, tasks, env_id=spec.id, **engine_kwargs)
 
 
+def env(env_id: str, **overrides: Any):
+    """``make_env`` wrapped as PettingZoo's own envs are (``env()`` over ``raw_env()``): the
+    order-enforcing wrapper refuses ``step`` before ``reset`` and the like with a clear error.
+    What ``pettingzoo.make("aec", "flowzoo/<id>-v0")`` returns."""
+    from pettingzoo.utils.wrappers import OrderEnforcingWrapper
+
+    return OrderEnforcingWrapper(make_env(env_id, **overrides))
+
+
+#: PettingZoo's name for the unwrapped env
+raw_env = make_env
+
+
 def _register_with_pettingzoo(spec: EnvSpec) -> None:
     try:
         from pettingzoo import aec_registry
@@ -200,7 +220,7 @@ def _register_with_pettingzoo(spec: EnvSpec) -> None:
     except ImportError:  # pettingzoo < 1.27 has no registry; make_env still works
         return
     if spec.pettingzoo_id not in aec_registry:
-        pz_register("aec", spec.pettingzoo_id, entry_point=functools.partial(make_env, spec.id))
+        pz_register("aec", spec.pettingzoo_id, entry_point=functools.partial(env, spec.id))
 
 
 def _register_builtins() -> None:

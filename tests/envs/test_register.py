@@ -92,3 +92,12 @@ def test_register_refuses_what_is_not_a_workflow(ids):
         flowzoo.register(Other)
     with pytest.raises(ValueError, match="families"):
         flowzoo.register(Relay, families=("chess",))
+
+
+def test_pettingzoo_make_gives_the_order_enforced_env(ids):
+    env = pettingzoo.make("aec", "flowzoo/voting-math-v0")
+    with pytest.raises(AssertionError, match="reset"):
+        env.step("x")
+    env.reset(seed=0)
+    assert env.role_of("solver_1") == "solver" and env.unwrapped.env_id == "voting-math"
+    api_test(flowzoo.env("relay-code"), num_cycles=10)
