@@ -233,7 +233,7 @@ def make_corpus(cfg: PretrainConfig) -> list[tuple[str, str, str]]:
         for i in range(cfg.episodes_per_env):
             task = pool[(offset + i) % len(pool)]
             play_episode(env, pol, seed=cfg.seed * 1_000_003 + i, options={"task_id": task.id})
-            rows.extend((env_id, t.prompt, t.action) for t in env.episode.turns)
+            rows.extend((env_id, t.prompt, t.action) for t in env.turn_log())
     return rows
 
 

@@ -31,6 +31,7 @@ class TurnView:
 
     agent: str
     role: str
+    prompt: str
     action: str
     flags: tuple[str, ...]
 
