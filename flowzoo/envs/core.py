@@ -218,7 +218,8 @@ class WorkflowEnv(AECEnv):
         if self.episode is None:
             return ()
         return tuple(
-            TurnView(t.agent, t.role, t.action, tuple(t.flags)) for t in self.episode.turns
+            TurnView(t.agent, t.role, t.prompt, t.action, tuple(t.flags))
+            for t in self.episode.turns
         )
 
     def _done(self) -> bool:
