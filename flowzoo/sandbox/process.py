@@ -35,7 +35,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,23 +46,29 @@ from pathlib import PurePosixPath
 from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import (
     MAIN,
-    SYSTEM_DIRS,
     ConcurrentRunMixin,
     ExecResult,
     SandboxUnavailable,
     checked_files,
     classify,
-    outside_system_dirs,
     popen_isolated,
 )
 from flowzoo.sandbox.forkserver import GUARD_SOURCE
+from flowzoo.sandbox.mechanisms import (
+    ISOLATION,
+    NOBODY,
+    PRELOAD,
+    _bwrap_prefix,
+    _interpreter,
+    _traversable_by_others,
+    _unshare_prefix,
+)
 
 MECHANISMS = ("auto", "bwrap", "unshare", "none")
 #: mechanisms that leave the host's files and other runs reachable: only on explicit opt-in
 WEAK = ("unshare", "none")
 #: the whole environment a program sees (nothing of the parent's leaks in)
 _RUN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/tmp"}
-NOBODY = 65534
 
 # Runs in the child before the untrusted program: limits first, then the uid drop, then the
 # program itself as __main__ (exec'd, not a second interpreter start).
@@ -124,129 +129,6 @@ def _rlimits(lim: ProcessLimits) -> list[tuple[int, int]]:
         (R.RLIMIT_NPROC, lim.max_procs),
         (R.RLIMIT_CORE, 0),
     ]
-
-
-def _interpreter() -> tuple[str, str]:
-    """The real interpreter binary (not a venv shim) and the prefix holding its stdlib."""
-    exe = os.path.realpath(sys.executable)
-    return exe, os.path.realpath(sys.base_prefix)
-
-
-#: Imported before the uid drop when the interpreter lives where uid 65534 cannot read (e.g.
-#: pyenv under /root), so that common task code still finds its stdlib extension modules.
-PRELOAD = (
-    "math",
-    "cmath",
-    "json",
-    "re",
-    "collections",
-    "itertools",
-    "functools",
-    "heapq",
-    "bisect",
-    "string",
-    "random",
-    "statistics",
-    "fractions",
-    "decimal",
-    "datetime",
-    "typing",
-    "hashlib",
-    "copy",
-    "operator",
-    "array",
-    "struct",
-    "signal",
-    "socket",
-    "time",
-)
-
-
-def _traversable_by_others(path: str) -> bool:
-    """Whether an unprivileged uid can reach and read ``path`` (every ancestor o+x)."""
-    p = os.path.realpath(path)
-    while True:
-        try:
-            if not os.stat(p).st_mode & 0o001:
-                return False
-        except OSError:
-            return False
-        parent = os.path.dirname(p)
-        if parent == p:
-            return True
-        p = parent
-
-
-def _bwrap_prefix(prefix: str, disk_mb: int, inputs: str | None) -> list[str]:
-    """bubblewrap around the interpreter. Every writable place is a tmpfs of the sandbox's
-    own, ``disk_mb`` each (the run cannot fill the host's disk; it vanishes with the
-    sandbox); ``inputs``, a host dir of a single run's files, is shown read-only at ``/in``."""
-    args = [
-        "bwrap",
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--uid",
-        str(NOBODY),
-        "--gid",
-        str(NOBODY),
-        "--hostname",
-        "sandbox",
-    ]
-    for d in SYSTEM_DIRS:
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-    if outside_system_dirs(prefix):
-        args += ["--ro-bind", prefix, prefix]
-    size = str(max(1, disk_mb) << 20)
-    args += ["--proc", "/proc", "--dev", "/dev"]
-    for d in ("/tmp", "/dev/shm", "/box"):
-        args += ["--size", size, "--tmpfs", d]
-    if inputs is not None:
-        args += ["--ro-bind", inputs, "/in"]
-    # bubblewrap's new root is itself a writable tmpfs: without this a run could leave files
-    # in /var, /home or / for the next run of the same fork-server
-    return args + ["--remount-ro", "/", "--chdir", "/box"]
-
-
-def _unshare_prefix() -> list[str]:
-    args = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
-    if os.geteuid() != 0:
-        args.insert(1, "--map-root-user")
-    return args
-
-
-ISOLATION = {
-    "bwrap": (
-        "bwrap",
-        "user-ns",
-        "pid-ns",
-        "net-ns",
-        "ipc-ns",
-        "uts-ns",
-        "mount-ns",
-        "fs-readonly",
-        "uid-65534",
-        "cap-drop-all",
-        "rlimits",
-        "clean-env",
-    ),
-    "unshare": (
-        "unshare",
-        "pid-ns",
-        "net-ns",
-        "ipc-ns",
-        "uts-ns",
-        "uid-65534",
-        "rlimits",
-        "clean-env",
-    ),
-    "none": ("rlimits", "clean-env", "own-session"),
-}
 
 
 @functools.lru_cache(maxsize=8)

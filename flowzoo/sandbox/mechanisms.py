@@ -1,0 +1,135 @@
+"""How the process sandbox isolates a program, mechanism by mechanism: the bubblewrap and
+unshare command lines, the interpreter they run, and what each one puts in force (the
+``isolation`` a sandbox reports never claims more than this)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from flowzoo.sandbox.base import SYSTEM_DIRS, outside_system_dirs
+
+NOBODY = 65534
+
+
+def _interpreter() -> tuple[str, str]:
+    """The real interpreter binary (not a venv shim) and the prefix holding its stdlib."""
+    exe = os.path.realpath(sys.executable)
+    return exe, os.path.realpath(sys.base_prefix)
+
+
+#: Imported before the uid drop when the interpreter lives where uid 65534 cannot read (e.g.
+#: pyenv under /root), so that common task code still finds its stdlib extension modules.
+PRELOAD = (
+    "math",
+    "cmath",
+    "json",
+    "re",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "string",
+    "random",
+    "statistics",
+    "fractions",
+    "decimal",
+    "datetime",
+    "typing",
+    "hashlib",
+    "copy",
+    "operator",
+    "array",
+    "struct",
+    "signal",
+    "socket",
+    "time",
+)
+
+
+def _traversable_by_others(path: str) -> bool:
+    """Whether an unprivileged uid can reach and read ``path`` (every ancestor o+x)."""
+    p = os.path.realpath(path)
+    while True:
+        try:
+            if not os.stat(p).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+        parent = os.path.dirname(p)
+        if parent == p:
+            return True
+        p = parent
+
+
+def _bwrap_prefix(prefix: str, disk_mb: int, inputs: str | None) -> list[str]:
+    """bubblewrap around the interpreter. Every writable place is a tmpfs of the sandbox's
+    own, ``disk_mb`` each (the run cannot fill the host's disk; it vanishes with the
+    sandbox); ``inputs``, a host dir of a single run's files, is shown read-only at ``/in``."""
+    args = [
+        "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        str(NOBODY),
+        "--gid",
+        str(NOBODY),
+        "--hostname",
+        "sandbox",
+    ]
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    if outside_system_dirs(prefix):
+        args += ["--ro-bind", prefix, prefix]
+    size = str(max(1, disk_mb) << 20)
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for d in ("/tmp", "/dev/shm", "/box"):
+        args += ["--size", size, "--tmpfs", d]
+    if inputs is not None:
+        args += ["--ro-bind", inputs, "/in"]
+    # bubblewrap's new root is itself a writable tmpfs: without this a run could leave files
+    # in /var, /home or / for the next run of the same fork-server
+    return args + ["--remount-ro", "/", "--chdir", "/box"]
+
+
+def _unshare_prefix() -> list[str]:
+    args = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
+    if os.geteuid() != 0:
+        args.insert(1, "--map-root-user")
+    return args
+
+
+ISOLATION = {
+    "bwrap": (
+        "bwrap",
+        "user-ns",
+        "pid-ns",
+        "net-ns",
+        "ipc-ns",
+        "uts-ns",
+        "mount-ns",
+        "fs-readonly",
+        "uid-65534",
+        "cap-drop-all",
+        "rlimits",
+        "clean-env",
+    ),
+    "unshare": (
+        "unshare",
+        "pid-ns",
+        "net-ns",
+        "ipc-ns",
+        "uts-ns",
+        "uid-65534",
+        "rlimits",
+        "clean-env",
+    ),
+    "none": ("rlimits", "clean-env", "own-session"),
+}
