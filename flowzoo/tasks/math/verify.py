@@ -71,6 +71,7 @@ _RELATION_RE = re.compile(
 _UNIT_WORD_RE = re.compile(f"(?:{_UNITS})", re.IGNORECASE)
 _COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
 _WORD_RE = re.compile(r"[a-zA-Z]{2,}")
+_NUM_RE = re.compile(r"\d+(?:\.\d+)?")
 #: words a mathematical answer may contain without the gold containing them
 _MATH_WORDS = frozenset(
     "sqrt frac pi sin cos tan cot sec csc log ln exp lg max min gcd lcm deg mod arcsin arccos "
@@ -79,17 +80,19 @@ _MATH_WORDS = frozenset(
 
 
 def hedged(gold: str, pred: str) -> bool:
-    """Whether a (normalised) prediction says more than an answer: a relation or a word
-    that the gold does not have (``\\approx``, ``<``, "or maybe", "about")."""
+    """Whether a (normalised) prediction says more than one answer: a relation the gold does
+    not have (``3 \\approx 4``, ``x < 3``), or prose the gold does not have around more than one
+    number (``3 (or maybe 4)``, ``5 or 6``, ``between 3 and 5``). One number with a word
+    (``5 cookies``, ``about 5``) still names a single value and is read as that value."""
     rel_g = set(_RELATION_RE.findall(gold))
     if any(r not in rel_g for r in _RELATION_RE.findall(pred)):
         return True
     words_g = {w.lower() for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", gold))}
-    for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", pred)):
-        w = w.lower()
-        if w not in words_g and w not in _MATH_WORDS and not _UNIT_WORD_RE.fullmatch(w):
-            return True
-    return False
+    prose = any(
+        w.lower() not in words_g and w.lower() not in _MATH_WORDS and not _UNIT_WORD_RE.fullmatch(w)
+        for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", pred))
+    )
+    return prose and len(_NUM_RE.findall(pred)) > len(_NUM_RE.findall(gold))
 
 
 def fast_check(gold: str, pred: str) -> bool | None:
