@@ -6,29 +6,26 @@ import json
 
 import pytest
 
-from flowzoo.agents.config import TrainConfig
 from flowzoo.analysis.records import read_metrics
 
 torch = pytest.importorskip("torch")
 from flowzoo.agents.trainer import Trainer  # noqa: E402
+from tests.agents.test_agents import _cfg as agents_cfg  # noqa: E402
 
 
 def _cfg(tiny_model, out, **kw):
+    """The agents tests' tiny run, resumable, evaluated and checkpointed every step."""
     base = dict(
-        env="voting-math",
-        model=str(tiny_model),
         steps=3,
-        problems_per_step=2,
         group_size=2,
         eval_every=1,
         eval_episodes=4,
         save_every=1,
         max_new_tokens=24,
-        lr=1e-3,
         out_dir=str(out),
+        resume=True,
     )
-    base.update(kw)
-    return TrainConfig(**base)
+    return agents_cfg(tiny_model, out, **{**base, **kw})
 
 
 def test_a_crash_is_recorded_as_failed_without_final_weights(tiny_model, tmp_path):
