@@ -89,6 +89,12 @@ class Trainer:
         probe = self.env_factory("train", cfg.train_tasks)
         self.train_tasks = probe.tasks
         self.roles = probe.roles
+        unknown = sorted(set(cfg.kl_per_role) - set(self.roles))
+        if unknown:
+            raise ValueError(
+                f"kl_per_role names roles {unknown} that {cfg.env} does not have; "
+                f"its roles: {', '.join(self.roles)}"
+            )
         self.agents_per_role = defaultdict(int)
         for a in probe.possible_agents:
             self.agents_per_role[probe.role_of(a)] += 1
@@ -118,12 +124,6 @@ class Trainer:
                     memory=cfg.vllm_memory,
                     seed=cfg.seed,
                 )
-        unknown = sorted(set(cfg.kl_per_role) - set(self.roles))
-        if unknown:
-            raise ValueError(
-                f"kl_per_role names roles {unknown} that {cfg.env} does not have; "
-                f"its roles: {', '.join(self.roles)}"
-            )
         self.learner = Learner(cfg, self.router, self.dist, self.roles, dict(self.agents_per_role))
         self.out = Path(cfg.out_dir)
         self.step = 0
