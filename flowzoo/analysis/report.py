@@ -344,7 +344,9 @@ def findings(stats: list[CellStats]) -> list[str]:
         if parts:
             dominant = [p for p in parts if p[2] > 1.0 / p[3] + 0.15]
             detail = "; ".join(
-                f"{c.key[1]}-{c.key[0]} {c.key[2]}: {role} {share:.2f}"
+                f"{c.key[1]}-{c.key[0]} {c.key[2]} {c.key[4]}"
+                + ("" if c.key[5] == "-" else f" {c.key[5]}")
+                + f": {role} {share:.2f}"
                 for c, role, share, _ in parts
             )
             verdict = "supported" if len(dominant) > len(parts) / 2 else "not supported"
