@@ -126,6 +126,8 @@ def _print_summary(summary: dict) -> None:
     shares = summary.get("mean_grad_share") or {}
     if shares:
         print("mean gradient-mass share: " + ", ".join(f"{r} {v:.2f}" for r, v in shares.items()))
+    for w in summary.get("warnings", []):
+        print(f"WARNING: {w}")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:

@@ -37,6 +37,9 @@ from flowzoo.agents.routing import LoraSettings, PolicyRouter, parse_policy_arg
 
 __all__ = ["TrainConfig", "Trainer", "TrainingDiverged", "load_config_file"]
 
+#: consecutive steps without any reward variance before the run warns
+NO_SIGNAL_STEPS = 5
+
 
 def _check_fsdp(cfg: TrainConfig, info: distributed.DistInfo) -> None:
     """What ``fsdp=True`` supports, as one clear error instead of a hang between processes."""
@@ -134,6 +137,9 @@ class Trainer:
         self.eval_curve: list[tuple[int, float]] = []
         self._phase = "between"
         self._rewards: list[float] = []
+        #: steps without any reward variance, the current streak, and warnings for the summary
+        self.no_signal_steps, self._streak = 0, 0
+        self.warnings: list[str] = []
 
     def _models(self, reference: bool = True) -> list[torch.nn.Module]:
         """Every model this trainer holds (policies, then the reference), once each."""
@@ -288,9 +294,29 @@ class Trainer:
         cfg = self.cfg
         return cfg.eval_every > 0 and (self.step % cfg.eval_every == 0 or self.step == cfg.steps)
 
+    def _watch_signal(self, m: dict) -> None:
+        """Count steps whose GRPO groups all have zero reward variance (nothing to learn from:
+        every gradient is 0); after ``NO_SIGNAL_STEPS`` in a row, say so loudly, once."""
+        a = m.get("adv") or {}
+        dead = (
+            a.get("groups", 0) > 0 and a["zero_std_groups"] + a["singleton_groups"] >= a["groups"]
+        )
+        self.no_signal_steps += dead
+        self._streak = self._streak + 1 if dead else 0
+        if self._streak == NO_SIGNAL_STEPS:
+            msg = (
+                f"no learning signal: every GRPO group of steps {m['step'] - NO_SIGNAL_STEPS + 1}"
+                f"..{m['step']} had the same reward for all its members (all gradients are 0); "
+                "the policy may never solve these problems, or always solve them"
+            )
+            self.warnings.append(msg)
+            if self.dist.main:
+                print(f"\nflowzoo: WARNING: {msg}", file=sys.stderr)
+
     def _finish_step(self, m: dict, log: runlog.RunLog) -> None:
         """Evaluate (when due), write the step's line, checkpoint (when due)."""
         cfg = self.cfg
+        self._watch_signal(m)
         if self._eval_due() and "eval" not in m:
             m["eval"] = self.evaluate()
             self.eval_curve.append((self.step, m["eval"]["accuracy"]))
@@ -361,6 +387,9 @@ class Trainer:
             summary = runlog.summary(
                 cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error
             )
+            summary["no_signal_steps"] = self.no_signal_steps
+            if self.warnings:
+                summary["warnings"] = self.warnings
             if main:
                 (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
             if status == "completed" and (main or cfg.fsdp):

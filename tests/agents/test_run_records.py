@@ -133,3 +133,20 @@ def test_eval_takes_a_run_dir_and_routes_its_policies(tiny_model, tmp_path, para
     with pytest.raises(FileNotFoundError, match="no final weights"):
         (out / "final").rename(out / "gone")
         run_policies(out)
+
+
+def test_a_run_with_no_learning_signal_says_so(tiny_model, tmp_path):
+    """The test model never writes passing code: every GRPO group has one reward for all its
+    members, every gradient is 0, and after 5 such steps the run warns (console and summary)."""
+    cfg = _cfg(
+        tiny_model,
+        tmp_path / "r",
+        env="voting-code",
+        steps=6,
+        eval_every=0,
+        save_every=0,
+        max_new_tokens=16,
+    )
+    s = Trainer(cfg, progress=False).train()
+    assert s["no_signal_steps"] == 6
+    assert len(s["warnings"]) == 1 and "no learning signal" in s["warnings"][0]
