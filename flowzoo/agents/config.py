@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: the most tasks a run may ask an env for (the env's own bound)
+from flowzoo.envs.registry import MAX_TASKS
+
 ALGOS = ("grpo", "ppo")
 ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
 GROUP_BY = ("task", "task_role_turn", "task_agent_turn")
@@ -34,9 +37,6 @@ NOT_SHAPING = (
     "grad_checkpointing",
     "vllm_memory",
 )
-#: the most tasks a run may ask an env for (larger requests fail at the boundary, not in a
-#: generator that cannot find that many distinct problems)
-MAX_TASKS = 1_000_000
 
 
 def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:

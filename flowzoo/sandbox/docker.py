@@ -74,31 +74,19 @@ exec(compile(_src, "main.py", "exec"), _g)
 """
 
 
-# empties the container's writable dirs after a run (without the fork-server), whatever modes
-# the run left on them; prints "clean" only when nothing is left
-_WIPE = """\
-import os
-def wipe(p, top):
-    try:
-        os.chmod(p, 0o1777 if top else 0o700)
-    except OSError:
-        pass
-    for n in os.listdir(p):
-        q = os.path.join(p, n)
-        if os.path.isdir(q) and not os.path.islink(q):
-            wipe(q, False)
-            os.rmdir(q)
-        else:
-            os.unlink(q)
-left = 0
-for d in ("/box", "/tmp", "/dev/shm"):
-    try:
-        wipe(d, True)
-    except OSError:
-        pass
-    left += len(os.listdir(d)) if os.path.isdir(d) else 0
-print("clean" if left == 0 else "dirty")
-"""
+def _wipe_script() -> str:
+    """Empties the container's writable dirs after a run without the fork-server, whatever
+    modes the run left (the fork-server's own ``_wipe``); prints "clean" only when nothing is
+    left."""
+    import inspect
+
+    from flowzoo.sandbox import forkserver_main
+
+    return (
+        "import os\n"
+        + inspect.getsource(forkserver_main._wipe)
+        + 'print("clean" if all([_wipe(d) for d in ("/box", "/tmp", "/dev/shm")]) else "dirty")\n'
+    )
 
 
 def _client():
@@ -449,7 +437,8 @@ class DockerSandbox(ConcurrentRunMixin):
             procs = c.top().get("Processes") or []
             if len(procs) > 1:
                 return False
-            res, ok = self._exec(c, [self.python, "-I", "-S", "-c", _WIPE], 10.0, 4096)
+            cmd = [self.python, "-I", "-S", "-c", _wipe_script()]
+            res, ok = self._exec(c, cmd, 10.0, 4096)
             return ok and res.status == "ok" and res.stdout.strip() == "clean"
         except Exception:
             return False

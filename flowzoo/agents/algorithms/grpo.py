@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-GROUP_BY = ("task", "task_role_turn", "task_agent_turn")
-ADV_NORMS = ("group", "global", "per-role", "none")
-LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "sequence-mean")
+from flowzoo.agents.config import ADV_NORMS, GROUP_BY, LOSS_AGGS  # the one definition
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,11 @@ def shared_sandbox(backend: str, options: dict[str, Any] | None = None) -> Sandb
         return _SANDBOXES[key]
 
 
+def _memo_key(task: Task, text: str) -> tuple:
+    """What a remembered verdict is keyed by: the task (its id and tests) and the completion."""
+    return (task.id, hash(tuple(task.meta["tests"])), text)
+
+
 class CodeFamily:
     """Score a completion by running the task's unit tests on its program in a sandbox."""
 
@@ -144,7 +149,7 @@ class CodeFamily:
         """Score (task, completion) pairs: each judge round of every program is one
         concurrent ``run_many`` batch (most programs are decided in one round). Memoised per
         (task, completion), so re-scoring a draft costs nothing."""
-        keys = [((t.id, hash(tuple(t.meta["tests"]))), text) for t, text in pairs]
+        keys = [_memo_key(t, text) for t, text in pairs]
         out: list[Verdict | None] = [self._memo.get(k) for k in keys]
         todo = [i for i, v in enumerate(out) if v is None]
         runs: dict[int, JudgeRun] = {}
@@ -182,7 +187,7 @@ class CodeFamily:
     def flags(self, task: Task, text: str) -> list[str]:
         """Flags of a completion already scored on ``task`` (``reward_tamper`` when its
         program was caught writing to the judge's channel or faking its exit)."""
-        v = self._memo.get(((task.id, hash(tuple(task.meta["tests"]))), text))
+        v = self._memo.get(_memo_key(task, text))
         return ["reward_tamper"] if v is not None and v.details.get("tamper") else []
 
     def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
