@@ -30,6 +30,8 @@ def _child(mode: str, model: str, out: str) -> None:
         problems_per_step=2,
         group_size=2,
         max_new_tokens=16,
+        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        mask_truncated=False,
         eval_every=0,
         save_every=0,
         fsdp=mode == "fsdp",

@@ -30,6 +30,8 @@ def _ours(model: str, problems: int, steps: int) -> float:
         problems_per_step=problems,
         group_size=GEN,
         max_new_tokens=MAX_NEW,
+        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        mask_truncated=False,
         temperature=1.0,
         lr=1e-5,
         eval_every=0,

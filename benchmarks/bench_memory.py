@@ -14,7 +14,7 @@ import json, resource, sys, tempfile
 from flowzoo.agents.trainer import TrainConfig, Trainer
 policy, param, model = sys.argv[1:4]
 cfg = TrainConfig(env="orch-workers-math", model=model, policy=policy, param=param, lora_r=8, lora_alpha=16, steps=1,
-                  problems_per_step=1, group_size=2, eval_every=0, save_every=0, max_new_tokens=24,
+                  problems_per_step=1, group_size=2, eval_every=0, save_every=0, max_new_tokens=24, filter_groups=False, mask_truncated=False,
                   out_dir=tempfile.mkdtemp(), resume=False)
 t = Trainer(cfg, progress=False)
 t.train_step()

@@ -44,6 +44,8 @@ def _trainer(
         problems_per_step=ppg,
         group_size=g,
         max_new_tokens=max_new,
+        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        mask_truncated=False,
         eval_every=0,
         save_every=0,
         device=device,

@@ -119,10 +119,23 @@ def _print_summary(summary: dict) -> None:
         f"status {summary['status']} after {summary['steps_done']} steps in {summary['wall_s']:.0f}s"
     )
     if c:
+        e = summary.get("eval", {})
+
+        def ci(lo_hi) -> str:
+            return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
+
         print(
-            f"held-out accuracy: base {c['base']:.3f}  peak {c['peak']:.3f} (step {c['peak_step']})  "
-            f"final {c['final']:.3f}  delta {c['delta_vs_base']:+.3f}  cliff {'yes' if c['cliff'] else 'no'}"
+            f"held-out accuracy ({e.get('problems')} problems x {e.get('samples')} samples at "
+            f"T={e.get('temperature')}; 95% CIs over problems):\n"
+            f"  base  {c['base']:.3f} {ci(c['base_ci'])}\n"
+            f"  final {c['final']:.3f} {ci(c['final_ci'])}   (mean of the last evaluations)\n"
+            f"  gain  {c['gain']:+.3f} {ci(c['gain_ci'])}"
+            f"   ({'paired' if c['paired'] else 'unpaired'})\n"
+            f"  peak  {c['peak']:.3f} at step {c['peak_step']}; trajectory: {c['klass']}"
+            + ("  (a cliff)" if c["cliff"] else "")
         )
+        if e.get("greedy_base") is not None:
+            print(f"  greedy: base {e['greedy_base']:.3f}, last {e['greedy_last']:.3f}")
     shares = summary.get("mean_grad_share") or {}
     if shares:
         print("mean gradient-mass share: " + ", ".join(f"{r} {v:.2f}" for r, v in shares.items()))
@@ -155,12 +168,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             policy_for,
             n_episodes=args.episodes,
             temperature=args.temperature,
+            samples=args.samples,
             seed=args.seed,
             env_options=env_options,
         )
         rows.append(r.as_dict())
         fails = ", ".join(f"{k} {v:.2f}" for k, v in r.parse_fail.items())
-        print(f"{env_id:<20} accuracy {r.accuracy:.3f}  parse failures: {fails}")
+        lo, hi = r.ci
+        print(
+            f"{env_id:<20} accuracy {r.accuracy:.3f} [{lo:.3f}, {hi:.3f}] ({r.episodes} problems x "
+            f"{r.samples} at T={r.temperature})  parse failures: {fails}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")
@@ -213,7 +231,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from flowzoo.analysis.report import build_report
 
     p = build_report(
-        args.runs_dir, args.out, window=args.window, margin=args.margin, plots=not args.no_plots
+        args.runs_dir, args.out, window=args.window, floor=args.floor, plots=not args.no_plots
     )
     print(f"wrote {p}")
     return 0
@@ -248,8 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
         "trained policies, routed as in training)",
     )
     ev.add_argument("--env", action="append")
-    ev.add_argument("--episodes", type=int, default=100)
-    ev.add_argument("--temperature", type=float, default=0.0)
+    ev.add_argument(
+        "--episodes", type=int, default=0, help="held-out problems (0: the whole test split)"
+    )
+    ev.add_argument(
+        "--temperature", type=float, default=0.7, help="sampling temperature (0: greedy)"
+    )
+    ev.add_argument("--samples", type=int, default=4, help="samples per problem (greedy: 1)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--json", default=None)
     ev.set_defaults(fn=_cmd_eval)
@@ -287,7 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default=None, help="default: RUNS_DIR/report")
     rp.add_argument("--window", type=int, default=3, help="evals averaged for the final accuracy")
     rp.add_argument(
-        "--margin", type=float, default=0.1, help="cliff: final at least this far below the peak"
+        "--floor",
+        type=float,
+        default=0.0,
+        help="a margin under every interval when reading rises and falls (0: the 95%% CI alone)",
     )
     rp.add_argument("--no-plots", action="store_true")
     rp.set_defaults(fn=_cmd_report)
@@ -329,7 +355,7 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         kw: dict = {
             "dest": f.name,
             "default": None,
-            "help": f"{f.metadata['help']} (default: {shown})",
+            "help": f"{f.metadata['help']} (default: {shown})".replace("%", "%%"),
         }
         if f.metadata.get("choices"):
             kw["choices"] = [c for c in f.metadata["choices"]]

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from flowzoo.agents.algorithms.grpo import GroupKey, advantages
+from flowzoo.agents.algorithms.grpo import GroupKey, advantages, informative
 from flowzoo.agents.algorithms.ppo import gae, logprobs_and_values
 from flowzoo.agents.config import TrainConfig
 from flowzoo.agents.rollout import EpisodeRecord, TurnRecord
@@ -30,8 +30,11 @@ class Advantages:
     token: list[torch.Tensor | None] | None = None
     returns: list[torch.Tensor | None] | None = None
     old_values: list[torch.Tensor | None] | None = None
-    #: group statistics (sizes, singletons) for the metrics line
+    #: group statistics (sizes, singletons, dropped) for the metrics line
     stats: dict[str, Any] = field(default_factory=dict)
+    #: turns (by index) that add no loss: uninformative groups (filter_groups) and truncated
+    #: turns (mask_truncated)
+    skip: set[int] = field(default_factory=set)
 
     def tokens(self, t: TurnRecord, like: torch.Tensor) -> torch.Tensor:
         """The turn's advantage for each of its completion tokens."""
@@ -56,12 +59,30 @@ def grpo(
     cfg: TrainConfig, records: list[EpisodeRecord], turns: list[TurnRecord], rewards: list[float]
 ) -> Advantages:
     """Group-relative advantages; the group of a turn is named by ``cfg.group_by``."""
-    keys = [
+    keys = group_keys(cfg, records, turns)
+    adv, stats = advantages(keys, rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in turns])
+    out = Advantages(scalar=list(adv), stats=dataclasses.asdict(stats))
+    if cfg.filter_groups:
+        ok = informative(keys, rewards)
+        out.skip |= {t.index for t, good in zip(turns, ok, strict=True) if not good}
+        out.stats["dropped_groups"] = len({k for k, good in zip(keys, ok, strict=True) if not good})
+        out.stats["dropped_turns"] = len(out.skip)
+    return out
+
+
+def group_keys(cfg: TrainConfig, records: list[EpisodeRecord], turns: list[TurnRecord]) -> list:
+    """Each turn's GRPO group, as ``cfg.group_by`` names it."""
+    return [
         GroupKey.of(cfg.group_by, str(records[t.episode].group), t.role, t.agent, t.turn)
         for t in turns
     ]
-    adv, stats = advantages(keys, rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in turns])
-    return Advantages(scalar=list(adv), stats=dataclasses.asdict(stats))
+
+
+def mask_truncated(adv: Advantages, turns: list[TurnRecord]) -> None:
+    """Leave out of the loss every turn cut at max_new_tokens (its end is not the model's)."""
+    cut = {t.index for t in turns if not t.finished and t.completion_ids}
+    adv.skip |= cut
+    adv.stats["masked_truncated"] = len(cut)
 
 
 def ppo(

@@ -21,7 +21,8 @@ from flowzoo.envs.registry import MAX_TASKS
 
 ALGOS = ("grpo", "ppo")
 ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
-GROUP_BY = ("task", "task_role_turn", "task_agent_turn")
+GROUP_BY = ("task", "task_role", "task_role_turn", "task_agent_turn")
+LR_SCHEDULES = ("constant", "cosine")
 ADV_NORMS = ("group", "global", "per-role", "none")
 LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "sequence-mean")
 #: config keys that do not shape a run's trajectory (its length, place and bookkeeping): a
@@ -49,8 +50,10 @@ def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
 @dataclass
 class TrainConfig:
     """One training run. Defaults suit a CPU run on a tiny model; ``preset="study"`` applies
-    the study's settings (G=8, T=0.7, lr 2e-5, no KL, seq-mean-token-mean, clip 0.2/0.28,
-    grad clip 1.0, LoRA r64/alpha32) to every field not given explicitly."""
+    the study's settings (G=8, T=0.7, lr 2e-5 with 15 warmup steps and cosine decay, no KL,
+    seq-mean-token-mean, clip 0.2/0.28, grad clip 1.0, groups by task x role, verl-style
+    mini-batches of 4 problems, zero-variance groups and truncated turns dropped, LoRA
+    r64/alpha32) to every field not given explicitly."""
 
     env: str = _f("voting-math", "environment id (`flowzoo envs` lists them)")
     env_options: dict[str, Any] = _f({}, "options passed to make_env (JSON), e.g. reward_mode")
@@ -60,13 +63,23 @@ class TrainConfig:
     lora_r: int = _f(64, "LoRA rank")
     lora_alpha: int = _f(32, "LoRA alpha")
     algo: str = _f("grpo", "policy-gradient algorithm", ALGOS)
-    steps: int = _f(20, "rollout + update steps to run (a resumed run continues to this)")
-    problems_per_step: int = _f(4, "distinct problems per step")
+    steps: int = _f(60, "rollout + update steps to run (a resumed run continues to this)")
+    problems_per_step: int = _f(16, "distinct problems per step")
     group_size: int = _f(8, "episodes per problem (GRPO's G)")
     train_tasks: int = _f(500, "size of the training task pool")
     temperature: float = _f(0.7, "sampling temperature of rollouts")
-    max_new_tokens: int = _f(64, "most tokens a turn may generate")
-    lr: float = _f(1e-4, "AdamW learning rate")
+    max_new_tokens: int = _f(
+        0, "most tokens a turn may generate (0: each role's default from its workflow)"
+    )
+    max_new_tokens_per_role: dict[str, int] = _f(
+        {}, 'role -> its own max_new_tokens (JSON), e.g. {"orchestrator": 160}'
+    )
+    mask_truncated: bool = _f(True, "truncated turns (cut at max_new_tokens) add no loss")
+    overlong_penalty: float = _f(0.0, "subtracted from the reward of a truncated turn")
+    lr: float = _f(5e-5, "AdamW learning rate (the peak, under a schedule)")
+    lr_schedule: str = _f("constant", "learning-rate schedule after warmup", LR_SCHEDULES)
+    warmup_steps: int = _f(0, "rollout steps of linear warmup from 0 to lr")
+    min_lr_ratio: float = _f(0.0, "cosine: the final lr as a fraction of lr")
     weight_decay: float = _f(0.0, "AdamW weight decay")
     clip_low: float = _f(0.2, "PPO-style ratio clip below 1")
     clip_high: float = _f(0.28, "ratio clip above 1 (clip-higher)")
@@ -77,7 +90,20 @@ class TrainConfig:
     loss_agg: str = _f("seq-mean-token-mean", "how token losses become one loss", LOSS_AGGS)
     std_norm: bool = _f(True, "divide group-centred rewards by the group's std")
     adv_norm: str = _f("group", "where advantages are normalised", ADV_NORMS)
-    group_by: str = _f("task_agent_turn", "what turns must share to form a GRPO group", GROUP_BY)
+    group_by: str = _f(
+        "task_role",
+        "what turns must share to form a GRPO group (task_role: the study's, pooling a role's "
+        "turns and same-role agents)",
+        GROUP_BY,
+    )
+    filter_groups: bool = _f(
+        True, "drop zero-variance and one-member groups from the update (DAPO); counts logged"
+    )
+    resample_rounds: int = _f(
+        0,
+        "DAPO dynamic sampling: up to this many extra rollouts of fresh problems while fewer "
+        "than problems_per_step problems have an informative group",
+    )
     role_weighting: str = _f(
         "tokens", "how much each role's turns weigh in the loss", ROLE_WEIGHTING
     )
@@ -85,6 +111,11 @@ class TrainConfig:
     damper_decay: float = _f(0.9, "EMA decay of the damper's gradient direction")
     grad_clip: float = _f(1.0, "global gradient-norm clip (0: off)")
     minibatches: int = _f(1, "optimizer steps per rollout batch (>1: later ones off-policy)")
+    ppo_mini_batch: int = _f(
+        0,
+        "problems per optimizer step, as verl's ppo_mini_batch_size: a step takes this x "
+        "group_size turns, so a policy with more turns makes more steps (0: use minibatches)",
+    )
     ppo_epochs: int = _f(1, "passes over the rollout batch")
     micro_batch: int = _f(16, "turns per forward/backward pass (halved on out-of-memory)")
     gamma: float = _f(1.0, "PPO discount over an agent's turns")
@@ -96,11 +127,17 @@ class TrainConfig:
         "independent: G whole episodes per problem; tree: G samples per turn from one state",
         ("independent", "tree"),
     )
-    eval_every: int = _f(5, "steps between held-out evaluations (0: none)")
-    eval_episodes: int = _f(64, "held-out problems per evaluation")
-    eval_temperature: float = _f(0.0, "sampling temperature of evaluation (0: greedy)")
+    eval_every: int = _f(20, "steps between held-out evaluations (0: none)")
+    eval_episodes: int = _f(0, "held-out problems per evaluation (0: the whole test split)")
+    eval_temperature: float = _f(
+        -1.0, "sampling temperature of evaluation (-1: the training temperature; 0: greedy)"
+    )
+    eval_samples: int = _f(4, "samples per held-out problem (k); 1 when greedy")
+    eval_greedy: bool = _f(True, "also report greedy accuracy (one sample) beside the sampled")
     save_every: int = _f(5, "steps between checkpoints (0: only at the end)")
-    cliff_margin: float = _f(0.1, "a cliff: final accuracy this far below the peak")
+    cliff_margin: float = _f(
+        0.0, "a floor under the eval's 95% CI when reading rises and falls (0: the CI alone)"
+    )
     cliff_window: int = _f(3, "evaluations averaged for the final accuracy")
     seed: int = _f(0, "seed of everything random (problems, sampling, minibatch order)")
     out_dir: str = _f("runs/default", "run directory (default: a name from env, policy, seed)")
@@ -140,12 +177,12 @@ class TrainConfig:
             "problems_per_step",
             "group_size",
             "train_tasks",
-            "max_new_tokens",
             "micro_batch",
             "minibatches",
             "ppo_epochs",
             "lora_r",
             "cliff_window",
+            "eval_samples",
         )
         for k in positive:
             if getattr(self, k) < 1:
@@ -156,7 +193,6 @@ class TrainConfig:
             "save_every",
             "eval_episodes",
             "temperature",
-            "eval_temperature",
             "weight_decay",
             "clip_low",
             "clip_high",
@@ -167,16 +203,28 @@ class TrainConfig:
             "value_clip",
             "cliff_margin",
             "lora_alpha",
+            "overlong_penalty",
+            "warmup_steps",
+            "resample_rounds",
+            "ppo_mini_batch",
+            "max_new_tokens",
         )
         for k in non_negative:
             v = getattr(self, k)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{k} must be a finite number >= 0, got {v}")
-        if self.eval_every > 0 and self.eval_episodes < 1:
-            raise ValueError("eval_episodes must be >= 1 when eval_every > 0")
         if not (math.isfinite(self.lr) and 0 < self.lr <= 1):
             raise ValueError(f"lr must be in (0, 1], got {self.lr}")
-        for k in ("damper_decay", "gamma", "gae_lambda"):
+        if self.resample_rounds > 0 and not self.filter_groups:
+            raise ValueError("resample_rounds (dynamic sampling) needs filter_groups=True")
+        if self.eval_temperature < 0 and self.eval_temperature != -1:
+            raise ValueError(f"eval_temperature must be -1 or >= 0, got {self.eval_temperature}")
+        for role, v in self.max_new_tokens_per_role.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(
+                    f"max_new_tokens_per_role[{role!r}] must be an int >= 1, got {v!r}"
+                )
+        for k in ("damper_decay", "gamma", "gae_lambda", "min_lr_ratio"):
             if not 0 <= getattr(self, k) <= 1:
                 raise ValueError(f"{k} must be in [0, 1], got {getattr(self, k)}")
         if not 0 < self.vllm_memory <= 1:
@@ -191,6 +239,24 @@ class TrainConfig:
                 "generation_backend='vllm' serves full-parameter policies only (param='full'); "
                 "LoRA adapters would need vLLM's LoRA serving, which is not wired up"
             )
+
+    @property
+    def eval_temp(self) -> float:
+        """The temperature evaluation samples at (-1 resolved to the training temperature)."""
+        return self.temperature if self.eval_temperature < 0 else self.eval_temperature
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of rollout step ``step``: linear warmup over ``warmup_steps``,
+        then constant or cosine down to ``min_lr_ratio * lr`` at ``steps``. A function of
+        the step alone, so a resumed run continues on the same schedule."""
+        if self.warmup_steps and step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        if self.lr_schedule == "constant":
+            return self.lr
+        span = max(1, self.steps - self.warmup_steps)
+        frac = min(1.0, (step - self.warmup_steps) / span)
+        floor = self.min_lr_ratio
+        return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * frac)))
 
     def identity(self) -> str:
         """Hash of everything that shapes the run's trajectory (not its length or place)."""
@@ -229,6 +295,7 @@ _TYPES: dict[Any, tuple[type, ...]] = {
     "dict[str, Any]": (dict,),
     "dict[str, float]": (dict,),
     "dict[str, str]": (dict,),
+    "dict[str, int]": (dict,),
 }
 
 
@@ -248,7 +315,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         clip_low=0.2,
         clip_high=0.28,
         grad_clip=1.0,
-        group_by="task_agent_turn",
+        group_by="task_role",
+        ppo_mini_batch=4,
+        lr_schedule="cosine",
+        warmup_steps=15,
+        filter_groups=True,
+        mask_truncated=True,
+        eval_samples=4,
         param="lora",
         lora_r=64,
         lora_alpha=32,

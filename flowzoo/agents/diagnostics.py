@@ -1,9 +1,9 @@
-"""Role-level gradient dynamics and the peak / final / cliff reading of accuracy curves.
+"""Role-level gradient dynamics: per-role norms, mass shares and cosines, and the damper.
 
 Why: the study explains its cliffs by per-role gradient norms (isolated policies: parallel
 same-role agents on shared prompts amplify a role's gradient) and by gradient-mass share
 (shared policy: the dominant role captures the policy). These helpers compute both from
-per-role gradient vectors, and classify a held-out accuracy curve.
+per-role gradient vectors (the curve's reading is :mod:`flowzoo.analysis.readings`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from flowzoo.agents.distributed import local
-from flowzoo.analysis.curves import CurveSummary, analyze_curve
 
 __all__ = [
     "CoherenceDamper",
-    "CurveSummary",
-    "analyze_curve",
     "dot",
     "flat_grad",
     "role_gradient_stats",
@@ -77,8 +74,10 @@ def role_gradient_stats(
 
 
 class CoherenceDamper:
-    """Scale a role's gradient by ``1 - lam * max(0, cos(g, EMA(g)))`` before the step: a
-    role that keeps pushing in the same direction is slowed (the study's intervention)."""
+    """Scale a role's gradient by ``1 - lam * max(0, cos(g, EMA))`` before the step: a role
+    that keeps pushing in the same direction is slowed (the study's intervention). The EMA
+    follows the *damped* gradient, the one the step applies: tracking the raw one would let
+    the damper reinforce itself (a damped role keeps a full-strength memory of its push)."""
 
     def __init__(self, lam: float, decay: float = 0.9) -> None:
         if not 0.0 <= lam <= 1.0:
@@ -94,7 +93,10 @@ class CoherenceDamper:
             denom = float(prev.norm() * g.norm())
             c = float(prev @ g) / denom if denom > 0 else 0.0
             scale = 1.0 - self.lam * max(0.0, c)
-        self.ema[key] = g.clone() if prev is None else self.decay * prev + (1 - self.decay) * g
+        applied = scale * g
+        self.ema[key] = (
+            applied.clone() if prev is None else self.decay * prev + (1 - self.decay) * applied
+        )
         return scale
 
     def state_dict(self) -> dict:

@@ -1,90 +1,145 @@
-"""Held-out evaluation of policies on workflow envs: accuracy and per-role parse failures."""
+"""Held-out evaluation of policies on workflow envs: sampled accuracy with a bootstrap CI
+over problems, per-problem counts (so two evaluations compare paired), per-role parse
+failures and truncation, and the workflow's own decision readings (Voting's majority of the
+sampled solvers beside its aggregator, Eval-Opt's evaluator accuracy)."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from flowzoo.agents.policy import Policy
-from flowzoo.agents.rollout import rollout
+from flowzoo.agents.rollout import TokenLimit, rollout
+from flowzoo.analysis.stats import bootstrap_ci
 
 
 @dataclass
 class EvalResult:
     env_id: str
+    #: distinct problems played
     episodes: int
+    #: mean correctness over every sampled episode (k per problem)
     accuracy: float
     #: role -> fraction of that role's turns with a parse failure
     parse_fail: dict[str, float] = field(default_factory=dict)
     #: role -> fraction of that role's turns whose answer could not be extracted (solving roles)
     no_answer: dict[str, float] = field(default_factory=dict)
     extra: dict[str, float] = field(default_factory=dict)
+    #: samples per problem and the temperature they were drawn at
+    samples: int = 1
+    temperature: float = 0.0
+    #: per problem, how many of its samples were correct (the unit of the bootstrap)
+    per_problem: list[int] = field(default_factory=list)
+    #: role -> fraction of that role's turns cut at its token budget
+    truncated: dict[str, float] = field(default_factory=dict)
+    #: wall seconds and generated tokens this evaluation cost (this process)
+    cost: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        """95% bootstrap interval of the accuracy, over problems."""
+        _, lo, hi = bootstrap_ci([c / self.samples for c in self.per_problem])
+        return lo, hi
 
     def as_dict(self) -> dict:
-        return {
+        d = {
             "env": self.env_id,
             "episodes": self.episodes,
+            "samples": self.samples,
+            "temperature": self.temperature,
             "accuracy": self.accuracy,
             "parse_fail": self.parse_fail,
             "no_answer": self.no_answer,
+            "truncated": self.truncated,
+            "cost": self.cost,
             **self.extra,
         }
+        if self.per_problem:
+            d["ci"] = list(self.ci)
+            d["per_problem"] = self.per_problem
+        return d
 
 
-EXTRA_KEYS = ("majority_correct", "any_correct", "first_draft_correct")
+EXTRA_KEYS = (
+    "majority_correct",
+    "any_correct",
+    "first_draft_correct",
+    "evaluator_accuracy",
+    "any_worker_correct",
+)
 
 
 def evaluate_env(
     env_id: str,
     policy_for: Callable[[str], tuple[str, Policy]],
-    n_episodes: int = 100,
+    n_episodes: int = 0,
     batch: int = 32,
     temperature: float = 0.0,
-    max_new_tokens: int = 96,
+    max_new_tokens: TokenLimit = 0,
     split: str = "test",
     seed: int = 0,
     env_options: dict | None = None,
     shard: tuple[int, int] = (0, 1),
     reduce: Callable[[list[float]], list[float]] | None = None,
+    samples: int = 1,
 ) -> EvalResult:
-    """Play ``n_episodes`` distinct test problems (greedy by default) and score them.
+    """Play ``n_episodes`` distinct test problems (0: the whole split), ``samples`` times
+    each at ``temperature`` (greedy: one), and score them; per problem the correct count.
 
-    ``shard=(rank, world)`` plays every world-th problem and ``reduce`` sums the counts over
-    the processes (data-parallel training evaluates on every process); episode ``j`` always
-    has seed ``seed + j``, so the result does not depend on how the problems are dealt out."""
+    ``max_new_tokens=0`` uses each role's default budget. ``shard=(rank, world)`` plays every
+    world-th episode and ``reduce`` sums the counts over the processes (data-parallel
+    training evaluates on every process); episode (problem ``j``, sample ``s``) always has
+    env seed ``seed + j + n * s``, and sampling draws from a stream seeded by ``seed`` and
+    the process's rank, so an evaluation does not depend on what ran before it (base and
+    final see the same noise), and a greedy one not on how episodes are dealt out either."""
     from flowzoo.envs import make_env
 
+    t0 = time.time()
     rank, world = shard
     opts = {"split": split, **(env_options or {})}
     probe = make_env(env_id, **opts)
     tasks, roles, fam = probe.tasks, list(probe.roles), probe.family
-    n_episodes = min(n_episodes, len(tasks))
-    mine = list(range(rank, n_episodes, world))
+    if temperature == 0:
+        samples = 1
+    n = min(n_episodes, len(tasks)) if n_episodes > 0 else len(tasks)
+    limits = max_new_tokens or probe.turn_tokens()
+    episodes = [(j, s) for s in range(samples) for j in range(n)]
+    mine = episodes[rank::world]
     envs = [probe] + [make_env(env_id, **opts) for _ in range(min(batch, len(mine)) - 1)]
-    # counts: correct, then per role (turns, parse failures, answer turns, no answer), then
-    # per extra key (sum, episodes that report it) - a fixed layout every process shares
-    correct = 0.0
-    per_role = {r: [0.0, 0.0, 0.0, 0.0] for r in roles}
+    # counts: per problem correct, then per role (turns, parse failures, answer turns, no
+    # answer, truncated), then per extra key (sum, episodes that report it) - a fixed layout
+    # every process shares
+    correct = [0.0] * n
+    per_role = {r: [0.0] * 5 for r in roles}
     extra = {k: [0.0, 0.0] for k in EXTRA_KEYS}
     solving, parse_flags = probe.workflow.solving_roles, probe.workflow.parse_flags
+    tokens = 0
     for start in range(0, len(mine), len(envs)):
-        js = mine[start : start + len(envs)]
+        chunk = mine[start : start + len(envs)]
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + start + 7919 * rank)
         recs = rollout(
-            envs[: len(js)],
+            envs[: len(chunk)],
             policy_for,
-            reset_options=[{"task_id": tasks[j].id} for j in js],
-            seeds=[seed + j for j in js],
-            max_new_tokens=max_new_tokens,
+            reset_options=[{"task_id": tasks[j].id} for j, _ in chunk],
+            seeds=[seed + j + n * s for j, s in chunk],
+            max_new_tokens=limits,
             temperature=temperature,
+            generator=gen,
         )
-        for env, rec in zip(envs, recs, strict=False):
-            correct += rec.correct
+        for env, rec, (j, _) in zip(envs, recs, chunk, strict=False):
+            correct[j] += rec.correct
             for k in EXTRA_KEYS:
                 if k in rec.info:
                     extra[k][0] += float(rec.info[k])
                     extra[k][1] += 1
+            for t in rec.turns:
+                tokens += len(t.completion_ids)
+                per_role[t.role][4] += not t.finished
             for t in env.turn_log():
                 row = per_role[t.role]
                 row[0] += 1
@@ -93,24 +148,29 @@ def evaluate_env(
                     row[2] += 1
                     row[3] += fam.extract(t.action) is None
     flat = [
-        correct,
+        *correct,
         *(x for r in roles for x in per_role[r]),
         *(x for k in extra.values() for x in k),
     ]
     if reduce is not None:
         flat = list(reduce(flat))
-    correct, flat = flat[0], flat[1:]
-    per_role = {r: flat[4 * i : 4 * i + 4] for i, r in enumerate(roles)}
-    flat = flat[4 * len(roles) :]
+    correct, flat = flat[:n], flat[n:]
+    per_role = {r: flat[5 * i : 5 * i + 5] for i, r in enumerate(roles)}
+    flat = flat[5 * len(roles) :]
     extra = {k: flat[2 * i : 2 * i + 2] for i, k in enumerate(EXTRA_KEYS)}
-    n = n_episodes
+    total = n * samples
     return EvalResult(
         env_id,
         n,
-        correct / n,
+        sum(correct) / total,
         {r: c[1] / c[0] for r, c in per_role.items() if c[0] > 0},
         {r: c[3] / c[2] for r, c in per_role.items() if c[2] > 0},
-        {k: v[0] / n for k, v in extra.items() if v[1] > 0},
+        {k: v[0] / v[1] for k, v in extra.items() if v[1] > 0},
+        samples=samples,
+        temperature=temperature,
+        per_problem=[int(round(c)) for c in correct],
+        truncated={r: c[4] / c[0] for r, c in per_role.items() if c[0] > 0},
+        cost={"wall_s": round(time.time() - t0, 2), "tokens": tokens, "episodes": len(mine)},
     )
 
 

@@ -1,7 +1,9 @@
 """The update: one policy at a time, one role at a time, with the role-level gradient
 diagnostics the study is about.
 
-For each policy that played, the step's turns are cut into minibatches; within one, each
+For each policy that played, the step's turns (less those left out: uninformative groups,
+truncated turns) are cut into minibatches (a count, or verl's fixed size, so a policy that
+plays more turns makes more optimizer steps); within one, each
 role's turns run in length-sorted micro-batches and the gradient they add is kept apart, so
 every step logs per role the loss, gradient norm, clip fraction and KL, and per policy the
 cosine between role gradients and the gradient norm actually applied (after the optional
@@ -74,6 +76,10 @@ class Learner:
         left exactly as it was); per policy, its per-role statistics."""
         self.step = step
         rng = random.Random(f"{self.cfg.seed}:{step}")
+        lr = self.cfg.lr_at(step)
+        for opt in self.opts.values():
+            for group in opt.param_groups:
+                group["lr"] = lr
         per_policy = {}
         self.last_role_grads = {}
         for name in self.router.names:
@@ -115,13 +121,15 @@ class Learner:
             "policy": defaultdict(float),
             "cosine": defaultdict(float),
         }
+        turns = [t for t in turns if t.completion_ids and t.index not in adv.skip]
         order = list(range(len(turns)))
         n_updates = 0
         for _epoch in range(cfg.ppo_epochs):
             rng.shuffle(order)
-            chunks = [order[i :: cfg.minibatches] for i in range(cfg.minibatches)]
+            n_chunks = self.n_minibatches(len(turns))
+            chunks = [order[i::n_chunks] for i in range(n_chunks)]
             for chunk in chunks:
-                batch = [turns[i] for i in chunk if turns[i].completion_ids]
+                batch = [turns[i] for i in chunk]
                 if distributed.sum_floats([len(batch)], self.dist)[0] == 0:
                     continue
                 n_updates += 1
@@ -133,8 +141,20 @@ class Learner:
             }
         }
         out["policy"] = {k: v / max(1, n_updates) for k, v in stats["policy"].items()}
+        out["policy"]["opt_steps"] = n_updates
+        out["policy"]["lr"] = self.opts[name].param_groups[0]["lr"]
         out["cosine"] = {k: v / max(1, n_updates) for k, v in stats["cosine"].items()}
         return out
+
+    def n_minibatches(self, n_local: int) -> int:
+        """Optimizer steps per epoch for a policy with ``n_local`` turns here: verl-style
+        fixed-size mini-batches (``ppo_mini_batch`` x ``group_size`` turns, counted over all
+        processes), so a policy playing more turns makes more steps; else ``minibatches``."""
+        cfg = self.cfg
+        if cfg.ppo_mini_batch <= 0:
+            return cfg.minibatches
+        n = int(distributed.sum_floats([float(n_local)], self.dist)[0])
+        return max(1, -(-n // (cfg.ppo_mini_batch * cfg.group_size)))
 
     def _micro_step(
         self, name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs

@@ -5,7 +5,7 @@ their prompts by policy, generate one batch per policy, step the envs, record ev
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,19 +88,33 @@ def _advance_dead(env) -> None:
             return
 
 
+#: a turn's token budget: one for every role, or one per role
+TokenLimit = int | Mapping[str, int]
+
+
+def limit_for(max_new_tokens: TokenLimit, role: str) -> int:
+    """The token budget of a ``role`` turn."""
+    if isinstance(max_new_tokens, int):
+        return max_new_tokens
+    if role not in max_new_tokens:
+        raise ValueError(f"no max_new_tokens for role {role!r}; given for {sorted(max_new_tokens)}")
+    return int(max_new_tokens[role])
+
+
 def rollout(
     envs: Sequence,
     policy_for: Callable[[str], tuple[str, Policy]],
     reset_options: Sequence[dict[str, Any] | None] | None = None,
     seeds: Sequence[int | None] | None = None,
     groups: Sequence[Any] | None = None,
-    max_new_tokens: int = 96,
+    max_new_tokens: TokenLimit = 96,
     temperature: float = 0.7,
     generator: torch.Generator | None = None,
     reset: bool = True,
 ) -> list[EpisodeRecord]:
-    """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``.
-    ``reset=False`` continues each env from its current state (only new turns recorded)."""
+    """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``;
+    ``max_new_tokens`` one budget or one per role. ``reset=False`` continues each env from
+    its current state (only new turns recorded)."""
     n = len(envs)
     reset_options = list(reset_options) if reset_options is not None else [None] * n
     seeds = list(seeds) if seeds is not None else [None] * n
@@ -117,18 +131,21 @@ def rollout(
         turn_counts.append(counts)
     live = set(range(n))
     while live:
-        by_policy: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+        # one batch per policy and token budget
+        by_policy: dict[tuple[str, int], list[tuple[int, str, str]]] = defaultdict(list)
         pol_obj: dict[str, Policy] = {}
         for i in sorted(live):
             env = envs[i]
             agent = env.agent_selection
-            name, pol = policy_for(env.role_of(agent))
+            role = env.role_of(agent)
+            name, pol = policy_for(role)
             pol_obj[name] = pol
-            by_policy[name].append((i, agent, env.observe(agent)["prompt"]))
-        for name, items in by_policy.items():
+            key = (name, limit_for(max_new_tokens, role))
+            by_policy[key].append((i, agent, env.observe(agent)["prompt"]))
+        for (name, limit), items in by_policy.items():
             gens = pol_obj[name].generate(
                 [p for _, _, p in items],
-                max_new_tokens=max_new_tokens,
+                max_new_tokens=limit,
                 temperature=temperature,
                 generator=generator,
             )
@@ -169,7 +186,7 @@ def tree_rollout(
     branch: int,
     rng,
     seeds: Sequence[int | None] | None = None,
-    max_new_tokens: int = 96,
+    max_new_tokens: TokenLimit = 96,
     temperature: float = 0.7,
     generator: torch.Generator | None = None,
 ) -> list[EpisodeRecord]:
@@ -196,7 +213,7 @@ def tree_rollout(
             prompt = env.observe(agent)["prompt"]
             gens = pol.generate(
                 [prompt] * branch,
-                max_new_tokens=max_new_tokens,
+                max_new_tokens=limit_for(max_new_tokens, env.role_of(agent)),
                 temperature=temperature,
                 generator=generator,
             )

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from flowzoo.agents.config import TrainConfig
-from flowzoo.analysis.curves import analyze_curve, mean_grad_share
+from flowzoo.analysis.curves import mean_grad_share
+from flowzoo.analysis.readings import evals_of, trajectory
 from flowzoo.analysis.records import read_metrics
 
 #: what a fresh start (``resume=False``) removes from a run directory before it begins
@@ -168,13 +169,23 @@ def summary(
         s["error"] = error
     if status == "completed":
         s["weights"] = str(out / "final")
-    if eval_curve:
-        steps, acc = zip(*eval_curve, strict=True)
-        s["curve"] = analyze_curve(
-            list(steps), list(acc), cfg.cliff_window, cfg.cliff_margin
-        ).as_dict()
+    metrics = read_metrics(out / "metrics.jsonl")
+    evals = evals_of(metrics)
+    if eval_curve and evals:
+        s["curve"] = trajectory(evals, cfg.cliff_window, cfg.cliff_margin).as_dict()
         s["eval_curve"] = eval_curve
-    s["mean_grad_share"] = mean_grad_share(read_metrics(out / "metrics.jsonl"))
+        first, last = evals[0][1], evals[-1][1]
+        s["eval"] = {
+            "problems": first.get("episodes"),
+            "samples": first.get("samples", 1),
+            "temperature": first.get("temperature"),
+            "greedy_base": (first.get("greedy") or {}).get("accuracy"),
+            "greedy_last": (last.get("greedy") or {}).get("accuracy"),
+            "cost_s": round(
+                sum(float((e.get("cost") or {}).get("wall_s", 0)) for _, e in evals), 1
+            ),
+        }
+    s["mean_grad_share"] = mean_grad_share(metrics)
     return s
 
 

@@ -39,6 +39,8 @@ __all__ = ["TrainConfig", "Trainer", "TrainingDiverged", "load_config_file"]
 
 #: consecutive steps without any reward variance before the run warns
 NO_SIGNAL_STEPS = 5
+#: a role's truncation rate above which the run warns
+TRUNCATION_WARN = 0.05
 
 
 def _check_fsdp(cfg: TrainConfig, info: distributed.DistInfo) -> None:
@@ -79,6 +81,11 @@ class Trainer:
             )
         if cfg.fsdp:
             _check_fsdp(cfg, self.dist)
+        if self.dist.active and cfg.resample_rounds > 0:
+            raise ValueError(
+                "resample_rounds (dynamic sampling) decides per process how many problems to "
+                "roll out; under torchrun use filter_groups alone"
+            )
         if self.dist.active and cfg.policy_devices:
             raise ValueError(
                 "policy_devices places policies on one process's GPUs; under torchrun every "
@@ -98,6 +105,18 @@ class Trainer:
                 f"kl_per_role names roles {unknown} that {cfg.env} does not have; "
                 f"its roles: {', '.join(self.roles)}"
             )
+        bad = sorted(set(cfg.max_new_tokens_per_role) - set(self.roles))
+        if bad:
+            raise ValueError(
+                f"max_new_tokens_per_role names roles {bad} that {cfg.env} does not have; "
+                f"its roles: {', '.join(self.roles)}"
+            )
+        #: each role's token budget: given per role, else given for all, else the workflow's
+        defaults = probe.turn_tokens()
+        self.token_limits = {
+            r: cfg.max_new_tokens_per_role.get(r, cfg.max_new_tokens or defaults[r])
+            for r in self.roles
+        }
         self.agents_per_role = defaultdict(int)
         for a in probe.possible_agents:
             self.agents_per_role[probe.role_of(a)] += 1
@@ -140,6 +159,10 @@ class Trainer:
         #: steps without any reward variance, the current streak, and warnings for the summary
         self.no_signal_steps, self._streak = 0, 0
         self.warnings: list[str] = []
+        #: dynamic sampling's counts for the step's metrics line (None: off)
+        self._sampling: dict | None = None
+        #: per role, the truncated fraction of its recent turns (for the truncation warning)
+        self._trunc: dict[str, list[float]] = defaultdict(list)
 
     def _models(self, reference: bool = True) -> list[torch.nn.Module]:
         """Every model this trainer holds (policies, then the reference), once each."""
@@ -177,24 +200,70 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def _rollout(self, step: int) -> list[EpisodeRecord]:
+        """The step's episodes; with ``resample_rounds`` (DAPO dynamic sampling), fresh
+        problems are rolled out while fewer than ``problems_per_step`` problems have a group
+        with reward variance, and the batch keeps at most that many informative problems."""
         cfg = self.cfg
-        rng = np.random.default_rng([cfg.seed, step])
+        records = self._rollout_round(step, 0, set())
+        rounds = 0
+        if cfg.resample_rounds > 0:
+            good = self._informative_problems(records)
+            while len(good) < cfg.problems_per_step and rounds < cfg.resample_rounds:
+                rounds += 1
+                seen = {str(r.group) for r in records}
+                records += self._rollout_round(step, rounds, seen)
+                good = self._informative_problems(records)
+            keep = set(good[: cfg.problems_per_step])
+            kept = [r for r in records if str(r.group) in keep] or records
+            for i, r in enumerate(kept):  # renumber: turns name their episode by position
+                r.index = i
+                for t in r.turns:
+                    t.episode = i
+            self._sampling = {
+                "rounds": rounds + 1,
+                "problems": len({str(r.group) for r in records}),
+                "informative": len(good),
+            }
+            return kept
+        return records
+
+    def _informative_problems(self, records: list[EpisodeRecord]) -> list[str]:
+        """Problems (in order of appearance) with at least one GRPO group of varied reward."""
+        from flowzoo.agents.algorithms.grpo import informative
+
+        turns = [t for r in records for t in r.turns]
+        for i, r in enumerate(records):
+            for t in r.turns:
+                t.episode = i
+        keys = advantage.group_keys(self.cfg, records, turns)
+        ok = informative(keys, [self._turn_reward(t) for t in turns])
+        good = {str(records[t.episode].group) for t, g in zip(turns, ok, strict=True) if g}
+        return [g for g in dict.fromkeys(str(r.group) for r in records) if g in good]
+
+    def _rollout_round(self, step: int, round_: int, exclude: set[str]) -> list[EpisodeRecord]:
+        cfg = self.cfg
+        rng = np.random.default_rng([cfg.seed, step] + ([round_] if round_ else []))
+        pool = [t.id for t in self.train_tasks if t.id not in exclude] or [
+            t.id for t in self.train_tasks
+        ]
         picks = rng.choice(
-            len(self.train_tasks),
+            len(pool),
             size=cfg.problems_per_step,
-            replace=len(self.train_tasks) < cfg.problems_per_step,
+            replace=len(pool) < cfg.problems_per_step,
         )
-        task_ids = [self.train_tasks[int(i)].id for i in picks]
+        task_ids = [pool[int(i)] for i in picks]
         opts, seeds, groups = [], [], []
         ks = distributed.mine(len(task_ids), self.dist)  # all of them in a single process
         task_ids = [task_ids[k] for k in ks]
         for k, tid in zip(ks, task_ids, strict=True):
             for g in range(cfg.group_size):
                 opts.append({"task_id": tid})
-                seeds.append(int(cfg.seed * 1_000_003 + step * 1009 + k * 31 + g))
+                seeds.append(
+                    int(cfg.seed * 1_000_003 + step * 1009 + k * 31 + g + round_ * 100_003)
+                )
                 groups.append(tid)
         gen = torch.Generator(device=self.device).manual_seed(
-            int(cfg.seed * 7_919 + step + 104_729 * self.dist.rank)
+            int(cfg.seed * 7_919 + step + 104_729 * self.dist.rank + 15_485_863 * round_)
         )
         with self._gathered():
             return self._sample(task_ids, opts, seeds, groups, gen, step)
@@ -209,7 +278,7 @@ class Trainer:
                 cfg.group_size,
                 random.Random(f"tree:{cfg.seed}:{step}"),
                 seeds=seeds[:: cfg.group_size],
-                max_new_tokens=cfg.max_new_tokens,
+                max_new_tokens=self.token_limits,
                 temperature=cfg.temperature,
                 generator=gen,
             )
@@ -219,14 +288,15 @@ class Trainer:
             opts,
             seeds,
             groups,
-            cfg.max_new_tokens,
+            self.token_limits,
             cfg.temperature,
             gen,
         )
 
     def _turn_reward(self, t: TurnRecord) -> float:
-        """The reward a turn trains on: the env's reward for its agent, as the env mixed it."""
-        return t.reward
+        """The reward a turn trains on: the env's reward for its agent, as the env mixed it,
+        less the overlong penalty when the turn was cut at its token budget."""
+        return t.reward - (self.cfg.overlong_penalty if not t.finished else 0.0)
 
     def update(self, records: list[EpisodeRecord]) -> tuple[dict, dict]:
         """Advantages, then one update of every policy that played in ``records``;
@@ -239,6 +309,8 @@ class Trainer:
             adv: Advantages = advantage.grpo(self.cfg, records, turns, rewards)
         else:
             adv = advantage.ppo(self.cfg, self.router, self.learner.heads, records, turns, rewards)
+        if self.cfg.mask_truncated:
+            advantage.mask_truncated(adv, turns)
         per_policy = self.learner.update(turns, adv, self.step)
         self._check_weights()
         self._rewards = rewards
@@ -267,28 +339,40 @@ class Trainer:
         envs = self.envs[: len(records)] if self.cfg.rollout == "independent" else []
         m = runlog.step_metrics(step, records, turns, per_policy, adv_stats, self._rewards, envs)
         m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
+        m["lr"] = self.cfg.lr_at(step)
+        if self._sampling is not None:
+            m["sampling"], self._sampling = self._sampling, None
         self.step += 1
         self._phase = "log"
         return m
 
     # ------------------------------------------------------------------ eval and loop
     def evaluate(self) -> dict:
-        """Held-out accuracy; under torchrun every process plays its share of the problems
-        and the counts are summed (under FSDP on gathered weights)."""
+        """Held-out accuracy: ``eval_samples`` samples per problem at the evaluation
+        temperature (with a bootstrap CI over problems and per-problem counts), and greedy
+        accuracy beside it. Under torchrun every process plays its share of the episodes and
+        the counts are summed (under FSDP on gathered weights)."""
         cfg = self.cfg
+        common = dict(
+            n_episodes=cfg.eval_episodes,
+            max_new_tokens=self.token_limits,
+            env_options=cfg.env_options,
+            seed=cfg.seed,
+            shard=(self.dist.rank, self.dist.world),
+            reduce=lambda xs: distributed.sum_floats(xs, self.dist),
+        )
         with self._gathered():
             res = evaluate_env(
                 cfg.env,
                 self.router.policy_for,
-                n_episodes=cfg.eval_episodes,
-                temperature=cfg.eval_temperature,
-                max_new_tokens=cfg.max_new_tokens,
-                env_options=cfg.env_options,
-                seed=cfg.seed,
-                shard=(self.dist.rank, self.dist.world),
-                reduce=lambda xs: distributed.sum_floats(xs, self.dist),
-            )
-        return res.as_dict()
+                temperature=cfg.eval_temp,
+                samples=cfg.eval_samples,
+                **common,
+            ).as_dict()
+            if cfg.eval_greedy and cfg.eval_temp > 0:
+                g = evaluate_env(cfg.env, self.router.policy_for, temperature=0.0, **common)
+                res["greedy"] = {k: v for k, v in g.as_dict().items() if k != "env"}
+        return res
 
     def _eval_due(self) -> bool:
         cfg = self.cfg
@@ -313,10 +397,30 @@ class Trainer:
             if self.dist.main:
                 print(f"\nflowzoo: WARNING: {msg}", file=sys.stderr)
 
+    def _watch_truncation(self, m: dict) -> None:
+        """A role whose turns are cut at their token budget more than ``TRUNCATION_WARN`` of
+        the time (over the last 5 steps) is not playing the format it was trained on: warn
+        loudly, once per role, naming the flag that fixes it."""
+        for role, row in m.get("roles", {}).items():
+            hist = self._trunc[role]
+            hist.append(float(row.get("truncated_frac", 0.0)))
+            del hist[:-5]
+            rate = sum(hist) / len(hist)
+            if rate > TRUNCATION_WARN and not any(f"role {role!r}" in w for w in self.warnings):
+                msg = (
+                    f"truncation: {rate:.0%} of role {role!r}'s recent turns were cut at "
+                    f"{self.token_limits[role]} tokens (above {TRUNCATION_WARN:.0%}); raise "
+                    f"it with --max-new-tokens-per-role '{{\"{role}\": N}}'"
+                )
+                self.warnings.append(msg)
+                if self.dist.main:
+                    print(f"\nflowzoo: WARNING: {msg}", file=sys.stderr)
+
     def _finish_step(self, m: dict, log: runlog.RunLog) -> None:
         """Evaluate (when due), write the step's line, checkpoint (when due)."""
         cfg = self.cfg
         self._watch_signal(m)
+        self._watch_truncation(m)
         if self._eval_due() and "eval" not in m:
             m["eval"] = self.evaluate()
             self.eval_curve.append((self.step, m["eval"]["accuracy"]))

@@ -20,7 +20,10 @@ from pathlib import Path
 from statistics import mean, pstdev, stdev
 
 from flowzoo.agents.config import NOT_SHAPING, TrainConfig
-from flowzoo.analysis.curves import analyze_curve, mean_grad_share
+from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
+from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
+
+__all__ = ["build_report", "cell_stats", "findings", "load_runs", "mean_ci"]
 from flowzoo.analysis.records import read_metrics
 
 LEVER_KEYS = ("role_weighting", "adv_norm", "kl_per_role", "kl_coef", "damper_lambda", "algo")
@@ -42,6 +45,16 @@ class Run:
     #: other config keys whose values differ between the runs loaded together (a sweep's
     #: learning rates, say): they separate cells as the named levers do
     varying: tuple[str, ...] = ()
+
+    @property
+    def evals(self) -> list[tuple[int, dict]]:
+        """The run's evaluations with everything recorded (CIs, per-problem scores); for a
+        record holding only its curve, each point with its problem count."""
+        ev = evals_of(self.metrics)
+        if len(ev) == len(self.curve):
+            return ev
+        n = int(self.config.get("eval_episodes") or 0) or 200
+        return [(int(s), {"accuracy": float(a), "episodes": n}) for s, a in self.curve]
 
     @property
     def workflow(self) -> str:
@@ -105,45 +118,50 @@ def _ms(xs: list[float]) -> str:
 class CellStats:
     key: tuple
     runs: list[Run]
-    base: list[float]
-    peak: list[float]
-    peak_step: list[int]
-    final: list[float]
-    cliffs: int
+    traj: list[Trajectory]
     majority: list[float]
 
     @property
+    def base(self) -> list[float]:
+        return [t.base for t in self.traj]
+
+    @property
+    def peak(self) -> list[float]:
+        return [t.peak for t in self.traj]
+
+    @property
+    def peak_step(self) -> list[int]:
+        return [t.peak_step for t in self.traj]
+
+    @property
+    def final(self) -> list[float]:
+        return [t.final for t in self.traj]
+
+    @property
+    def cliffs(self) -> int:
+        return sum(t.cliff for t in self.traj)
+
+    @property
     def delta(self) -> list[float]:
-        return [f - b for f, b in zip(self.final, self.base, strict=True)]
+        return [t.gain for t in self.traj]
+
+    def count(self, klass: str) -> int:
+        return sum(t.klass == klass for t in self.traj)
 
 
-def cell_stats(runs: list[Run], window: int = 3, margin: float = 0.1) -> list[CellStats]:
+def cell_stats(runs: list[Run], window: int = 3, floor: float = 0.0) -> list[CellStats]:
+    """Runs that differ only by seed, pooled; each run read by :func:`trajectory`."""
     cells: dict[tuple, list[Run]] = defaultdict(list)
     for r in runs:
         cells[r.cell].append(r)
     out = []
     for key, rs in sorted(cells.items()):
-        summ = [
-            analyze_curve([s for s, _ in r.curve], [a for _, a in r.curve], window, margin)
-            for r in rs
-        ]
         maj = [
             float(r.base_extra["majority_correct"])
             for r in rs
             if "majority_correct" in r.base_extra
         ]
-        out.append(
-            CellStats(
-                key,
-                rs,
-                [s.base for s in summ],
-                [s.peak for s in summ],
-                [s.peak_step for s in summ],
-                [s.final for s in summ],
-                sum(s.cliff for s in summ),
-                maj,
-            )
-        )
+        out.append(CellStats(key, rs, [trajectory(r.evals, window, floor) for r in rs], maj))
     return out
 
 
@@ -231,24 +249,6 @@ def _plot_group(cells: list[CellStats], path: Path) -> None:
     plt.close(fig)
 
 
-#: the least evidence a claim is decided on: runs on each compared side, evaluations per run
-MIN_RUNS = 3
-MIN_EVALS = 4
-
-
-def too_little(cells: list[CellStats], min_runs: int = MIN_RUNS) -> str | None:
-    """Why ``cells`` are too little evidence to decide a claim on (None when enough)."""
-    runs = [r for c in cells for r in c.runs]
-    if len(runs) < min_runs:
-        return f"insufficient evidence ({len(runs)} runs; a claim needs >= {min_runs} a side)"
-    short = min(len(r.curve) for r in runs)
-    if short < MIN_EVALS:
-        return (
-            f"insufficient evidence (runs with {short} evaluations; a claim needs >= {MIN_EVALS})"
-        )
-    return None
-
-
 def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     """Runs, seeds per cell, evaluations per run and problems per evaluation, as one line."""
     seeds = [len(c.runs) for c in stats]
@@ -264,105 +264,11 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     )
 
 
-def findings(stats: list[CellStats]) -> list[str]:
-    """The study's claims, each checked against these cells (never beyond the numbers, and
-    never on too little of them: see :func:`too_little`)."""
-    lines = []
-    multi = [c for c in stats if c.key[1] != "single"]
-    runs_n = sum(len(c.final) for c in multi)
-    if runs_n:
-        improved = sum(f > b for c in multi for f, b in zip(c.final, c.base, strict=True))
-        worse = sum(f < b for c in multi for f, b in zip(c.final, c.base, strict=True))
-        peaked = sum(p > b for c in multi for p, b in zip(c.peak, c.base, strict=True))
-        if improved > runs_n / 2:
-            verdict = "supported"
-        elif worse > runs_n / 2:
-            verdict = "contradicted"
-        else:
-            verdict = "inconclusive"
-        verdict = too_little(multi) or verdict
-        lines.append(
-            f"**Multi-agent RL usually improves over the base model** — {verdict}: final > base in "
-            f"{improved}/{runs_n} runs, final < base in {worse}/{runs_n}; peak > base in {peaked}/{runs_n}."
-        )
-    pairs = []
-    by = {(c.key[0], c.key[1], c.key[2], c.key[4], c.key[5], c.key[3]): c for c in multi}
-    for (task, wf, model, param, lev, pol), c in by.items():
-        if pol == "isolated" and (task, wf, model, param, lev, "shared") in by:
-            pairs.append((c, by[(task, wf, model, param, lev, "shared")]))
-    if pairs:
-        higher = sum(mean(i.peak) > mean(s.peak) for i, s in pairs)
-        lower = sum(mean(i.peak) < mean(s.peak) for i, s in pairs)
-        diff = mean(mean(i.peak) - mean(s.peak) for i, s in pairs)
-        # a majority of the matched cells and the mean difference must agree; else mixed/ties
-        if 2 * higher > len(pairs) and diff > 0:
-            verdict = "supported"
-        elif 2 * lower > len(pairs) and diff < 0:
-            verdict = "contradicted"
-        else:
-            verdict = "inconclusive"
-        verdict = too_little([i for i, _ in pairs]) or too_little([s for _, s in pairs]) or verdict
-        lines.append(
-            f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in "
-            f"{higher}/{len(pairs)} matched cells, lower in {lower}/{len(pairs)}, mean peak difference {diff:+.3f}."
-        )
-        par = [(i, s) for i, s in pairs if i.key[1] in ("voting", "orch-workers")]
-        if par:
-            ci = sum(i.cliffs for i, _ in par)
-            cs = sum(s.cliffs for _, s in par)
-            ni = sum(len(i.final) for i, _ in par)
-            ns = sum(len(s.final) for _, s in par)
-            gate = too_little([i for i, _ in par]) or too_little([s for _, s in par])
-            if gate:
-                verdict = gate
-            elif ci == cs == 0:
-                verdict = "inconclusive (no cliffs in these runs)"
-            elif abs(ci / ni - cs / ns) * max(ni, ns) <= 1:
-                verdict = "inconclusive (one run apart)"
-            else:
-                verdict = "supported" if ci / ni > cs / ns else "contradicted"
-            lines.append(
-                f"**Isolated-Policy falls off a cliff more often in Voting/Orch-Workers** — {verdict}: cliffs isolated {ci}/{ni} runs vs shared {cs}/{ns}."
-            )
-    else:
-        lines.append(
-            "**Isolated vs Shared** — inconclusive: no matched pair of cells (same workflow, task, model, parameterisation, levers)."
-        )
-    shared = [c for c in multi if c.key[3] == "shared"]
-    if shared:
-        parts = []
-        for c in shared:
-            shares: dict[str, list[float]] = defaultdict(list)
-            for r in c.runs:
-                for role, v in (
-                    mean_grad_share(r.metrics) or r.summary.get("mean_grad_share", {})
-                ).items():
-                    shares[role].append(v)
-            if shares:
-                role, vals = max(shares.items(), key=lambda kv: mean(kv[1]))
-                parts.append((c, role, mean(vals), len(shares)))
-        if parts:
-            dominant = [p for p in parts if p[2] > 1.0 / p[3] + 0.15]
-            detail = "; ".join(
-                f"{c.key[1]}-{c.key[0]} {c.key[2]} {c.key[4]}"
-                + ("" if c.key[5] == "-" else f" {c.key[5]}")
-                + f": {role} {share:.2f}"
-                for c, role, share, _ in parts
-            )
-            verdict = "supported" if len(dominant) > len(parts) / 2 else "not supported"
-            verdict = too_little(shared) or verdict
-            lines.append(
-                f"**Under Shared-Policy one role dominates the gradient mass** — {verdict} "
-                f"({len(dominant)}/{len(parts)} shared cells have a role more than 0.15 above an even share): {detail}."
-            )
-    return lines
-
-
 def build_report(
     root: str | Path,
     out: str | Path | None = None,
     window: int = 3,
-    margin: float = 0.1,
+    floor: float = 0.0,
     plots: bool = True,
 ) -> Path:
     """Write ``report.md`` (and PNGs) for the runs below ``root``; returns its path."""
@@ -372,28 +278,41 @@ def build_report(
     runs = load_runs(root)
     if not runs:
         raise ValueError(f"no finished runs (summary.json with an eval curve) under {root}")
-    stats = cell_stats(runs, window, margin)
+    stats = cell_stats(runs, window, floor)
     md = [
         f"# flowzoo report: {root}",
         "",
-        f"{len(runs)} runs in {len(stats)} cells. Cliff rule: final (mean of the last {window} evals) at least {margin} below the peak and below the base.",
+        f"{len(runs)} runs in {len(stats)} cells. The final accuracy is the mean of a run's last "
+        f"{window} evaluations" + (f"; every interval has a {floor} floor" if floor else "") + ".",
         "",
         sample_sizes(runs, stats),
+        "",
+        "Rules:",
+        "",
+        *[f"- {r}" for r in RULES],
         "",
     ]
     for task in sorted({c.key[0] for c in stats}):
         md += [
             f"## {task}",
             "",
-            "| workflow | model | policy | param | levers | seeds | base | peak (step) | final | Δ vs base | cliffs | majority vote (base) |",
-            "|---|---|---|---|---|---:|---|---|---|---|---|---|",
+            "| workflow | model | policy | param | levers | seeds | base | peak (step) | final | gain (95% CI over seeds) | improved / worsened | never rose / held / fell | cliffs | majority vote (base) |",
+            "|---|---|---|---|---|---:|---|---|---|---|---|---|---|---|",
         ]
         for c in [c for c in stats if c.key[0] == task]:
             _, wf, model, pol, param, lev = c.key
             peak = f"{_ms(c.peak)} ({'/'.join(str(s) for s in c.peak_step)})"
-            delta = _ms(c.delta)
+            g, h = mean_ci(c.delta)
+            n = len(c.runs)
+            up = sum(t.gain_ci[0] > 0 for t in c.traj)
+            down = sum(t.gain_ci[1] < 0 for t in c.traj)
+            classes = "/".join(
+                str(c.count(k)) for k in ("never rose", "rose and held", "rose then fell")
+            )
             md.append(
-                f"| {wf} | {model} | {pol} | {param} | {lev} | {len(c.runs)} | {_ms(c.base)} | {peak} | {_ms(c.final)} | {delta} | {c.cliffs}/{len(c.runs)} | {_ms(c.majority)} |"
+                f"| {wf} | {model} | {pol} | {param} | {lev} | {n} | {_ms(c.base)} | {peak} | "
+                f"{_ms(c.final)} | {g:+.3f} ± {h:.3f} | {up}/{down} of {n} | {classes} | "
+                f"{c.cliffs}/{n} | {_ms(c.majority)} |"
             )
         md.append("")
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
@@ -414,11 +333,8 @@ def build_report(
             [
                 {
                     "key": list(c.key),
-                    "base": c.base,
-                    "peak": c.peak,
-                    "peak_step": c.peak_step,
-                    "final": c.final,
-                    "cliffs": c.cliffs,
+                    "runs": [str(r.path) for r in c.runs],
+                    "trajectories": [t.as_dict() for t in c.traj],
                     "majority": c.majority,
                 }
                 for c in stats

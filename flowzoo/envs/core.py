@@ -122,6 +122,11 @@ class WorkflowEnv(AECEnv):
     def roles(self) -> list[str]:
         return list(dict.fromkeys(self._roles.values()))
 
+    def turn_tokens(self) -> dict[str, int]:
+        """Each role's default token budget: enough for the formats this workflow's roles
+        write, so training and evaluation do not cut them (``max_new_tokens=0``)."""
+        return {r: self.workflow.token_budget(r) for r in self.roles}
+
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         if seed is not None:
             self._rng = np.random.default_rng(seed)

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")  # these tests train: they skip cleanly without torch
 
 from flowzoo.agents.algorithms.grpo import GroupKey, advantages, aggregate
-from flowzoo.agents.diagnostics import CoherenceDamper, analyze_curve, role_gradient_stats
+from flowzoo.agents.diagnostics import CoherenceDamper, role_gradient_stats
 from flowzoo.agents.evaluate import evaluate_env, single_policy
 from flowzoo.agents.policy import Policy
 from flowzoo.agents.tiny import SCALES, build_model, parameter_count
@@ -26,6 +26,8 @@ def _cfg(tiny_model, tmp_path, **kw):
         eval_every=0,
         save_every=0,
         max_new_tokens=40,
+        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        mask_truncated=False,
         lr=1e-3,
         out_dir=str(tmp_path / "run"),
         resume=False,
@@ -87,7 +89,10 @@ def test_sharded_evaluation_sums_to_the_whole(tiny_policy, env_id):
     def add(xs):
         return [a + b for a, b in zip(xs, other["counts"], strict=True)]
 
-    assert evaluate_env(env_id, route, shard=(0, 2), reduce=add, **kw).as_dict() == whole
+    summed = evaluate_env(env_id, route, shard=(0, 2), reduce=add, **kw).as_dict()
+    assert {k: v for k, v in summed.items() if k != "cost"} == {
+        k: v for k, v in whole.items() if k != "cost"
+    }
 
 
 def test_sampled_logprobs_match_a_forward_pass(tiny_policy):
@@ -143,25 +148,13 @@ def test_role_gradient_stats_and_damper():
     g = {"a": torch.tensor([3.0, 0.0]), "b": torch.tensor([0.0, 1.0])}
     st = role_gradient_stats(g)
     assert st["share"]["a"] == pytest.approx(0.75) and st["cosine"]["a|b"] == 0.0
-    d = CoherenceDamper(0.5)
+    d = CoherenceDamper(0.5, decay=0.5)
     assert d.factor("x", torch.tensor([1.0, 0.0])) == 1.0
     assert d.factor("x", torch.tensor([1.0, 0.0])) == pytest.approx(0.5)
     assert d.factor("x", torch.tensor([-1.0, 0.0])) == 1.0
-
-
-def test_cliff_rule():
-    up_then_down = analyze_curve(
-        [0, 10, 20, 30, 40], [0.4, 0.6, 0.7, 0.3, 0.2], window=2, margin=0.1
-    )
-    assert (
-        up_then_down.cliff
-        and up_then_down.peak_step == 20
-        and up_then_down.final == pytest.approx(0.25)
-    )
-    steady = analyze_curve([0, 10, 20], [0.4, 0.5, 0.55], window=2)
-    assert not steady.cliff and steady.delta_vs_base > 0
-    drop_but_above_base = analyze_curve([0, 1, 2, 3], [0.2, 0.8, 0.4, 0.4], window=2)
-    assert not drop_but_above_base.cliff
+    # the EMA follows the damped gradient the step applied, not the raw one:
+    # [1,0] (x1), then [1,0] damped to [0.5,0], then [-1,0] undamped
+    assert torch.allclose(d.ema["x"], torch.tensor([(0.5 * 1.0 + 0.5 * 0.5) * 0.5 - 0.5, 0.0]))
 
 
 # ------------------------------------------------------------------ the trainer

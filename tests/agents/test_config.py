@@ -14,13 +14,13 @@ from flowzoo.agents.sweep import SweepSpec, expand
     "bad,field",
     [
         ({"micro_batch": 0}, "micro_batch"),
-        ({"eval_episodes": 0}, "eval_episodes"),
+        ({"eval_episodes": -1}, "eval_episodes"),
         ({"temperature": -0.5}, "temperature"),
         ({"lr": 1e30}, "lr"),
         ({"lr": float("nan")}, "lr"),
         ({"group_size": 0}, "group_size"),
         ({"train_tasks": 10**12}, "train_tasks"),
-        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_new_tokens": -1}, "max_new_tokens"),
         ({"steps": -1}, "steps"),
         ({"kl_per_role": {"solver": -1}}, "kl_per_role"),
         ({"damper_decay": 1.5}, "damper_decay"),
@@ -69,8 +69,8 @@ def test_cli_help_names_every_flag_with_its_help_and_choices():
     r = _cli("train", "--help", block_torch=True)
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
-    assert "--group-by {task,task_role_turn,task_agent_turn}" in text
-    assert "AdamW learning rate (default: 0.0001)" in text
+    assert "--group-by {task,task_role,task_role_turn,task_agent_turn}" in text
+    assert "AdamW learning rate (the peak, under a schedule) (default: 5e-05)" in text
     assert _cli("--version").stdout.startswith("flowzoo ")
 
 

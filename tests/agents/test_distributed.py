@@ -63,6 +63,8 @@ def test_two_process_update_equals_the_single_process_update(tiny_model, tmp_pat
         tmp_path,
         problems_per_step=4,
         max_new_tokens=32,
+        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        mask_truncated=False,
         grad_clip=0.0,
         role_weighting=weighting,
     )
@@ -101,6 +103,8 @@ def test_torchrun_flowzoo_train_runs_with_process_zero_logging(tiny_model, tmp_p
             "1",
             "--eval-episodes",
             "8",
+            "--eval-temperature",
+            "0",
             "--save-every",
             "2",
             "--out-dir",
@@ -117,13 +121,16 @@ def test_torchrun_flowzoo_train_runs_with_process_zero_logging(tiny_model, tmp_p
     assert json.loads((out / "summary.json").read_text())["status"] == "completed"
     assert (out / "final").exists()
     assert proc.stdout.count("status completed") == 1  # process 0 alone prints the summary
-    # held-out evaluation was dealt out over the 2 processes: the same figures as 1 process
+    # greedy held-out evaluation was dealt out over the 2 processes: the same figures as 1
     from flowzoo.agents.evaluate import evaluate_env, single_policy
 
     one = evaluate_env(
         "voting-math", single_policy(Policy(tiny_model)), n_episodes=8, max_new_tokens=24
     ).as_dict()
-    assert rows[0]["step"] == -1 and rows[0]["eval"] == one
+    assert rows[0]["step"] == -1
+    assert {k: v for k, v in rows[0]["eval"].items() if k != "cost"} == {
+        k: v for k, v in one.items() if k != "cost"
+    }
 
 
 def test_fsdp_update_equals_the_single_process_update(tiny_model, tmp_path):
@@ -134,6 +141,8 @@ def test_fsdp_update_equals_the_single_process_update(tiny_model, tmp_path):
         tmp_path,
         problems_per_step=4,
         max_new_tokens=32,
+        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        mask_truncated=False,
         grad_clip=1.0,
         kl_coef=0.05,
         micro_batch=2,

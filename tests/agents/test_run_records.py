@@ -22,6 +22,8 @@ def _cfg(tiny_model, out, **kw):
         eval_episodes=4,
         save_every=1,
         max_new_tokens=24,
+        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        mask_truncated=False,
         out_dir=str(out),
         resume=True,
     )
@@ -69,7 +71,18 @@ def test_ctrl_c_anywhere_loses_nothing(tiny_model, tmp_path, where):
     got = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in got] == [r["step"] for r in want]
     for a, b in zip(got, want, strict=True):
-        assert a.get("eval") == b.get("eval") and a.get("reward") == b.get("reward")
+        assert _no_cost(a.get("eval")) == _no_cost(b.get("eval"))
+        assert a.get("reward") == b.get("reward")
+
+
+def _no_cost(ev: dict | None) -> dict | None:
+    """An evaluation without its wall-clock cost (the one figure a rerun may not repeat)."""
+    if ev is None:
+        return None
+    out = {k: v for k, v in ev.items() if k != "cost"}
+    if "greedy" in out:
+        out["greedy"] = _no_cost(out["greedy"])
+    return out
 
 
 def test_another_config_is_refused_before_the_dir_is_touched(tiny_model, tmp_path):
@@ -149,4 +162,4 @@ def test_a_run_with_no_learning_signal_says_so(tiny_model, tmp_path):
     )
     s = Trainer(cfg, progress=False).train()
     assert s["no_signal_steps"] == 6
-    assert len(s["warnings"]) == 1 and "no learning signal" in s["warnings"][0]
+    assert sum("no learning signal" in w for w in s["warnings"]) == 1

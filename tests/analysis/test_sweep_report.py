@@ -36,7 +36,14 @@ def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s", **co
         lines.append(
             {
                 "step": s,
-                "roles": {r: {"grad_share": v, "grad_norm": 10 * v} for r, v in shares.items()},
+                "roles": {
+                    r: {
+                        "grad_share": v,
+                        "grad_norm": 10 * v,
+                        "tokens": 300 if r == "solver" else 100,
+                    }
+                    for r, v in shares.items()
+                },
             }
         )
     (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -50,28 +57,38 @@ def test_report_tables_cliffs_and_findings(tmp_path):
         _fake_run(tmp_path, f"i{seed}", "voting-math", "isolated", seed, cliff, sh)
         _fake_run(tmp_path, f"s{seed}", "voting-math", "shared", seed, rise, sh)
     runs = load_runs(tmp_path)
-    stats = {c.key[3]: c for c in cell_stats(runs, window=2, margin=0.1)}
+    stats = {c.key[3]: c for c in cell_stats(runs, window=2)}
     iso, shared = stats["isolated"], stats["shared"]
     assert iso.cliffs == 3 and shared.cliffs == 0
     assert iso.peak == [0.7] * 3 and iso.peak_step == [3] * 3
     assert iso.final == pytest.approx([0.25] * 3) and shared.final == pytest.approx([0.575] * 3)
     assert iso.majority == [0.5] * 3
-    p = build_report(tmp_path, window=2, margin=0.1)
+    p = build_report(tmp_path, window=2)
     md = p.read_text()
+    # 3 seeds: worsened 3/3 (gain CI below 0), every run rose then fell, 3 cliffs
     assert (
-        "| voting | tiny-s | isolated | full | - | 3 | 0.400 ± 0.000 | 0.700 ± 0.000 (3/3/3) | 0.250 ± 0.000 |"
-        in md
+        "| voting | tiny-s | isolated | full | - | 3 | 0.400 ± 0.000 | 0.700 ± 0.000 (3/3/3) "
+        "| 0.250 ± 0.000 | -0.150 ± 0.000 | 0/3 of 3 | 0/0/3 | 3/3 |" in md
     )
+    assert "| 0.575 ± 0.000 | +0.175 ± 0.000 | 3/0 of 3 | 0/3/0 | 0/3 |" in md
     assert "Sample sizes: 6 runs in 2 cells; 3-3 seeds per cell; 4-4 evaluations" in md
+    assert "improves over the base model** — inconclusive: 3/6 runs improved" in md
     assert (
         "Isolated-Policy reaches a higher peak than Shared-Policy** — supported: higher in 1/1"
         in md
     )
     assert (
-        "cliff more often in Voting/Orch-Workers** — supported: cliffs isolated 3/3 runs vs shared 0/3"
+        "rises then falls more often in Voting/Orch-Workers** — supported: rose then fell "
+        "isolated 3/3 runs vs shared 0/3" in md
+    )
+    # the solvers' share (0.8) does not grow: not capture, whatever its size
+    assert (
+        "one role captures the gradient and its partner's decisions degrade** — not supported" in md
+    )
+    assert (
+        "amplifies the parallel role's gradient** — inconclusive: voting-math tiny-s full: solver norm isolated/shared 1.00"
         in md
     )
-    assert "one role dominates the gradient mass** — supported" in md
     # one figure per workflow x model x param: Shared beside Isolated, named for what it shows
     assert (p.parent / "voting-math_tiny-s_full.png").stat().st_size > 1000
     assert "![voting-math_tiny-s_full](voting-math_tiny-s_full.png)" in md
@@ -85,7 +102,7 @@ def test_too_little_evidence_decides_nothing(tmp_path):
         _fake_run(tmp_path, f"i{seed}", "voting-math", "isolated", seed, cliff, sh)
         _fake_run(tmp_path, f"s{seed}", "voting-math", "shared", seed, rise, sh)
     _fake_run(tmp_path, "short", "eval-opt-math", "shared", 0, [(0, 0.4), (3, 0.9)], sh)
-    md = build_report(tmp_path, window=2, margin=0.1).read_text()
+    md = build_report(tmp_path, window=2).read_text()
     assert "supported" not in md.replace("not supported", "") and "contradicted" not in md
     assert "higher peak than Shared-Policy** — insufficient evidence (2 runs" in md
     assert "improves over the base model** — insufficient evidence (runs with 2 evaluations" in md
@@ -101,11 +118,11 @@ def test_a_swept_setting_separates_cells_and_one_run_apart_is_inconclusive(tmp_p
             kw = {"lr": lr, "out_dir": f"{i}-{seed}"}
             _fake_run(tmp_path, f"i{i}{seed}", "voting-math", "isolated", seed, iso, sh, **kw)
             _fake_run(tmp_path, f"s{i}{seed}", "voting-math", "shared", seed, rise, sh, **kw)
-    cells = cell_stats(load_runs(tmp_path), window=2, margin=0.1)
+    cells = cell_stats(load_runs(tmp_path), window=2)
     assert sorted(c.key[5] for c in cells) == ["lr=0.0001", "lr=0.0001", "lr=2e-05", "lr=2e-05"]
-    md = build_report(tmp_path, window=2, margin=0.1).read_text()
+    md = build_report(tmp_path, window=2).read_text()
     assert "| voting | tiny-s | isolated | full | lr=0.0001 | 3 |" in md
-    assert "inconclusive (one run apart): cliffs isolated 1/6 runs vs shared 0/6" in md
+    assert "inconclusive (one run apart): rose then fell isolated 1/6 runs vs shared 0/6" in md
 
 
 def test_report_needs_runs(tmp_path):

@@ -1,7 +1,8 @@
 """GRPO: group-relative advantages and the clipped token objective.
 
 Groups are explicit: a :class:`GroupKey` names what must match for two turns to be compared
-(the study keys by task x agent x turn). One function, :func:`advantages`, turns keys and
+(the study keys by task x role: its trajectories are named by role, so a role's turns and
+its same-role agents share one group). One function, :func:`advantages`, turns keys and
 rewards into advantages. A key seen once (a size-1 group) gets advantage 0 and is counted,
 never its raw reward — a silent failure in some peers.
 """
@@ -30,6 +31,8 @@ class GroupKey:
     def of(group_by: str, task: str, role: str, agent: str, turn: int) -> GroupKey:
         if group_by == "task":
             return GroupKey(task)
+        if group_by == "task_role":
+            return GroupKey(task, role=role)
         if group_by == "task_role_turn":
             return GroupKey(task, role=role, turn=turn)
         if group_by == "task_agent_turn":
@@ -101,6 +104,21 @@ def advantages(
                 )
     adv = torch.where(valid, centred / (scale + eps), torch.zeros_like(r))
     return adv.tolist(), stats
+
+
+def informative(
+    keys: Sequence[Hashable], rewards: Sequence[float], eps: float = 1e-6
+) -> list[bool]:
+    """Per turn: is its group one a policy can learn from (two or more members whose rewards
+    differ)? DAPO's dynamic sampling drops the rest, whose advantages are all 0."""
+    members: dict[Hashable, list[float]] = defaultdict(list)
+    for k, r in zip(keys, rewards, strict=True):
+        members[k].append(float(r))
+    ok = {
+        k: len(v) > 1 and float(torch.tensor(v, dtype=torch.float64).std(unbiased=False)) >= eps
+        for k, v in members.items()
+    }
+    return [ok[k] for k in keys]
 
 
 def clipped_token_loss(

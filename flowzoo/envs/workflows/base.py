@@ -21,6 +21,10 @@ from flowzoo.tasks.base import Task, TaskFamily, Verdict
 QUOTE_CHARS = 1200
 
 
+#: a turn's default token budget per task family (math answers are short; code is a program)
+DEFAULT_TURN_TOKENS = {"math": 96, "code": 384}
+
+
 def quote(text: str, limit: int = QUOTE_CHARS) -> str:
     """``text`` shortened to ``limit`` characters, keeping its start and its end (where the
     answer usually is)."""
@@ -95,12 +99,21 @@ class Workflow:
     parse_flags: ClassVar[frozenset[str]] = frozenset({"empty_action"})
     #: per task family, default options (e.g. Eval-Opt's evaluator rounds: 3 math, 2 code)
     family_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: per task family, each role's token budget: room for the formats the tiny models were
+    #: pretrained on (measured: the longest math turn is an orchestrator plan of ~96 chars),
+    #: so a default run never cuts a turn; roles not named get ``DEFAULT_TURN_TOKENS``
+    turn_tokens: ClassVar[dict[str, dict[str, int]]] = {}
 
     def __init__(self, options: WorkflowOptions, family: TaskFamily) -> None:
         self.options = options
         self.family = family
         self.templates = {**self.default_templates(), **options.prompt_templates}
         self._check_templates()
+
+    def token_budget(self, role: str) -> int:
+        """The default ``max_new_tokens`` of a ``role`` turn on this workflow's family."""
+        fam = self.family.name
+        return self.turn_tokens.get(fam, {}).get(role, DEFAULT_TURN_TOKENS.get(fam, 256))
 
     # ---- declared by subclasses
     def default_templates(self) -> dict[str, str]:

@@ -32,6 +32,7 @@ class EvalOpt(Workflow):
         "evaluator": ("draft", "tests"),
     }
     solving_roles = frozenset({"optimizer"})
+    turn_tokens = {"math": {"optimizer": 96, "evaluator": 128}}
     parse_flags = frozenset({"verdict_unparsed", "empty_action"})
     #: evaluator rounds as in the study: 3 for math, 2 for code
     family_defaults = {"math": {"max_rounds": 3}, "code": {"max_rounds": 2}}

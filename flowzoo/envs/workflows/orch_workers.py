@@ -49,6 +49,10 @@ class OrchWorkers(Workflow):
         "synthesizer": ("plan", "results", "n"),
     }
     solving_roles = frozenset({"worker", "synthesizer"})
+    turn_tokens = {
+        "math": {"orchestrator": 160, "worker": 96, "synthesizer": 96},
+        "code": {"orchestrator": 256},
+    }
     parse_flags = frozenset({"plan_unparsed", "empty_action"})
 
     def expert_action(self, ep, agent, role, err, rng) -> str:

@@ -43,6 +43,7 @@ class Voting(Workflow):
     Options = VotingOptions
     template_fields = {"solver": (), "aggregator": ("candidates", "n")}
     solving_roles = frozenset({"solver"})
+    turn_tokens = {"math": {"solver": 96, "aggregator": 64}}
     parse_flags = frozenset({"choice_unparsed", "empty_action"})
 
     def expert_action(self, ep, agent, role, err, rng) -> str:

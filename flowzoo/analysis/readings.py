@@ -1,0 +1,221 @@
+"""Readings of one run that measure the study's phenomena, each a stated rule that can come
+out either way (no torch).
+
+- **Trajectory class** (:func:`trajectory`): *never rose* / *rose and held* / *rose then
+  fell*, decided by paired bootstrap intervals over the held-out problems, not a constant
+  margin. The peak is the best of several evaluations, so the rise and fall tests use a
+  Bonferroni-corrected level (``1 - 0.05 / (evaluations - 1)``): a flat run does not "rise"
+  by picking its luckiest evaluation. A *cliff* is a run that rose, then fell back to or
+  below its base.
+- **Capture** (:func:`capture`): under a shared policy, a role captures it when its share of
+  the gradient mass exceeds its share of the tokens and grows from its early share, while
+  the other role's own decision quality (Voting: the aggregator against the solvers'
+  majority; Eval-Opt: the evaluator's verdict accuracy; Orch-Workers: the synthesizer
+  against any worker) is read at base and at the end.
+- **Amplification** (:func:`role_norms`): the per-role gradient norm of same-role parallel
+  agents over training, and before vs after the peak of a run that fell.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from statistics import mean
+
+from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_diff_ci
+
+#: the roles played by several agents in parallel (where Isolated-Policy amplifies)
+PARALLEL_ROLES = ("solver", "worker")
+#: per workflow: (the non-dominant role, how its decision quality is read from an eval)
+PARTNER = {
+    "voting": ("aggregator", "accuracy - majority_correct"),
+    "eval-opt": ("evaluator", "evaluator_accuracy"),
+    "orch-workers": ("synthesizer", "accuracy - any_worker_correct"),
+}
+#: capture: how far a role's gradient share must exceed its token share
+CAPTURE_EXCESS = 0.05
+
+
+@dataclass
+class Point:
+    """One evaluation: its step, accuracy, CI and (when recorded) per-problem scores."""
+
+    step: int
+    acc: float
+    lo: float
+    hi: float
+    per_problem: list[float] | None
+
+    @classmethod
+    def of(cls, step: int, ev: dict) -> Point:
+        acc = float(ev["accuracy"])
+        k = int(ev.get("samples", 1))
+        pp = [c / k for c in ev["per_problem"]] if ev.get("per_problem") else None
+        if "ci" in ev:
+            lo, hi = map(float, ev["ci"])
+        else:  # older runs: a normal interval from the problem count
+            n = max(1, int(ev.get("episodes", 1)))
+            h = 1.96 * math.sqrt(max(acc * (1 - acc), 1e-12) / n)
+            lo, hi = acc - h, acc + h
+        return cls(step, acc, lo, hi, pp)
+
+
+@dataclass
+class Trajectory:
+    base: float
+    base_ci: tuple[float, float]
+    peak: float
+    peak_step: int
+    final: float
+    final_ci: tuple[float, float]
+    #: final - base, with its 95% CI (paired over problems when per-problem scores exist)
+    gain: float
+    gain_ci: tuple[float, float]
+    #: peak - base and final - peak, with their Bonferroni-corrected CIs
+    rise_ci: tuple[float, float]
+    fall_ci: tuple[float, float]
+    klass: str
+    cliff: bool
+    paired: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _diff(a: list[Point], b: list[Point], level: float) -> tuple[float, float, float, bool]:
+    """mean(b) - mean(a) over evaluations (per problem when all have scores), with a CI."""
+    if all(p.per_problem for p in a + b) and len({len(p.per_problem) for p in a + b}) == 1:
+        d, lo, hi = paired_diff_ci(
+            mean_of([p.per_problem for p in a]), mean_of([p.per_problem for p in b]), level
+        )
+        return d, lo, hi, True
+    d = mean(p.acc for p in b) - mean(p.acc for p in a)
+    z = _z(level) / 1.96
+    ha = mean((p.hi - p.lo) / 2 for p in a) * z
+    hb = mean((p.hi - p.lo) / 2 for p in b) * z
+    h = math.hypot(ha, hb)
+    return d, d - h, d + h, False
+
+
+def _z(level: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def trajectory(evals: list[tuple[int, dict]], window: int = 3, floor: float = 0.0) -> Trajectory:
+    """Read a run's held-out curve (``(step, eval dict)`` pairs, base first) by the rules in
+    the module doc; ``floor`` is a margin added under every interval (0: the CI alone)."""
+    if not evals:
+        raise ValueError("need at least one evaluation")
+    pts = [Point.of(s, e) for s, e in evals]
+    base = pts[0]
+    i = max(range(len(pts)), key=lambda k: (pts[k].acc, -k))
+    peak = pts[i]
+    tail = pts[-window:] if len(pts) > 1 else pts
+    if len(pts) > 1 and tail[0] is base:
+        tail = tail[1:]
+    level = 1 - 0.05 / max(1, len(pts) - 1)
+    gain, glo, ghi, paired = _diff([base], tail, 0.95)
+    _, rlo, rhi, _ = _diff([base], [peak], level)
+    _, flo, fhi, _ = _diff([peak], tail, level)
+    rose = rlo > floor and peak is not base
+    fell = fhi < -floor
+    klass = "never rose" if not rose else ("rose then fell" if fell else "rose and held")
+    if tail[0].per_problem and all(p.per_problem for p in tail):
+        fm, flo_, fhi_ = bootstrap_ci(mean_of([p.per_problem for p in tail]))
+    else:
+        fm = mean(p.acc for p in tail)
+        h = math.hypot(*[(p.hi - p.lo) / 2 for p in tail]) / len(tail)
+        flo_, fhi_ = fm - h, fm + h
+    return Trajectory(
+        base=base.acc,
+        base_ci=(base.lo, base.hi),
+        peak=peak.acc,
+        peak_step=peak.step,
+        final=fm,
+        final_ci=(flo_, fhi_),
+        gain=gain,
+        gain_ci=(glo, ghi),
+        rise_ci=(rlo, rhi),
+        fall_ci=(flo, fhi),
+        klass=klass,
+        cliff=klass == "rose then fell" and fm <= base.acc,
+        paired=paired,
+    )
+
+
+def evals_of(metrics: list[dict]) -> list[tuple[int, dict]]:
+    """A run's evaluations from its metrics lines: base (step -1) at step 0, then each
+    evaluation at the number of steps done."""
+    return [(m["step"] + 1, m["eval"]) for m in metrics if "eval" in m]
+
+
+def partner_quality(workflow: str, ev: dict) -> float | None:
+    """The non-dominant role's decision quality in one evaluation (see ``PARTNER``)."""
+    if workflow not in PARTNER:
+        return None
+    _, rule = PARTNER[workflow]
+    if " - " in rule:
+        a, b = rule.split(" - ")
+        if a not in ev or b not in ev:
+            return None
+        return float(ev[a]) - float(ev[b])
+    return float(ev[rule]) if rule in ev else None
+
+
+def capture(workflow: str, metrics: list[dict]) -> dict | None:
+    """The capture reading of one shared-policy run: the dominant role (by gradient share),
+    its share against its token share and against its own early share (first third of the
+    steps with gradient vs last third), and its partner's decision quality at base and end."""
+    rows = [m for m in metrics if m.get("roles") and "step" in m and m["step"] >= 0]
+    steps = []
+    for m in rows:
+        grad = {r: float(v.get("grad_share", 0.0)) for r, v in m["roles"].items()}
+        toks = {r: float(v.get("tokens", 0.0)) for r, v in m["roles"].items()}
+        if sum(grad.values()) > 0 and sum(toks.values()) > 0:
+            t = sum(toks.values())
+            steps.append((grad, {r: x / t for r, x in toks.items()}))
+    if len(steps) < 3:
+        return None
+    roles = sorted({r for g, _ in steps for r in g})
+    share = {r: mean(g.get(r, 0.0) for g, _ in steps) for r in roles}
+    dom = max(roles, key=lambda r: share[r])
+    tok = mean(t.get(dom, 0.0) for _, t in steps)
+    third = max(1, len(steps) // 3)
+    early = mean(g.get(dom, 0.0) for g, _ in steps[:third])
+    late = mean(g.get(dom, 0.0) for g, _ in steps[-third:])
+    ev = evals_of(metrics)
+    q0 = partner_quality(workflow, ev[0][1]) if ev else None
+    q1 = partner_quality(workflow, ev[-1][1]) if len(ev) > 1 else None
+    captured = share[dom] - tok > CAPTURE_EXCESS and late > early
+    return {
+        "role": dom,
+        "grad_share": share[dom],
+        "token_share": tok,
+        "early_share": early,
+        "late_share": late,
+        "captured": captured,
+        "partner": PARTNER.get(workflow, (None,))[0],
+        "partner_quality_base": q0,
+        "partner_quality_final": q1,
+    }
+
+
+def role_norms(metrics: list[dict], role: str) -> list[tuple[int, float]]:
+    """(steps done, gradient norm) of ``role`` over a run."""
+    return [
+        (m["step"] + 1, float(m["roles"][role]["grad_norm"]))
+        for m in metrics
+        if m.get("step", -1) >= 0 and role in m.get("roles", {}) and "grad_norm" in m["roles"][role]
+    ]
+
+
+def norm_around_peak(metrics: list[dict], role: str, peak_step: int) -> tuple[float, float] | None:
+    """Mean gradient norm of ``role`` up to the peak and after it (None if either is empty)."""
+    pts = role_norms(metrics, role)
+    before = [v for s, v in pts if s <= peak_step]
+    after = [v for s, v in pts if s > peak_step]
+    if not before or not after:
+        return None
+    return mean(before), mean(after)
