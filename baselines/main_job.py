@@ -14,8 +14,10 @@ import argparse
 import json
 import platform
 from pathlib import Path
+from statistics import mean
 
 from flowzoo.agents.trainer import TrainConfig, Trainer
+from flowzoo.analysis.records import read_metrics
 
 
 def main() -> None:
@@ -27,6 +29,7 @@ def main() -> None:
     cfg = TrainConfig(seed=args.seed, out_dir=args.out)
     s = Trainer(cfg).train()
     c, e = s["curve"], s.get("eval", {})
+    acc = [m["train_acc"] for m in read_metrics(Path(args.out) / "metrics.jsonl") if m["step"] >= 0]
     row = {
         "config": "flowzoo train (defaults)",
         "env": cfg.env,
@@ -40,6 +43,10 @@ def main() -> None:
         "final": [c["final"], *c["final_ci"]],
         "gain": [c["gain"], *c["gain_ci"]],
         "trajectory": c["klass"],
+        "greedy": [e.get("greedy_base"), e.get("greedy_last")],
+        # accuracy on the step's own training problems, first and last 10 steps (what RL
+        # raises on the problems it trains on, beside what carries over to held-out ones)
+        "train_acc": [round(mean(acc[:10]), 3), round(mean(acc[-10:]), 3)],
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
     }
     rec = Path(args.record)
@@ -51,7 +58,8 @@ def main() -> None:
         f"base {c['base']:.3f} [{c['base_ci'][0]:.3f}, {c['base_ci'][1]:.3f}]  final "
         f"{c['final']:.3f} [{c['final_ci'][0]:.3f}, {c['final_ci'][1]:.3f}]  gain "
         f"{c['gain']:+.3f} [{c['gain_ci'][0]:+.3f}, {c['gain_ci'][1]:+.3f}]  "
-        f"wall {s['wall_s']:.0f}s -> {rec}"
+        f"wall {s['wall_s']:.0f}s; training-problem accuracy {row['train_acc'][0]:.3f} -> "
+        f"{row['train_acc'][1]:.3f} -> {rec}"
     )
 
 

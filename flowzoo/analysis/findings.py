@@ -7,10 +7,12 @@ readings of :mod:`flowzoo.analysis.readings`, so a verdict can come out either w
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from statistics import mean
+from statistics import mean, stdev
 
 from flowzoo.analysis.readings import PARALLEL_ROLES, capture, norm_around_peak, role_norms
+from flowzoo.analysis.stats import t95
 
 #: the least evidence a claim is decided on: runs on each compared side, evaluations per run
 MIN_RUNS = 3
@@ -20,8 +22,8 @@ RULES = [
     "**Trajectory classes** (per run, 95% bootstrap intervals over held-out problems, paired "
     "where per-problem scores exist): *rose* = the peak's interval against base is above 0 "
     "(Bonferroni-corrected over the run's evaluations, so picking the best evaluation does not "
-    "make a flat run rise); *fell* = the final's (mean of the last evaluations) interval "
-    "against the peak is below 0; classes: never rose / rose and held / rose then fell; a "
+    "make a flat run rise); *fell* = the interval of the final window's evaluations that "
+    "come after the peak, against the peak, is below 0; classes: never rose / rose and held / rose then fell; a "
     "*cliff* = rose then fell to at most the base.",
     "**Gain**: final - base with its 95% CI; a run *improved* (or *worsened*) when the CI "
     "excludes 0.",
@@ -30,9 +32,12 @@ RULES = [
     "third of steps) exceeds its early share (first third); beside it, the other role's own "
     "decision quality at base and at the end (Voting: accuracy - majority of the sampled "
     "solvers; Eval-Opt: evaluator verdict accuracy; Orch-Workers: accuracy - any worker).",
-    "**Amplification**: the gradient norm of the parallel role (solvers, workers) under "
-    "Isolated vs Shared in matched cells, and, in runs that rose then fell, before vs after "
-    "the peak.",
+    "**Isolated vs Shared** (peaks, amplification): a matched pair of cells counts as higher "
+    "or lower only when the 95% interval over seeds (Welch) of the difference excludes 0.",
+    "**Amplification**: the parallel role's (solvers', workers') gradient norm per turn of "
+    "its policy's batch (a shared policy's norm scaled back by policy turns / role turns, "
+    "since its loss is normalised by all its turns) under Isolated vs Shared in matched "
+    "cells, and, in runs that rose then fell, before vs after the peak.",
 ]
 
 
@@ -79,22 +84,48 @@ def _improves(multi: list) -> str:
     )
 
 
+def welch(a: list[float], b: list[float]) -> tuple[float, float]:
+    """mean(a) - mean(b) and the half-width of its 95% interval over seeds (Welch, with the
+    smaller side's degrees of freedom: conservative at 3 seeds)."""
+    d = mean(a) - mean(b)
+    va = stdev(a) ** 2 / len(a) if len(a) > 1 else float("inf")
+    vb = stdev(b) ** 2 / len(b) if len(b) > 1 else float("inf")
+    return d, t95(min(len(a), len(b)) - 1) * math.sqrt(va + vb)
+
+
+def _versus(pairs: list, values) -> tuple[int, int, float, list[str]]:
+    """Per matched pair, isolated vs shared on ``values(cell)``: (pairs clearly higher,
+    clearly lower, mean difference, each pair's difference with its interval)."""
+    higher = lower = 0
+    diffs, text = [], []
+    for i, s in pairs:
+        d, h = welch(values(i), values(s))
+        higher += d - h > 0
+        lower += d + h < 0
+        diffs.append(d)
+        text.append(f"{d:+.3f} ± {h:.3f}")
+    return higher, lower, mean(diffs), text
+
+
+def _decide(higher: int, lower: int, n: int, gate: str | None) -> str:
+    if gate:
+        return gate
+    if 2 * higher > n:
+        return "supported"
+    if 2 * lower > n:
+        return "contradicted"
+    return "inconclusive"
+
+
 def _peaks(pairs: list) -> str:
-    higher = sum(mean(i.peak) > mean(s.peak) for i, s in pairs)
-    lower = sum(mean(i.peak) < mean(s.peak) for i, s in pairs)
-    diff = mean(mean(i.peak) - mean(s.peak) for i, s in pairs)
-    rose_i = sum(i.count("never rose") < len(i.traj) for i, _ in pairs)
-    if 2 * higher > len(pairs) and diff > 0:
-        verdict = "supported"
-    elif 2 * lower > len(pairs) and diff < 0:
-        verdict = "contradicted"
-    else:
-        verdict = "inconclusive"
-    verdict = too_little([i for i, _ in pairs]) or too_little([s for _, s in pairs]) or verdict
+    higher, lower, diff, text = _versus(pairs, lambda c: c.peak)
+    gate = too_little([i for i, _ in pairs]) or too_little([s for _, s in pairs])
+    verdict = _decide(higher, lower, len(pairs), gate)
     return (
-        f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: higher in "
-        f"{higher}/{len(pairs)} matched cells, lower in {lower}/{len(pairs)}, mean peak "
-        f"difference {diff:+.3f} (cells where an isolated run rose at all: {rose_i})."
+        f"**Isolated-Policy reaches a higher peak than Shared-Policy** — {verdict}: clearly "
+        f"higher (95% interval over seeds above 0) in {higher}/{len(pairs)} matched cells, "
+        f"clearly lower in {lower}/{len(pairs)}; mean peak difference {diff:+.3f} "
+        f"({'; '.join(text)})."
     )
 
 
@@ -177,7 +208,7 @@ def _partner(xs: list[dict]) -> str:
 
 
 def _amplification(pairs: list) -> str | None:
-    rows, ratios = [], []
+    rows, usable = [], []
     for i, s in pairs:
         role = next(
             (r for r in PARALLEL_ROLES if any(r in m.get("roles", {}) for m in i.runs[0].metrics)),
@@ -185,12 +216,20 @@ def _amplification(pairs: list) -> str | None:
         )
         if role is None:
             continue
-        ni = [v for r in i.runs for _, v in role_norms(r.metrics, role)]
-        ns = [v for r in s.runs for _, v in role_norms(r.metrics, role)]
-        if not ni or not ns or mean(ns) == 0:
+        ni = [
+            mean(v for _, v in role_norms(r.metrics, role))
+            for r in i.runs
+            if role_norms(r.metrics, role)
+        ]
+        ns = [
+            mean(v for _, v in role_norms(r.metrics, role, shared=True))
+            for r in s.runs
+            if role_norms(r.metrics, role, shared=True)
+        ]
+        if len(ni) < 1 or len(ns) < 1:
             continue
-        ratio = mean(ni) / mean(ns)
-        ratios.append(ratio)
+        d, h = welch(ni, ns)
+        usable.append((i, s, d, h))
         around = [
             norm_around_peak(r.metrics, role, t.peak_step)
             for r, t in zip(i.runs, i.traj, strict=True)
@@ -198,25 +237,22 @@ def _amplification(pairs: list) -> str | None:
         ]
         around = [a for a in around if a is not None]
         fall = (
-            f", falling isolated runs {mean(b for _, b in around) / max(1e-12, mean(a for a, _ in around)):.2f}x "
+            f"; falling isolated runs {mean(b for _, b in around) / max(1e-12, mean(a for a, _ in around)):.2f}x "
             f"after the peak vs before ({len(around)} runs)"
             if around
-            else ", no isolated run rose then fell"
+            else "; no isolated run rose then fell"
         )
         rows.append(
-            f"{i.key[1]}-{i.key[0]} {i.key[2]} {i.key[4]}: {role} norm isolated/shared {ratio:.2f}{fall}"
+            f"{i.key[1]}-{i.key[0]} {i.key[2]} {i.key[4]}: {role} per-turn gradient norm "
+            f"isolated {mean(ni):.3f} vs shared {mean(ns):.3f} (difference {d:+.3f} ± {h:.3f})"
+            + fall
         )
-    if not ratios:
+    if not usable:
         return None
-    cells = [c for p in pairs for c in p]
-    if too_little(cells):
-        verdict = too_little(cells)
-    elif sum(x > 1 for x in ratios) * 2 > len(ratios):
-        verdict = "supported"
-    elif sum(x < 1 for x in ratios) * 2 > len(ratios):
-        verdict = "contradicted"
-    else:
-        verdict = "inconclusive"
+    gate = too_little([i for i, *_ in usable]) or too_little([s for _, s, *_ in usable])
+    higher = sum(d - h > 0 for *_, d, h in usable)
+    lower = sum(d + h < 0 for *_, d, h in usable)
+    verdict = _decide(higher, lower, len(usable), gate)
     return (
         f"**Isolated-Policy amplifies the parallel role's gradient** — {verdict}: "
         + "; ".join(rows)

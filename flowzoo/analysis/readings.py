@@ -3,7 +3,8 @@ out either way (no torch).
 
 - **Trajectory class** (:func:`trajectory`): *never rose* / *rose and held* / *rose then
   fell*, decided by paired bootstrap intervals over the held-out problems, not a constant
-  margin. The peak is the best of several evaluations, so the rise and fall tests use a
+  margin; *fell* reads the final window's evaluations after the peak against the peak. The
+  peak is the best of several evaluations, so the rise and fall tests use a
   Bonferroni-corrected level (``1 - 0.05 / (evaluations - 1)``): a flat run does not "rise"
   by picking its luckiest evaluation. A *cliff* is a run that rose, then fell back to or
   below its base.
@@ -118,9 +119,12 @@ def trajectory(evals: list[tuple[int, dict]], window: int = 3, floor: float = 0.
     level = 1 - 0.05 / max(1, len(pts) - 1)
     gain, glo, ghi, paired = _diff([base], tail, 0.95)
     _, rlo, rhi, _ = _diff([base], [peak], level)
-    _, flo, fhi, _ = _diff([peak], tail, level)
+    # a fall is read on the final window's evaluations that come after the peak (a run that
+    # peaks at its last evaluation has not fallen, whatever the window's mean)
+    after = [p for p in tail if p.step > peak.step]
+    flo, fhi = (_diff([peak], after, level)[1:3]) if after else (0.0, 0.0)
     rose = rlo > floor and peak is not base
-    fell = fhi < -floor
+    fell = bool(after) and fhi < -floor
     klass = "never rose" if not rose else ("rose then fell" if fell else "rose and held")
     if tail[0].per_problem and all(p.per_problem for p in tail):
         fm, flo_, fhi_ = bootstrap_ci(mean_of([p.per_problem for p in tail]))
@@ -202,18 +206,28 @@ def capture(workflow: str, metrics: list[dict]) -> dict | None:
     }
 
 
-def role_norms(metrics: list[dict], role: str) -> list[tuple[int, float]]:
-    """(steps done, gradient norm) of ``role`` over a run."""
-    return [
-        (m["step"] + 1, float(m["roles"][role]["grad_norm"]))
-        for m in metrics
-        if m.get("step", -1) >= 0 and role in m.get("roles", {}) and "grad_norm" in m["roles"][role]
-    ]
+def role_norms(metrics: list[dict], role: str, shared: bool = False) -> list[tuple[int, float]]:
+    """(steps done, gradient norm) of ``role`` over a run, per turn of its policy's batch: a
+    shared policy's loss is normalised by *all* its turns, so its role gradients are scaled
+    back by (policy turns / role turns) — else Voting's solvers would look 4/3 stronger under
+    Isolated from the normaliser alone."""
+    out = []
+    for m in metrics:
+        rows = m.get("roles", {})
+        if m.get("step", -1) < 0 or "grad_norm" not in rows.get(role, {}):
+            continue
+        scale = 1.0
+        if shared and rows[role].get("turns"):
+            scale = sum(float(r.get("turns", 0)) for r in rows.values()) / rows[role]["turns"]
+        out.append((m["step"] + 1, float(rows[role]["grad_norm"]) * scale))
+    return out
 
 
-def norm_around_peak(metrics: list[dict], role: str, peak_step: int) -> tuple[float, float] | None:
+def norm_around_peak(
+    metrics: list[dict], role: str, peak_step: int, shared: bool = False
+) -> tuple[float, float] | None:
     """Mean gradient norm of ``role`` up to the peak and after it (None if either is empty)."""
-    pts = role_norms(metrics, role)
+    pts = role_norms(metrics, role, shared)
     before = [v for s, v in pts if s <= peak_step]
     after = [v for s, v in pts if s > peak_step]
     if not before or not after:

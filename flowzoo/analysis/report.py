@@ -25,6 +25,7 @@ from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
 
 __all__ = ["build_report", "cell_stats", "findings", "load_runs", "mean_ci"]
 from flowzoo.analysis.records import read_metrics
+from flowzoo.analysis.stats import t95
 
 LEVER_KEYS = ("role_weighting", "adv_norm", "kl_per_role", "kl_coef", "damper_lambda", "algo")
 #: each lever's default, from the one definition of a run's settings
@@ -165,15 +166,11 @@ def cell_stats(runs: list[Run], window: int = 3, floor: float = 0.0) -> list[Cel
     return out
 
 
-#: two-sided 95% Student-t quantiles by degrees of freedom (seeds - 1)
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
 def mean_ci(xs: list[float]) -> tuple[float, float]:
     """Mean and the half-width of its 95% t-interval over seeds (0 for one seed)."""
     if len(xs) < 2:
         return (xs[0] if xs else float("nan")), 0.0
-    t = _T95.get(len(xs) - 1, 1.96)
+    t = t95(len(xs) - 1)
     return mean(xs), t * stdev(xs) / len(xs) ** 0.5
 
 
@@ -249,16 +246,24 @@ def _plot_group(cells: list[CellStats], path: Path) -> None:
     plt.close(fig)
 
 
+def _eval_temperature(config: dict) -> float:
+    """The temperature a run's evaluations sampled at (-1: its training temperature)."""
+    t = float(config.get("eval_temperature", 0.0))
+    return float(config.get("temperature", 0.7)) if t < 0 else t
+
+
 def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     """Runs, seeds per cell, evaluations per run and problems per evaluation, as one line."""
     seeds = [len(c.runs) for c in stats]
     evals = [len(r.curve) for r in runs]
     probs = sorted({int(r.config.get("eval_episodes", 0)) for r in runs})
-    temps = sorted({float(r.config.get("eval_temperature", 0.0)) for r in runs})
+    temps = sorted({_eval_temperature(r.config) for r in runs})
+    ks = sorted({int(r.config.get("eval_samples", 1)) for r in runs})
     return (
         f"Sample sizes: {len(runs)} runs in {len(stats)} cells; {min(seeds)}-{max(seeds)} seeds "
         f"per cell; {min(evals)}-{max(evals)} evaluations per run (base included) of "
-        f"{'/'.join(map(str, probs))} held-out problems each at temperature "
+        f"{'/'.join(map(str, probs))} held-out problems (0: the whole split) x "
+        f"{'/'.join(map(str, ks))} samples at temperature "
         f"{'/'.join(map(str, temps))}. A claim is decided only on >= {MIN_RUNS} runs a side "
         f"with >= {MIN_EVALS} evaluations each; else it says insufficient evidence."
     )

@@ -44,3 +44,12 @@ def paired_diff_ci(
 def mean_of(evals: Sequence[Sequence[float]]) -> list[float]:
     """Per-problem mean over several evaluations of the same problems (a run's last few)."""
     return np.asarray(evals, dtype=float).mean(axis=0).tolist()
+
+
+#: two-sided 95% Student-t quantiles by degrees of freedom
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% Student-t quantile (inf below 1 degree of freedom: no interval)."""
+    return _T95.get(df, 1.96) if df >= 1 else float("inf")

@@ -106,3 +106,9 @@ def test_capture_is_read_against_token_share_and_early_share():
     assert not capture("voting", _metrics(shrinking, toks, [e0, e1]))["captured"]
     # too few steps to read
     assert capture("voting", _metrics(growing[:2], toks, [e0, e1])) is None
+
+
+def test_a_run_that_peaks_at_its_last_evaluation_has_not_fallen():
+    climbing = trajectory(_curve([0.34, 0.36, 0.38, 0.39, 0.40, 0.47]))
+    assert climbing.peak_step == 50 and climbing.klass == "rose and held"
+    assert climbing.final < climbing.peak  # the window's mean is below its last point

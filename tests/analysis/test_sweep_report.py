@@ -5,6 +5,7 @@ import json
 import pytest
 
 from flowzoo.agents.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
+from flowzoo.analysis.records import read_metrics
 from flowzoo.analysis.report import build_report, cell_stats, load_runs
 
 
@@ -41,6 +42,7 @@ def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s", **co
                         "grad_share": v,
                         "grad_norm": 10 * v,
                         "tokens": 300 if r == "solver" else 100,
+                        "turns": 3 if r == "solver" else 1,
                     }
                     for r, v in shares.items()
                 },
@@ -74,8 +76,8 @@ def test_report_tables_cliffs_and_findings(tmp_path):
     assert "Sample sizes: 6 runs in 2 cells; 3-3 seeds per cell; 4-4 evaluations" in md
     assert "improves over the base model** — inconclusive: 3/6 runs improved" in md
     assert (
-        "Isolated-Policy reaches a higher peak than Shared-Policy** — supported: higher in 1/1"
-        in md
+        "Isolated-Policy reaches a higher peak than Shared-Policy** — supported: clearly "
+        "higher (95% interval over seeds above 0) in 1/1" in md
     )
     assert (
         "rises then falls more often in Voting/Orch-Workers** — supported: rose then fell "
@@ -85,9 +87,10 @@ def test_report_tables_cliffs_and_findings(tmp_path):
     assert (
         "one role captures the gradient and its partner's decisions degrade** — not supported" in md
     )
+    # per turn of its policy's batch, the shared solver's norm (8 x 1/0.75 turns) is the larger
     assert (
-        "amplifies the parallel role's gradient** — inconclusive: voting-math tiny-s full: solver norm isolated/shared 1.00"
-        in md
+        "amplifies the parallel role's gradient** — contradicted: voting-math tiny-s full: "
+        "solver per-turn gradient norm isolated 8.000 vs shared 10.667" in md
     )
     # one figure per workflow x model x param: Shared beside Isolated, named for what it shows
     assert (p.parent / "voting-math_tiny-s_full.png").stat().st_size > 1000
@@ -178,3 +181,37 @@ def test_ray_sweep(tiny_model, tmp_path):
     import ray
 
     ray.shutdown()
+
+
+def test_a_killed_sweep_resumes_its_unfinished_runs_from_their_checkpoints(tiny_model, tmp_path):
+    """Kill a sweep (its whole process group) once a run has checkpointed; re-invoking it
+    continues that run from its checkpoint instead of starting it over."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sweep = tmp_path / "s.toml"
+    out = tmp_path / "runs"
+    sweep.write_text(
+        f'name = "k"\nout_dir = "{out}"\n[base]\nmodel = "{tiny_model}"\nsteps = 8\n'
+        "problems_per_step = 1\ngroup_size = 2\nmax_new_tokens = 24\neval_every = 0\n"
+        'save_every = 2\n[grid]\npolicy = ["shared"]\n'
+    )
+    cmd = [sys.executable, "-m", "flowzoo.cli", "sweep", str(sweep), "--workers", "1"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
+    run = out / "policy=shared"
+    deadline = time.time() + 240
+    while not (run / "checkpoint").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert (run / "checkpoint").exists(), "the run never checkpointed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = len([m for m in read_metrics(run / "metrics.jsonl") if m["step"] >= 0])
+    assert done_before < 8
+    subprocess.run(cmd, check=True, timeout=600, stderr=subprocess.DEVNULL)
+    s = json.loads((run / "summary.json").read_text())
+    assert s["status"] == "completed" and s["resumed"] and s["steps_done"] == 8
+    steps = [m["step"] for m in read_metrics(run / "metrics.jsonl") if m["step"] >= 0]
+    assert steps == list(range(8))
