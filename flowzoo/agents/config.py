@@ -63,7 +63,7 @@ class TrainConfig:
     lora_r: int = _f(64, "LoRA rank")
     lora_alpha: int = _f(32, "LoRA alpha")
     algo: str = _f("grpo", "policy-gradient algorithm", ALGOS)
-    steps: int = _f(60, "rollout + update steps to run (a resumed run continues to this)")
+    steps: int = _f(50, "rollout + update steps to run (a resumed run continues to this)")
     problems_per_step: int = _f(16, "distinct problems per step")
     group_size: int = _f(8, "episodes per problem (GRPO's G)")
     train_tasks: int = _f(500, "size of the training task pool")
@@ -127,7 +127,7 @@ class TrainConfig:
         "independent: G whole episodes per problem; tree: G samples per turn from one state",
         ("independent", "tree"),
     )
-    eval_every: int = _f(20, "steps between held-out evaluations (0: none)")
+    eval_every: int = _f(25, "steps between held-out evaluations (0: none)")
     eval_episodes: int = _f(0, "held-out problems per evaluation (0: the whole test split)")
     eval_temperature: float = _f(
         -1.0, "sampling temperature of evaluation (-1: the training temperature; 0: greedy)"
