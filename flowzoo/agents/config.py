@@ -40,6 +40,12 @@ NOT_SHAPING = (
 )
 
 
+def eval_temperature(eval_temp: float, temperature: float) -> float:
+    """The temperature an evaluation samples at: ``eval_temp``, where -1 means the training
+    ``temperature`` (also read from a run record's plain config by the report)."""
+    return temperature if eval_temp < 0 else eval_temp
+
+
 def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     meta = {"help": help, "choices": choices}
     if isinstance(default, dict):
@@ -243,7 +249,7 @@ class TrainConfig:
     @property
     def eval_temp(self) -> float:
         """The temperature evaluation samples at (-1 resolved to the training temperature)."""
-        return self.temperature if self.eval_temperature < 0 else self.eval_temperature
+        return eval_temperature(self.eval_temperature, self.temperature)
 
     def lr_at(self, step: int) -> float:
         """The learning rate of rollout step ``step``: linear warmup over ``warmup_steps``,

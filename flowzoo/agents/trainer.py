@@ -163,6 +163,7 @@ class Trainer:
         self._sampling: dict | None = None
         #: per role, the truncated fraction of its recent turns (for the truncation warning)
         self._trunc: dict[str, list[float]] = defaultdict(list)
+        self._trunc_warned: set[str] = set()
 
     def _models(self, reference: bool = True) -> list[torch.nn.Module]:
         """Every model this trainer holds (policies, then the reference), once each."""
@@ -406,7 +407,8 @@ class Trainer:
             hist.append(float(row.get("truncated_frac", 0.0)))
             del hist[:-5]
             rate = sum(hist) / len(hist)
-            if rate > TRUNCATION_WARN and not any(f"role {role!r}" in w for w in self.warnings):
+            if rate > TRUNCATION_WARN and role not in self._trunc_warned:
+                self._trunc_warned.add(role)
                 msg = (
                     f"truncation: {rate:.0%} of role {role!r}'s recent turns were cut at "
                     f"{self.token_limits[role]} tokens (above {TRUNCATION_WARN:.0%}); raise "

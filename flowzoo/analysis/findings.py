@@ -159,11 +159,7 @@ def _capture(multi: list) -> str | None:
     if not reads:
         return None
     caught = [x for _, x in reads if x["captured"]]
-    q = [
-        (x["partner_quality_base"], x["partner_quality_final"])
-        for x in caught
-        if x["partner_quality_base"] is not None and x["partner_quality_final"] is not None
-    ]
+    q = _partner_pairs(caught)
     worse = sum(final < base for base, final in q)
     if 2 * len(caught) <= len(reads):
         verdict = "not supported"
@@ -194,17 +190,28 @@ def _capture(multi: list) -> str | None:
     )
 
 
-def _partner(xs: list[dict]) -> str:
-    q = [
+def _partner_pairs(xs: list[dict]) -> list[tuple[float, float]]:
+    """(base, final) of the partner's decision quality, for the readings that have both."""
+    return [
         (x["partner_quality_base"], x["partner_quality_final"])
         for x in xs
         if x["partner_quality_base"] is not None and x["partner_quality_final"] is not None
     ]
+
+
+def _partner(xs: list[dict]) -> str:
+    q = _partner_pairs(xs)
     if not q:
         return ""
     return (
         f"; {xs[0]['partner']} quality {mean(a for a, _ in q):+.3f} -> {mean(b for _, b in q):+.3f}"
     )
+
+
+def _mean_norms(runs: list, role: str, shared: bool) -> list[float]:
+    """Per run, the mean per-turn gradient norm of ``role`` (runs without one left out)."""
+    norms = [role_norms(r.metrics, role, shared) for r in runs]
+    return [mean(v for _, v in pts) for pts in norms if pts]
 
 
 def _amplification(pairs: list) -> str | None:
@@ -216,17 +223,9 @@ def _amplification(pairs: list) -> str | None:
         )
         if role is None:
             continue
-        ni = [
-            mean(v for _, v in role_norms(r.metrics, role))
-            for r in i.runs
-            if role_norms(r.metrics, role)
-        ]
-        ns = [
-            mean(v for _, v in role_norms(r.metrics, role, shared=True))
-            for r in s.runs
-            if role_norms(r.metrics, role, shared=True)
-        ]
-        if len(ni) < 1 or len(ns) < 1:
+        ni = _mean_norms(i.runs, role, shared=False)
+        ns = _mean_norms(s.runs, role, shared=True)
+        if not ni or not ns:
             continue
         d, h = welch(ni, ns)
         usable.append((i, s, d, h))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, pstdev, stdev
 
-from flowzoo.agents.config import NOT_SHAPING, TrainConfig
+from flowzoo.agents.config import NOT_SHAPING, TrainConfig, eval_temperature
 from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
 
@@ -246,18 +246,20 @@ def _plot_group(cells: list[CellStats], path: Path) -> None:
     plt.close(fig)
 
 
-def _eval_temperature(config: dict) -> float:
-    """The temperature a run's evaluations sampled at (-1: its training temperature)."""
-    t = float(config.get("eval_temperature", 0.0))
-    return float(config.get("temperature", 0.7)) if t < 0 else t
-
-
 def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     """Runs, seeds per cell, evaluations per run and problems per evaluation, as one line."""
     seeds = [len(c.runs) for c in stats]
     evals = [len(r.curve) for r in runs]
     probs = sorted({int(r.config.get("eval_episodes", 0)) for r in runs})
-    temps = sorted({_eval_temperature(r.config) for r in runs})
+    temps = sorted(
+        {
+            eval_temperature(
+                float(r.config.get("eval_temperature", 0.0)),
+                float(r.config.get("temperature", 0.7)),
+            )
+            for r in runs
+        }
+    )
     ks = sorted({int(r.config.get("eval_samples", 1)) for r in runs})
     return (
         f"Sample sizes: {len(runs)} runs in {len(stats)} cells; {min(seeds)}-{max(seeds)} seeds "

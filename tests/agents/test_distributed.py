@@ -63,8 +63,6 @@ def test_two_process_update_equals_the_single_process_update(tiny_model, tmp_pat
         tmp_path,
         problems_per_step=4,
         max_new_tokens=32,
-        filter_groups=False,  # every turn trains (the protocol options are tested apart)
-        mask_truncated=False,
         grad_clip=0.0,
         role_weighting=weighting,
     )
@@ -83,41 +81,9 @@ def test_two_process_update_equals_the_single_process_update(tiny_model, tmp_pat
 
 def test_torchrun_flowzoo_train_runs_with_process_zero_logging(tiny_model, tmp_path):
     out = tmp_path / "ddp"
-    proc = subprocess.run(
-        [
-            *TORCHRUN,
-            "-m",
-            "flowzoo.cli",
-            "train",
-            "--model",
-            str(tiny_model),
-            "--steps",
-            "2",
-            "--problems-per-step",
-            "4",
-            "--group-size",
-            "2",
-            "--max-new-tokens",
-            "24",
-            "--eval-every",
-            "1",
-            "--eval-episodes",
-            "8",
-            "--eval-temperature",
-            "0",
-            "--filter-groups",
-            "false",
-            "--mask-truncated",
-            "false",
-            "--save-every",
-            "2",
-            "--out-dir",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    argv = _train_argv(tiny_model, out, "--steps", "2", "--group-size", "2", "--eval-every", "1")
+    argv += ["--eval-temperature", "0", "--save-every", "2"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if r["step"] >= 0]
@@ -145,8 +111,6 @@ def test_fsdp_update_equals_the_single_process_update(tiny_model, tmp_path):
         tmp_path,
         problems_per_step=4,
         max_new_tokens=32,
-        filter_groups=False,  # every turn trains (the protocol options are tested apart)
-        mask_truncated=False,
         grad_clip=1.0,
         kl_coef=0.05,
         micro_batch=2,

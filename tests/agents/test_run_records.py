@@ -22,8 +22,6 @@ def _cfg(tiny_model, out, **kw):
         eval_episodes=4,
         save_every=1,
         max_new_tokens=24,
-        filter_groups=False,  # every turn trains (the protocol options are tested apart)
-        mask_truncated=False,
         out_dir=str(out),
         resume=True,
     )

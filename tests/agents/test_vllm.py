@@ -36,8 +36,6 @@ def test_vllm_rollouts_follow_the_trained_weights(tiny_model, tmp_path):
         tiny_model,
         tmp_path,
         max_new_tokens=32,
-        filter_groups=False,  # every turn trains (the protocol options are tested apart)
-        mask_truncated=False,
         lr=5e-3,
         generation_backend="vllm",
         vllm_memory=0.15,
