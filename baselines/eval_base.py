@@ -1,9 +1,11 @@
 """Evaluate each tiny scale (or given model paths) as the base model of every workflow.
 
-    python baselines/eval_base.py --scale tiny-s --scale tiny-m --episodes 200 --out baselines/results/base.md
+    python baselines/eval_base.py --scale tiny-s --code --code-dataset funcs \
+        --code-dataset stdio --episodes 100 --out baselines/results/base-tiny-s.md
 
-Writes a Markdown table (accuracy, majority-vote accuracy where defined, parse-failure rate
-per role) and a JSON file beside it. Models are built on first use (cached).
+Writes a Markdown table (greedy accuracy; sampled accuracy with its 95% CI; Voting's
+majority vote; parse failures per role) and a JSON file beside it. Models are built on first
+use (cached).
 """
 
 from __future__ import annotations
@@ -21,12 +23,26 @@ MATH = ["eval-opt-math", "voting-math", "orch-workers-math"]
 CODE = ["eval-opt-code", "voting-code", "orch-workers-code"]
 
 
+def _fails(r: dict) -> str:
+    """Per role, the share of turns that did not parse: a coordinating role's parse flag
+    or a solving role's missing answer, whichever is larger."""
+    roles = dict.fromkeys([*r["parse_fail"], *r["no_answer"]])
+    return ", ".join(
+        f"{k} {max(r['parse_fail'].get(k, 0.0), r['no_answer'].get(k, 0.0)):.2f}" for k in roles
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", action="append", help="tiny-s | tiny-m | tiny-l | a local path")
     ap.add_argument("--env", action="append")
     ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--code", action="store_true", help="also the code workflows")
+    ap.add_argument(
+        "--code-dataset", action="append", help="code task sources (default: funcs; e.g. stdio)"
+    )
+    ap.add_argument("--samples", type=int, default=4, help="sampled evaluation: samples/problem")
+    ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--out", default="baselines/results/base.md")
     args = ap.parse_args()
     envs = args.env or (MATH + (CODE if args.code else []))
@@ -34,29 +50,51 @@ def main() -> None:
     for scale in args.scale or ["tiny-s", "tiny-m"]:
         pol = Policy(resolve_model(scale))
         for env_id in envs:
-            t = time.time()
-            r = evaluate_env(env_id, single_policy(pol), n_episodes=args.episodes)
-            rows.append(
-                {
-                    "model": scale,
-                    "params": pol.num_parameters(),
-                    "seconds": round(time.time() - t, 1),
-                    **r.as_dict(),
-                }
-            )
-            print(rows[-1], flush=True)
+            datasets = (args.code_dataset or ["funcs"]) if env_id.endswith("-code") else [None]
+            for ds in datasets:
+                opts = {"dataset": ds} if ds else {}
+                t = time.time()
+                greedy = evaluate_env(
+                    env_id, single_policy(pol), n_episodes=args.episodes, env_options=opts
+                )
+                sampled = evaluate_env(
+                    env_id,
+                    single_policy(pol),
+                    n_episodes=args.episodes,
+                    env_options=opts,
+                    temperature=args.temperature,
+                    samples=args.samples,
+                )
+                rows.append(
+                    {
+                        "model": scale,
+                        "params": pol.num_parameters(),
+                        "dataset": ds or "arith",
+                        "seconds": round(time.time() - t, 1),
+                        "greedy": greedy.as_dict(),
+                        "sampled": {**sampled.as_dict(), "ci": list(sampled.ci)},
+                    }
+                )
+                print(json.dumps(rows[-1])[:400], flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     lines = [
-        "| model | params | env | accuracy | majority vote | parse failures per role |",
-        "|---|---:|---|---:|---:|---|",
+        f"Greedy, and sampled at T={args.temperature} x {args.samples} per problem (95% "
+        f"bootstrap CI over problems); {args.episodes} held-out problems per row (or the whole "
+        "split when smaller). Parse failures per role are of the sampled turns.",
+        "",
+        "| model | params | env | tasks | greedy | sampled [95% CI] | majority vote (sampled) "
+        "| parse failures per role |",
+        "|---|---:|---|---|---:|---|---:|---|",
     ]
     for r in rows:
-        maj = f"{r['majority_correct']:.3f}" if "majority_correct" in r else "-"
-        fails = ", ".join(f"{k} {v:.2f}" for k, v in r["parse_fail"].items())
+        g, s = r["greedy"], r["sampled"]
+        maj = f"{s['majority_correct']:.3f}" if "majority_correct" in s else "-"
         lines.append(
-            f"| {r['model']} | {r['params']:,} | {r['env']} | {r['accuracy']:.3f} | {maj} | {fails} |"
+            f"| {r['model']} | {r['params']:,} | {g['env']} | {r['dataset']} | "
+            f"{g['accuracy']:.3f} | {s['accuracy']:.3f} [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] | "
+            f"{maj} | {_fails(s)} |"
         )
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

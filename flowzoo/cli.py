@@ -230,9 +230,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from flowzoo.analysis.report import build_report
 
-    p = build_report(
-        args.runs_dir, args.out, window=args.window, floor=args.floor, plots=not args.no_plots
-    )
+    dirs = args.runs_dir if len(args.runs_dir) > 1 else args.runs_dir[0]
+    p = build_report(dirs, args.out, window=args.window, floor=args.floor, plots=not args.no_plots)
     print(f"wrote {p}")
     return 0
 
@@ -306,8 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser(
         "report", help="aggregate runs into report.md with tables, plots and findings"
     )
-    rp.add_argument("runs_dir")
-    rp.add_argument("--out", default=None, help="default: RUNS_DIR/report")
+    rp.add_argument(
+        "runs_dir", nargs="+", help="one or more dirs of runs (e.g. a math and a code sweep)"
+    )
+    rp.add_argument("--out", default=None, help="default: the first RUNS_DIR/report")
     rp.add_argument("--window", type=int, default=3, help="evals averaged for the final accuracy")
     rp.add_argument(
         "--floor",

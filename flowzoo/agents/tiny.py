@@ -4,9 +4,9 @@ transcripts of the workflows themselves.
 Real checkpoints cannot be downloaded here, so flowzoo makes small ones that can play every
 role: a character tokenizer (``tokenizers``, saved as a ``transformers`` fast tokenizer) and
 ``Qwen3ForCausalLM`` at three scales mirroring the study's 0.6B/1.7B/4B spread. The corpus
-comes from running the math (and code) workflow envs with *noisy* scripted experts, so every
-role sees its real prompt format and answers in its real output format, and the pretrained
-models are imperfect: RL has room to help and room to hurt. Everything downstream loads them
+comes from running the math and code workflow envs (functions and stdin/stdout programs) with
+*noisy* scripted experts, so every role sees its real prompt format and answers in its real
+output format, and the pretrained models are imperfect: RL has room to help and room to hurt. Everything downstream loads them
 with ``from_pretrained(path)``, exactly like a real checkpoint. Embeddings are untied (vLLM's
 weight reload mishandles a tied ``lm_head``).
 """
@@ -30,7 +30,7 @@ import torch
 from flowzoo.envs.registry import study_envs
 
 #: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 CHARSET = [c for c in string.printable if c not in "\x0b\x0c\r"]
 
@@ -58,13 +58,15 @@ SCALES: dict[str, dict] = {
         intermediate_size=768,
     ),
 }
-#: per-scale training budget on 2 CPU cores: (steps, batch size). Chosen so each base model
-#: lands inside the 20-60% band (measured: tiny-s 800 steps 0.24 voting, 1000 0.58, 1500 0.83;
-#: tiny-m 800 0.17, 1200 0.66) and RL has room to help and to hurt; see the README for times.
+#: per-scale training budget on 2 CPU cores: (steps, batch size), chosen so each base model
+#: lands near the 20-60% band on math and code and RL has room to help and to hurt. The math
+#: and code corpus needs ~2.5x the math-only steps (tiny-s: 1,300 steps 0.20 voting-math /
+#: 0.10 voting-code greedy, 2,400 steps 0.27 / 0.70; docs/models.md); tiny-m learned no
+#: faster per step than tiny-s before, tiny-l faster. Only tiny-s is measured on recipe 4.
 BUDGETS: dict[str, tuple[int, int]] = {
-    "tiny-s": (900, 16),
-    "tiny-m": (1000, 16),
-    "tiny-l": (1000, 16),
+    "tiny-s": (2400, 16),
+    "tiny-m": (2400, 16),
+    "tiny-l": (2000, 16),
 }
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
@@ -77,7 +79,9 @@ class PretrainConfig:
     """How a tiny model is built. Every field is part of the cache key."""
 
     scale: str = "tiny-m"
-    envs: tuple[str, ...] = MATH_ENVS
+    #: the workflows whose transcripts make the corpus: math and code (functions and
+    #: stdin/stdout programs), every role
+    envs: tuple[str, ...] = MATH_ENVS + CODE_ENVS
     #: episodes of each env with the noisy experts
     episodes_per_env: int = 800
     #: size of the pool of distinct train problems the episodes are drawn from
@@ -122,15 +126,18 @@ class PretrainConfig:
 
 
 def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
-    """Seconds-scale pretraining for tests: still learns the output formats."""
+    """Seconds-scale pretraining for tests: still learns every role's output format, math and
+    code (240 steps: at 120 the evaluator's verdict did not parse on 72% of math turns once
+    the corpus held code too; the full context: code evaluator prompts run past 448
+    characters, and positions never trained on gave garbage)."""
     base = dict(
         scale=scale,
         episodes_per_env=100,
-        steps=120,
+        steps=240,
         batch_size=12,
         lr=4e-3,
         warmup_steps=10,
-        max_len=448,
+        max_len=768,
     )
     base.update(kw)
     return PretrainConfig(**base)
@@ -209,9 +216,16 @@ def corpus_tasks(family: str, n: int, seed: int = 0):
         from flowzoo.tasks.math.data import arithmetic_tasks
 
         return arithmetic_tasks(n, split="train", seed=seed, exhaust=True)
+    from flowzoo.tasks.base import TaskSet
     from flowzoo.tasks.code.data import function_tasks
+    from flowzoo.tasks.code.stdio_data import stdio_tasks
 
-    return function_tasks(n, split="train", seed=seed, exhaust=True)
+    # both code formats, interleaved: functions (assert tests) and stdin/stdout programs
+    funcs = function_tasks(n - n // 2, split="train", seed=seed, exhaust=True)
+    progs = stdio_tasks(n // 2, split="train", seed=seed, exhaust=True)
+    mixed = [t for pair in zip(funcs, progs, strict=False) for t in pair]
+    k = min(len(funcs), len(progs))
+    return TaskSet(mixed + list(funcs[k:]) + list(progs[k:]), name="code-corpus", split="train")
 
 
 def make_corpus(cfg: PretrainConfig) -> list[tuple[str, str, str]]:
@@ -307,16 +321,17 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
 
     ckpt = out / "checkpoint.pt"
     start, losses = 0, []
+    order: list[int] = []
     if ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
         if state.get("key") == cfg.key():
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["opt"])
             start, losses = state["step"], state["losses"]
+            order = state.get("order", [])
             rng.setstate(state["rng"])
             torch.set_rng_state(state["torch_rng"])
     model.train()
-    order: list[int] = []
     bar = tqdm(
         range(start, cfg.steps),
         desc=f"pretrain {cfg.scale}",
@@ -327,6 +342,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     )
     for step in bar:
         if len(order) < cfg.batch_size:
+            # random batches: length-bucketed ones (1.7x fewer padded tokens) were tried and
+            # learned far worse (loss 0.147 vs 0.082, half the accuracy)
             order = list(range(len(examples)))
             rng.shuffle(order)
         idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
@@ -356,6 +373,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
                     "opt": opt.state_dict(),
                     "step": step + 1,
                     "losses": losses,
+                    "order": order,
                     "rng": rng.getstate(),
                     "torch_rng": torch.get_rng_state(),
                 },
@@ -381,9 +399,9 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
 
 #: measured first-build times on 2 idle cores (README: Tiny base models)
 FIRST_BUILD_ESTIMATE = {
-    "tiny-s": "2-3 minutes",
-    "tiny-m": "10-12 minutes",
-    "tiny-l": "25-40 minutes",
+    "tiny-s": "9 minutes",
+    "tiny-m": "35-40 minutes",
+    "tiny-l": "60-70 minutes",
 }
 
 

@@ -83,10 +83,12 @@ class Run:
         return (self.task, self.workflow, str(c["model"]), c["policy"], c["param"], self.levers)
 
 
-def load_runs(root: str | Path) -> list[Run]:
-    """Every run directory below ``root`` with a summary and an eval curve."""
+def load_runs(root: str | Path | list[str | Path]) -> list[Run]:
+    """Every run directory below ``root`` (or several roots) with a summary and an eval
+    curve; ``varying`` names the config keys that differ across all of them."""
+    roots = root if isinstance(root, (list, tuple)) else [root]
     runs = []
-    for s in sorted(Path(root).rglob("summary.json")):
+    for s in (p for r in roots for p in sorted(Path(r).rglob("summary.json"))):
         d = s.parent
         cfg_p = d / "config.json"
         if not cfg_p.exists():
@@ -272,17 +274,19 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
 
 
 def build_report(
-    root: str | Path,
+    root: str | Path | list[str | Path],
     out: str | Path | None = None,
     window: int = 3,
     floor: float = 0.0,
     plots: bool = True,
 ) -> Path:
-    """Write ``report.md`` (and PNGs) for the runs below ``root``; returns its path."""
-    root = Path(root)
-    out = Path(out) if out else root / "report"
+    """Write ``report.md`` (and PNGs) for the runs below ``root`` (one dir or several, e.g.
+    a math and a code sweep in one map); returns its path."""
+    roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
+    root = roots[0] if len(roots) == 1 else Path(" + ".join(str(r) for r in roots))
+    out = Path(out) if out else roots[0] / "report"
     out.mkdir(parents=True, exist_ok=True)
-    runs = load_runs(root)
+    runs = load_runs(roots)
     if not runs:
         raise ValueError(f"no finished runs (summary.json with an eval curve) under {root}")
     stats = cell_stats(runs, window, floor)

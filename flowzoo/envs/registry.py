@@ -40,7 +40,15 @@ TASK_OPTIONS = ("dataset", "split", "n_tasks", "task_seed")
 #: options passed to the task family
 FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
     "math": (),
-    "code": ("sandbox", "sandbox_options", "partial_credit", "test_timeout_s"),
+    "code": (
+        "sandbox",
+        "sandbox_options",
+        "partial_credit",
+        "test_timeout_s",
+        "case_timeout_s",
+        "time_budget_s",
+        "early_stop",
+    ),
 }
 DEFAULT_DATASET = {"math": "arith", "code": "funcs"}
 #: the most problems an env may ask a task source for (more fails here, not in a generator)

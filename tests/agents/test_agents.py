@@ -14,6 +14,7 @@ from flowzoo.agents.evaluate import evaluate_env, single_policy
 from flowzoo.agents.policy import Policy
 from flowzoo.agents.tiny import SCALES, build_model, parameter_count
 from flowzoo.agents.trainer import TrainConfig, Trainer, TrainingDiverged, load_config_file
+from flowzoo.envs.registry import STUDY_WORKFLOWS
 
 
 def _cfg(tiny_model, tmp_path, **kw):
@@ -62,9 +63,21 @@ def test_tiny_model_round_trips_through_from_pretrained(tiny_model):
     assert meta["parameters"] == sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("env_id", ["eval-opt-math", "voting-math", "orch-workers-math"])
-def test_fast_pretrained_model_follows_every_role_format(tiny_policy, env_id):
-    res = evaluate_env(env_id, single_policy(tiny_policy), n_episodes=16, batch=16)
+@pytest.mark.parametrize(
+    "env_id, dataset",
+    [(f"{w}-math", "arith") for w in STUDY_WORKFLOWS]
+    + [(f"{w}-code", d) for w in STUDY_WORKFLOWS for d in ("funcs", "stdio")],
+)
+def test_fast_pretrained_model_follows_every_role_format(tiny_policy, env_id, dataset):
+    """Math and both code formats: every role's output parses on most prompts (the code
+    roles write a fenced program, choose a candidate, give a verdict, propose a plan)."""
+    res = evaluate_env(
+        env_id,
+        single_policy(tiny_policy),
+        n_episodes=16,
+        batch=16,
+        env_options={"dataset": dataset},
+    )
     for role, rate in res.parse_fail.items():
         assert rate <= 0.25, (role, res.parse_fail)
     for role, rate in res.no_answer.items():

@@ -128,6 +128,22 @@ def test_a_swept_setting_separates_cells_and_one_run_apart_is_inconclusive(tmp_p
     assert "inconclusive (one run apart): rose then fell isolated 1/6 runs vs shared 0/6" in md
 
 
+def test_one_report_reads_several_sweeps(tmp_path):
+    """A math sweep and a code sweep in one map: one row per workflow x family, and a setting
+    that differs only across the two dirs still separates cells."""
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for fam in ("math", "code"):
+        for seed in range(3):
+            _fake_run(tmp_path / fam, f"s{seed}", f"voting-{fam}", "shared", seed, rise, sh)
+    md = build_report([tmp_path / "math", tmp_path / "code"], tmp_path / "out", window=2)
+    text = md.read_text()
+    assert md.parent == tmp_path / "out"
+    assert len(load_runs([tmp_path / "math", tmp_path / "code"])) == 6
+    assert text.count("| voting | tiny-s | shared | full | - | 3 |") == 2  # one under each:
+    assert "## code" in text and "## math" in text
+
+
 def test_report_needs_runs(tmp_path):
     with pytest.raises(ValueError, match="no finished runs"):
         build_report(tmp_path)

@@ -57,7 +57,7 @@ class OrchWorkers(Workflow):
 
     def expert_action(self, ep, agent, role, err, rng) -> str:
         if role == "orchestrator":
-            return "I will just think about it." if err else self.plan_text()
+            return self.plan_text(poor=True) if err else self.plan_text()
         if role == "synthesizer":
             return combine(self.family, ep, "worker", err, rng)
         return super().expert_action(ep, agent, role, err, rng)
@@ -67,8 +67,10 @@ class OrchWorkers(Workflow):
             return self.plan_text()
         return super().wrong_action(ep, agent, role)
 
-    def plan_text(self) -> str:
-        """A well-formed plan of ``k`` items in this mode's words."""
+    def plan_text(self, poor: bool = False) -> str:
+        """A well-formed plan of ``k`` items in this mode's words; ``poor``: the expert's
+        mistake, a plan that is well formed but gives the workers nothing (a format failure
+        is not the mistake a competent orchestrator makes)."""
         word = "Strategy" if self.options.mode == "strategies" else "Step"
         ideas = [
             "work step by step",
@@ -76,6 +78,8 @@ class OrchWorkers(Workflow):
             "rewrite then compute",
             "estimate then refine",
         ]
+        if poor:
+            ideas = ["just answer", "guess quickly"]
         return "\n".join(f"{word} {i + 1}: {ideas[i % len(ideas)]}" for i in range(self.k))
 
     def __init__(self, options: OrchWorkersOptions, family) -> None:

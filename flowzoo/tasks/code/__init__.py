@@ -25,6 +25,7 @@ from flowzoo.tasks.code.data import (
 )
 from flowzoo.tasks.code.harness import extract_program
 from flowzoo.tasks.code.judge import JudgeRun
+from flowzoo.tasks.code.stdio import StdioRun
 from flowzoo.tasks.code.testcode import judge_spec
 
 __all__ = [
@@ -52,16 +53,38 @@ def shared_sandbox(backend: str, options: dict[str, Any] | None = None) -> Sandb
         return _SANDBOXES[key]
 
 
+#: operator and comparison slips of :meth:`CodeFamily.noisy_completion`
+_SLIPS = (
+    ("<=", "<"),
+    (">=", ">"),
+    (" > ", " >= "),
+    (" < ", " <= "),
+    (" + ", " - "),
+    (" - ", " + "),
+    (" * ", " + "),
+    (" % ", " // "),
+    ("==", "!="),
+    ("range(1, ", "range("),
+)
+
+
 def _memo_key(task: Task, text: str) -> tuple:
     """What a remembered verdict is keyed by: the task (its id and tests) and the completion."""
     return (task.id, hash(tuple(task.meta["tests"])), text)
 
 
+def is_stdio(task: Task) -> bool:
+    """Whether a task's tests are stdin/stdout pairs (else test statements, e.g. asserts)."""
+    return task.meta.get("format") == "stdio"
+
+
 class CodeFamily:
-    """Score a completion by running the task's unit tests on its program in a sandbox."""
+    """Score a completion by running the task's tests on its program in a sandbox: test
+    statements (asserts, function calls) through the call judge, stdin/stdout pairs through
+    the stdio judge; both decide where the program cannot reach."""
 
     name = "code"
-    answer_format = "Write the complete Python function in a ```python code block."
+    answer_format = "Write the complete Python code in a ```python code block."
 
     def __init__(
         self,
@@ -69,6 +92,9 @@ class CodeFamily:
         sandbox_options: dict[str, Any] | None = None,
         partial_credit: bool = False,
         test_timeout_s: float = 10.0,
+        case_timeout_s: float = 4.0,
+        time_budget_s: float = 60.0,
+        early_stop: bool = True,
     ) -> None:
         if isinstance(sandbox, str):
             self._backend: str | None = sandbox
@@ -86,6 +112,14 @@ class CodeFamily:
             check_sandbox_options(self._backend, self.sandbox_options)
         self.partial_credit = bool(partial_credit)
         self.test_timeout_s = float(test_timeout_s)
+        for name, v in (("case_timeout_s", case_timeout_s), ("time_budget_s", time_budget_s)):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {v!r}")
+        #: stdio tests: seconds per case (a task's own ``time_limit`` wins), seconds per task
+        #: (0: none), and whether a task stops at its first failing case (the study's grader)
+        self.case_timeout_s = float(case_timeout_s) or 4.0
+        self.time_budget_s = float(time_budget_s)
+        self.early_stop = bool(early_stop)
         self._memo: dict[tuple, Verdict] = {}
 
     @property
@@ -98,16 +132,26 @@ class CodeFamily:
     def extract(self, text: str) -> str | None:
         return extract_program(text)
 
-    def _run(self, task: Task, program: str) -> JudgeRun:
+    def _run(self, task: Task, program: str) -> JudgeRun | StdioRun:
+        if is_stdio(task):
+            return StdioRun(
+                tuple(task.meta["tests"]),
+                program,
+                case_timeout_s=float(task.meta.get("time_limit") or self.case_timeout_s),
+                time_budget_s=self.time_budget_s,
+                early_stop=self.early_stop,
+                float_tol=task.meta.get("float_tol"),
+            )
         spec = judge_spec(
             task.meta.get("entry_point", ""),
             task.meta.get("prompt_code", ""),
             task.meta.get("setup", "") or "",
             tuple(task.meta["tests"]),
         )
-        return JudgeRun(spec, program)
+        # a harness the task adds to every program (e.g. the call reaching a Solution method)
+        return JudgeRun(spec, program + task.meta.get("harness", ""))
 
-    def _verdict(self, task: Task, program: str | None, run: JudgeRun | None) -> Verdict:
+    def _verdict(self, task: Task, program: str | None, run: JudgeRun | StdioRun | None) -> Verdict:
         n = len(task.meta["tests"])
         if program is None or run is None:
             return Verdict(0.0, False, None, "no_code", {"passed": 0, "total": n})
@@ -152,7 +196,8 @@ class CodeFamily:
         keys = [_memo_key(t, text) for t, text in pairs]
         out: list[Verdict | None] = [self._memo.get(k) for k in keys]
         todo = [i for i, v in enumerate(out) if v is None]
-        runs: dict[int, JudgeRun] = {}
+        runs: dict[int, JudgeRun | StdioRun] = {}
+        programs: dict[int, str] = {}
         for i in todo:
             task, text = pairs[i]
             ep, pc = task.meta.get("entry_point", ""), task.meta.get("prompt_code", "")
@@ -160,6 +205,7 @@ class CodeFamily:
             if program is None:
                 out[i] = self._verdict(task, None, None)
                 continue
+            programs[i] = program
             try:
                 runs[i] = self._run(task, program)
             except (SyntaxError, ValueError, RecursionError) as e:  # the task's own tests
@@ -173,7 +219,7 @@ class CodeFamily:
             for r, res in zip(active, self.sandbox.run_many(jobs), strict=True):
                 r.feed(res)
         for i, r in runs.items():
-            out[i] = self._verdict(pairs[i][0], r.program, r)
+            out[i] = self._verdict(pairs[i][0], programs[i], r)
         for i in todo:
             if out[i].details.get("status") != "sandbox_error":  # transient: not remembered
                 self._remember(keys[i], out[i])
@@ -210,7 +256,10 @@ class CodeFamily:
         if first_fail is not None:
             p, val, err = cases[first_fail]
             got = f"got {val}" if val is not None else f"raised {err}"
-            msg += f" First failure: {task.meta['tests'][first_fail][:120]} ({got})."
+            test = task.meta["tests"][first_fail]
+            if is_stdio(task):
+                test = f"input {test[0][:60]!r} expected {test[1][:60]!r}"
+            msg += f" First failure: {test[:120]} ({got[:120]})."
         return msg
 
     def reference_completion(self, task: Task) -> str:
@@ -218,33 +267,39 @@ class CodeFamily:
         return f"```python\n{task.answer.rstrip()}\n```"
 
     def noisy_completion(self, task: Task, rng: random.Random) -> str:
-        """A plausible buggy completion: one constant or comparison of the canonical
-        solution changed (may occasionally still pass, like a real near-miss)."""
+        """A plausible buggy completion, the slips people make: an off-by-one constant, a
+        wrong operator or comparison, or a missing case (a conditional's fallback dropped);
+        a quoted letter changed where nothing else applies. May occasionally still pass,
+        like a real near-miss."""
         src = task.answer
-        nums = [m for m in re.finditer(r"(?<![\w.])\d+", src)]
-        if nums and rng.random() < 0.7:
+        nums = list(re.finditer(r"(?<![\w.'])\d+", src))
+        cases = list(re.finditer(r" if \w+ else [^\n]+", src))
+        slips = [(a, b) for a, b in _SLIPS if a in src]
+        letters = list(re.finditer(r"'([a-z])'", src))
+        kinds = [k for k, ok in (("case", cases), ("num", nums), ("op", slips)) if ok]
+        weights = {"case": 1, "num": 3, "op": 2}
+        if not kinds and not letters:
+            return self.wrong_completion(task)
+        kind = rng.choices(kinds, [weights[k] for k in kinds])[0] if kinds else "letter"
+        if kind == "case":
+            m = rng.choice(cases)
+            src = src[: m.start()] + src[m.end() :]
+        elif kind == "num":
             m = rng.choice(nums)
             new = str(int(m.group()) + rng.choice([-1, 1, 2]))
             src = src[: m.start()] + new + src[m.end() :]
+        elif kind == "op":
+            a, b = rng.choice(slips)
+            src = src.replace(a, b, 1)
         else:
-            swaps = [
-                ("<=", "<"),
-                (">=", ">"),
-                (" > ", " >= "),
-                (" < ", " <= "),
-                (" + ", " - "),
-                (" - ", " + "),
-                ("==", "!="),
-            ]
-            hits = [(a, b) for a, b in swaps if a in src]
-            if hits:
-                a, b = rng.choice(hits)
-                src = src.replace(a, b, 1)
-            else:
-                return self.wrong_completion(task)
+            m = rng.choice(letters)
+            c = chr((ord(m.group(1)) - 96) % 26 + 97)
+            src = src[: m.start(1)] + c + src[m.end(1) :]
         return f"```python\n{src.rstrip()}\n```"
 
     def wrong_completion(self, task: Task) -> str:
-        """A well-formed completion that fails the tests (returns None)."""
+        """A well-formed completion that fails the tests (returns None; prints nothing)."""
+        if is_stdio(task):
+            return "```python\nprint()\n```"
         ep = task.meta.get("entry_point", "f")
         return f"```python\ndef {ep}(*args, **kwargs):\n    return None\n```"

@@ -360,12 +360,50 @@ def mbpp_task(row: dict, source: str = "mbpp") -> Task:
     )
 
 
-def load_code_file(path: str | os.PathLike, style: str = "humaneval") -> TaskSet:
-    """A local JSONL (or .jsonl.gz) file of ``humaneval``- or ``mbpp``-style rows."""
-    conv = {"humaneval": humaneval_task, "mbpp": mbpp_task}.get(style)
-    if conv is None:
-        raise ValueError(f"unknown code file style {style!r}; valid: humaneval, mbpp")
-    return TaskSet([conv(r, str(path)) for r in _open_jsonl(path)], name=str(path))
+STYLES = ("auto", "humaneval", "mbpp", "livecodebench", "deepcoder", "apps", "taco", "codecontests")
+
+
+def _open_rows(path: str | os.PathLike) -> list[dict]:
+    """Rows of a local JSONL(.gz), JSON (a list of rows) or parquet file."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"task file not found: {p}")
+    if p.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as e:
+            raise ImportError("reading parquet needs pyarrow: pip install 'flowzoo[tasks]'") from e
+        return pq.read_table(p).to_pylist()
+    if p.suffix == ".json":
+        rows = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError(f"{p}: a .json task file must hold a list of objects")
+        return rows
+    return _open_jsonl(p)
+
+
+def convert_rows(rows, style: str, source: str) -> list[Task]:
+    """Rows of one format (``auto``: told apart by their fields) -> tasks; a bad row is a
+    ValueError naming the file and the row."""
+    from flowzoo.tasks.code.contests import CONVERTERS, detect_style
+
+    if style not in STYLES:
+        raise ValueError(f"unknown code file style {style!r}; valid: {', '.join(STYLES)}")
+    convs = {"humaneval": humaneval_task, "mbpp": mbpp_task, **CONVERTERS}
+    out = []
+    for i, row in enumerate(rows):
+        row = dict(row)
+        try:
+            out.append(convs[detect_style(row) if style == "auto" else style](row, source))
+        except ValueError as e:
+            why = str(e).removeprefix(f"{source}: ")
+            raise ValueError(f"{source}: row {i}: {why}") from None
+    return out
+
+
+def load_code_file(path: str | os.PathLike, style: str = "auto") -> TaskSet:
+    """A local task file (JSONL, .jsonl.gz, JSON or parquet) of rows in one of ``STYLES``."""
+    return TaskSet(convert_rows(_open_rows(path), style, str(path)), name=str(path))
 
 
 def humaneval_path() -> Path:
@@ -390,15 +428,22 @@ def humaneval_tasks() -> TaskSet:
 
 
 def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:
-    """Resolve a spec: ``funcs`` | ``funcs:1-2`` | ``humaneval`` | ``humaneval:PATH`` |
-    ``mbpp:PATH`` | ``hf:PATH`` (a local ``datasets`` dir of HumanEval-style rows)."""
+    """Resolve a spec: ``funcs`` | ``funcs:1-2`` | ``stdio`` | ``stdio:1-2`` (generated) |
+    ``humaneval`` | ``STYLE:PATH`` for a local file (``file:PATH`` tells the style from the
+    rows; styles: humaneval, mbpp, livecodebench/lcb, deepcoder, apps, taco, codecontests) |
+    ``hf:PATH`` (a local ``datasets`` dir; its ``split`` when it has several)."""
     kind, _, arg = spec.partition(":")
     if kind == "funcs":
         return function_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
-    if kind == "humaneval":
-        return load_code_file(arg, "humaneval") if arg else humaneval_tasks()
-    if kind == "mbpp" and arg:
-        return load_code_file(arg, "mbpp")
+    if kind == "stdio":
+        from flowzoo.tasks.code.stdio_data import stdio_tasks
+
+        return stdio_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
+    if kind == "humaneval" and not arg:
+        return humaneval_tasks()
+    style = {"lcb": "livecodebench", "file": "auto"}.get(kind, kind)
+    if style in STYLES and arg:
+        return load_code_file(arg, style)
     if kind == "hf" and arg:
         try:
             import datasets
@@ -410,9 +455,12 @@ def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
             )
         ds = datasets.load_from_disk(arg)
         if isinstance(ds, datasets.DatasetDict):
+            if split not in ds:
+                raise ValueError(f"{arg} has no split {split!r}; it has {', '.join(ds)}")
             ds = ds[split]
-        conv = mbpp_task if "test_list" in ds.column_names else humaneval_task
-        return TaskSet([conv(dict(r), arg) for r in ds], name=arg, split=split)
+        return TaskSet(convert_rows(ds, "auto", arg), name=arg, split=split)
     raise ValueError(
-        f"unknown code dataset {spec!r}; valid: funcs, funcs:LO-HI, humaneval, humaneval:PATH, mbpp:PATH, hf:PATH"
+        f"unknown code dataset {spec!r}; valid: funcs, funcs:LO-HI, stdio, stdio:LO-HI, "
+        "humaneval, STYLE:PATH (styles: file, humaneval, mbpp, lcb, livecodebench, deepcoder, "
+        "apps, taco, codecontests), hf:PATH"
     )

@@ -288,8 +288,33 @@ def _run(code, ns: dict, session: _Session, case: bool = False) -> CaseResult | 
 
 
 # ------------------------------------------------------------------------------ a run
+def channel_lines(res: ExecResult) -> list[str]:
+    """The complete lines a runner wrote (a last line cut by the output cap is dropped)."""
+    lines = res.stdout.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines and res.truncated:
+        lines.pop()
+    return lines
+
+
+@dataclass(kw_only=True)
+class RunRecord:
+    """What every judge run (call tests here, stdin/stdout tests in ``stdio.py``) records
+    about its sandbox rounds; the verdict's details are read from it."""
+
+    tamper: list[str] = field(default_factory=list)
+    rounds: int = 0
+    #: answers the last round gave (0 with some asked: the program gave no results)
+    answered: int = 0
+    status: str = ""
+    stderr: str = ""
+    load_error: str | None = None
+    done: bool = False
+
+
 @dataclass
-class JudgeRun:
+class JudgeRun(RunRecord):
     """One program judged against one task's tests, round by round: :meth:`job` gives the
     next sandbox run (or None when decided), :meth:`feed` takes its result."""
 
@@ -299,16 +324,8 @@ class JudgeRun:
     load_timeout_s: float = 5.0
     max_rounds: int = 4
     known: dict[str, list[Outcome]] = field(default_factory=dict)
-    tamper: list[str] = field(default_factory=list)
-    rounds: int = 0
-    #: calls the last round answered (0 with calls asked: the program gave no results)
-    answered: int = 0
-    status: str = ""
-    stderr: str = ""
-    load_error: str | None = None
     cases: list[CaseResult | None] = field(default_factory=list)
     _session: _Session | None = None
-    done: bool = False
 
     def __post_init__(self) -> None:
         self._replay()
@@ -349,11 +366,7 @@ class JudgeRun:
     def _parse(self, res: ExecResult, n: int) -> list[Outcome]:
         """The runner's answers, strictly: anything it would not write is tampering."""
         lost = Outcome("lost", name=res.status)
-        lines = res.stdout.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        elif lines and res.truncated:
-            lines.pop()  # the output cap cut the last line
+        lines = channel_lines(res)
         answers: list[Outcome | None] = [None] * n
         finished = False
         try:
