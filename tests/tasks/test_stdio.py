@@ -208,6 +208,11 @@ HACKS = {
         "    except OSError:\n        pass\nprint(0)\n"
     ),
     "exit-zero-early": "import os\nos._exit(0)\n",
+    # a case that leaves a process behind to write later cases' answers
+    "daemon": (
+        "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(0.3)\n"
+        "    print(3)\n    os._exit(0)\nprint(-1)\n"
+    ),
 }
 
 

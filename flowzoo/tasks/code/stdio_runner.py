@@ -50,6 +50,16 @@ def _child(code, in_r, out_w, err_w):
     os._exit(status)
 
 
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _run_case(code, data, timeout, cap, chan):
     """(status, output bytes, exception class) of one case."""
     in_r, in_w = os.pipe()
@@ -57,6 +67,7 @@ def _run_case(code, data, timeout, cap, chan):
     err_r, err_w = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.setpgid(0, 0)  # its own group: whatever it starts is killed with it
         for fd in (in_w, out_r, err_r, chan):
             os.close(fd)
         _child(code, in_r, out_w, err_w)
@@ -98,12 +109,10 @@ def _run_case(code, data, timeout, cap, chan):
     if writers:
         os.close(in_w)
     if status is not None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_group(pid)
     os.close(out_r)
     _, code_ = os.waitpid(pid, 0)
+    _kill_group(pid)  # anything the case left running
     err = os.read(err_r, 200).decode("utf-8", "replace")
     os.close(err_r)
     if status is None:
