@@ -90,7 +90,8 @@ def test_sharded_evaluation_sums_to_the_whole(tiny_policy, env_id):
     (episode j keeps seed + j whichever process plays it)."""
     route, kw = single_policy(tiny_policy), {"n_episodes": 8, "max_new_tokens": 24}
     whole = evaluate_env(env_id, route, **kw).as_dict()
-    assert whole["accuracy"] > 0 or any(whole["parse_fail"].values())  # not all zeros
+    signal = [whole["accuracy"], *whole["parse_fail"].values(), *whole["truncated"].values()]
+    assert any(signal), whole  # not all zeros: the comparison below has something to compare
     other = {}
 
     def keep(xs):
