@@ -400,8 +400,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
 #: measured first-build times on 2 idle cores (README: Tiny base models)
 FIRST_BUILD_ESTIMATE = {
     "tiny-s": "9 minutes",
-    "tiny-m": "35-40 minutes",
-    "tiny-l": "60-70 minutes",
+    "tiny-m": "40-45 minutes",
+    "tiny-l": "85-90 minutes",
 }
 
 
