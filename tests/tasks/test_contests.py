@@ -208,6 +208,29 @@ def test_parquet_and_saved_hf_dataset_tell_the_format_apart(tmp_path, fam):
         load_code_dataset(f"hf:{tmp_path / 'hf'}", split="train")
 
 
+def test_text_values_are_not_mistaken_for_non_finite_floats(tmp_path, fam):
+    row = {
+        "problem": "Echo the word.",
+        "tests": json.dumps(
+            [
+                {
+                    "type": "function_call",
+                    "fn_name": "echo",
+                    "input": ["information"],
+                    "output": ["nan"],
+                }
+            ]
+        ),
+    }
+    (t,) = load_code_file(write_jsonl(tmp_path / "words.jsonl", [row]))
+    assert fam.score(t, fence("def echo(w):\n    return 'nan'")).correct
+    inf = dict(
+        row, tests='[{"type": "function_call", "fn_name": "f", "input": [Infinity], "output": [1]}]'
+    )
+    with pytest.raises(ValueError, match="not plain JSON data"):
+        load_code_file(write_jsonl(tmp_path / "inf.jsonl", [inf]))
+
+
 def test_bad_rows_get_clear_errors(tmp_path):
     cases = [
         (
@@ -226,6 +249,11 @@ def test_bad_rows_get_clear_errors(tmp_path):
         ),
         ({"question": "x", "input_output": '{"inputs": [1], "outputs": []}'}, "equal length"),
         ({"foo": 1}, "cannot tell the format"),
+        ({"description": "x", "public_tests": "[1, 2]"}, "must be an object"),
+        (
+            {"question_content": "x", "public_test_cases": "[]", "metadata": "[1]"},
+            "metadata must be",
+        ),
     ]
     for i, (row, msg) in enumerate(cases):
         with pytest.raises(ValueError, match=msg):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import pickletools
 import zlib
 from collections.abc import Iterable
@@ -102,12 +103,27 @@ def _text(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+def _finite(v: Any) -> bool:
+    """No infinite or NaN float anywhere in a JSON value (Python's JSON reader accepts
+    ``Infinity``/``NaN``, whose repr would not compile back)."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, list):
+        return all(_finite(x) for x in v)
+    if isinstance(v, dict):
+        return all(_finite(x) for x in v.values())
+    return True
+
+
 def _literal(v: Any) -> str:
     """A JSON value as Python source the judge can compile."""
-    src = repr(v)
-    if "inf" in src or "nan" in src:  # JSON never holds these; a float('inf') would not parse
-        raise ValueError(f"test value {src[:60]} is not plain JSON data")
-    return src
+    try:
+        ok = _finite(v)
+    except RecursionError:
+        ok = False
+    if not ok:
+        raise ValueError(f"test value {repr(v)[:60]} is not plain JSON data")
+    return repr(v)
 
 
 def call_tests(fn_name: str, cases: Iterable[tuple[list, Any]], method: bool) -> dict:
@@ -168,17 +184,25 @@ def _split_cases(cases: list[dict], fn_name: str | None, starter: str) -> tuple[
     return stdio, None
 
 
+def _func_name(row: dict) -> str | None:
+    """The ``func_name`` of a row's ``metadata`` (a JSON object, or its text), if any."""
+    meta = row.get("metadata") or {}
+    if isinstance(meta, str):
+        meta = json.loads(meta) if meta.strip() else {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"metadata must be a JSON object, got {str(meta)[:60]}")
+    return meta.get("func_name")
+
+
 def livecodebench_task(row: dict, source: str = "livecodebench") -> Task:
     """A LiveCodeBench (code_generation_lite) row: ``question_content``, ``starter_code``,
     ``public_test_cases`` + ``private_test_cases`` (JSON or compressed), ``metadata``."""
     if "question_content" not in row:
         raise ValueError(f"{source}: LiveCodeBench row lacks 'question_content'")
-    meta = row.get("metadata") or {}
-    meta = json.loads(meta) if isinstance(meta, str) and meta.strip() else meta
     cases = list(decode_test_field(row.get("public_test_cases") or []))
     cases += list(decode_test_field(row.get("private_test_cases") or []))
     starter = row.get("starter_code") or ""
-    stdio, calls = _split_cases(cases, (meta or {}).get("func_name"), starter)
+    stdio, calls = _split_cases(cases, _func_name(row), starter)
     tid = str(row.get("question_id") or f"lcb-{stable_hash(row['question_content']) % 10**10}")
     return _make(tid, row["question_content"].strip(), starter, stdio, calls, source)
 
@@ -193,9 +217,7 @@ def deepcoder_task(row: dict, source: str = "deepcoder") -> Task:
     tid = str(row.get("id") or f"dc-{stable_hash(row['problem']) % 10**10}")
     if isinstance(tests, dict):
         return _taco(tid, row["problem"], starter, tests, source)
-    meta = row.get("metadata") or {}
-    meta = json.loads(meta) if isinstance(meta, str) and meta.strip() else meta
-    stdio, calls = _split_cases(list(tests), (meta or {}).get("func_name"), starter)
+    stdio, calls = _split_cases(list(tests), _func_name(row), starter)
     return _make(tid, row["problem"].strip(), starter, stdio, calls, source)
 
 
@@ -235,8 +257,9 @@ def codecontests_task(row: dict, source: str = "codecontests", generated: bool =
         raise ValueError(f"{source}: CodeContests row lacks 'description'")
     stdio: list[tuple[str, str]] = []
     for key in ("public_tests", "private_tests") + (("generated_tests",) if generated else ()):
-        t = row.get(key) or {"input": [], "output": []}
-        t = decode_test_field(t)
+        t = decode_test_field(row.get(key) or {"input": [], "output": []})
+        if not isinstance(t, dict):
+            raise ValueError(f"{source}: {key} must be an object with 'input' and 'output' lists")
         if len(t.get("input", [])) != len(t.get("output", [])):
             raise ValueError(f"{source}: {key} has unequal input and output lists")
         stdio += [(_text(a), _text(e)) for a, e in zip(t["input"], t["output"], strict=True)]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -96,6 +95,8 @@ class StdioRun(RunRecord):
     cases: list[CaseResult] = field(default_factory=list)
     spent_s: float = 0.0
     _chunk: int = 0
+    #: cases the last job asked for, and whether its runner reached its end line
+    _asked: int = 0
     _finished: bool = False
 
     def __post_init__(self) -> None:
@@ -123,13 +124,12 @@ class StdioRun(RunRecord):
         )
         files = {"solution.py": self.program, "cases.json": json.dumps(spec)}
         self._asked = len(inputs)
-        self._t0 = time.monotonic()
         return Job(STDIO_RUNNER_SOURCE, files=files, timeout_s=max(0.5, limit))
 
     def feed(self, res: ExecResult) -> None:
         """Take a chunk's outputs, compare them, decide whether to run the next chunk."""
         self.rounds += 1
-        self.spent_s += max(res.wall_s, time.monotonic() - getattr(self, "_t0", time.monotonic()))
+        self.spent_s += res.wall_s  # this run's own time, not the batch's queue
         self.status, self.stderr = res.status, res.stderr[-500:]
         start = len(self.cases)
         outs = self._parse(res, self._asked)
@@ -197,7 +197,7 @@ class StdioRun(RunRecord):
             failed = any(not c.passed for c in self.cases)
             if failed and self.early_stop:
                 why = "not_run:early_stop"
-            elif self.answered < getattr(self, "_asked", 0):
+            elif self.answered < self._asked:
                 why = f"lost:{self.status}"
             else:
                 why = "not_run:time_budget"
