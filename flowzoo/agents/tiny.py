@@ -6,9 +6,9 @@ role: a character tokenizer (``tokenizers``, saved as a ``transformers`` fast to
 ``Qwen3ForCausalLM`` at three scales mirroring the study's 0.6B/1.7B/4B spread. The corpus
 comes from running the math and code workflow envs (functions and stdin/stdout programs) with
 *noisy* scripted experts, so every role sees its real prompt format and answers in its real
-output format, and the pretrained models are imperfect: RL has room to help and room to hurt. Everything downstream loads them
-with ``from_pretrained(path)``, exactly like a real checkpoint. Embeddings are untied (vLLM's
-weight reload mishandles a tied ``lm_head``).
+output format, and the pretrained models are imperfect: RL has room to help and room to hurt.
+Everything downstream loads them with ``from_pretrained(path)``, exactly like a real
+checkpoint. Embeddings are untied (vLLM's weight reload mishandles a tied ``lm_head``).
 """
 
 from __future__ import annotations
