@@ -156,7 +156,7 @@ class TrainConfig:
     grad_checkpointing: bool = _f(False, "recompute activations in backward (less memory)")
     generation_backend: str = _f(
         "transformers",
-        "rollout engine (vllm: weights synced after every update)",
+        "rollout engine (vllm: weights, or LoRA adapters, synced after every update)",
         ("transformers", "vllm"),
     )
     vllm_memory: float = _f(0.2, "vLLM's gpu_memory_utilization (CPU build: RAM fraction)")
@@ -240,11 +240,6 @@ class TrainConfig:
         for role, v in self.kl_per_role.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
                 raise ValueError(f"kl_per_role[{role!r}] must be a number >= 0, got {v!r}")
-        if self.generation_backend == "vllm" and self.param != "full":
-            raise ValueError(
-                "generation_backend='vllm' serves full-parameter policies only (param='full'); "
-                "LoRA adapters would need vLLM's LoRA serving, which is not wired up"
-            )
 
     @property
     def eval_temp(self) -> float:

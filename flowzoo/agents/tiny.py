@@ -176,8 +176,9 @@ def build_tokenizer():
     )
 
 
-def build_model(scale: str, vocab_size: int, max_len: int = 1024, seed: int = 0):
-    """A randomly initialised ``Qwen3ForCausalLM`` of the given tiny scale."""
+def build_model(scale: str, vocab_size: int, max_len: int = 1024, seed: int = 0, tie: bool = False):
+    """A randomly initialised ``Qwen3ForCausalLM`` of the given tiny scale (``tie``: the
+    output head shares the input embedding, as Qwen3 0.6B-4B do)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     if scale in SCALES:
@@ -188,7 +189,7 @@ def build_model(scale: str, vocab_size: int, max_len: int = 1024, seed: int = 0)
         vocab_size=vocab_size,
         max_position_embeddings=max_len,
         head_dim=dims["hidden_size"] // dims["num_attention_heads"],
-        tie_word_embeddings=False,
+        tie_word_embeddings=tie,
         rope_theta=10000.0,
         bos_token_id=1,
         eos_token_id=2,
@@ -197,6 +198,25 @@ def build_model(scale: str, vocab_size: int, max_len: int = 1024, seed: int = 0)
     )
     torch.manual_seed(seed)
     return Qwen3ForCausalLM(cfg)
+
+
+def save_random_model(
+    out_dir: str | os.PathLike,
+    scale: str = "tiny-s",
+    tie: bool = False,
+    seed: int = 0,
+    chat_template: str | None = None,
+) -> Path:
+    """A randomly initialised tiny Qwen3 model + the char tokenizer, saved where
+    ``from_pretrained`` (and vLLM) load it: the stand-in for an architecture test (tied
+    embeddings, a chat template) that needs no pretraining."""
+    tok = build_tokenizer()
+    if chat_template is not None:
+        tok.chat_template = chat_template
+    model = build_model(scale, len(SPECIALS) + len(CHARSET), seed=seed, tie=tie)
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return Path(out_dir)
 
 
 def parameter_count(scale: str) -> int:

@@ -137,15 +137,11 @@ class Trainer:
             for pol in self._models():
                 distributed.shard(pol)
         if cfg.generation_backend != "transformers":
-            from flowzoo.agents.backends import attach
+            from flowzoo.agents.backends import attach_router
 
-            for name in self.router.names:
-                attach(
-                    self.router.policies[name],
-                    cfg.generation_backend,
-                    memory=cfg.vllm_memory,
-                    seed=cfg.seed,
-                )
+            attach_router(
+                self.router, cfg.generation_backend, memory=cfg.vllm_memory, seed=cfg.seed
+            )
         self.learner = Learner(cfg, self.router, self.dist, self.roles, dict(self.agents_per_role))
         self.out = Path(cfg.out_dir)
         self.step = 0
