@@ -20,6 +20,18 @@ from typing import Any
 from flowzoo.envs.registry import MAX_TASKS
 
 ALGOS = ("grpo", "ppo")
+#: what ``role_settings`` may set per role, and the type of each
+ROLE_KEYS = {
+    "lr": float,
+    "temperature": float,
+    "max_new_tokens": int,
+    "kl_coef": float,
+    "clip_low": float,
+    "clip_high": float,
+}
+#: experiment trackers ``report_to`` may name
+TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
+ENDPOINT_ON_ERROR = ("raise", "empty")
 ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
 GROUP_BY = ("task", "task_role", "task_role_turn", "task_agent_turn")
 LR_SCHEDULES = ("constant", "cosine")
@@ -37,6 +49,10 @@ NOT_SHAPING = (
     "policy_devices",
     "grad_checkpointing",
     "vllm_memory",
+    "report_to",
+    "endpoint_concurrency",
+    "endpoint_timeout_s",
+    "endpoint_retries",
 )
 
 
@@ -92,6 +108,30 @@ class TrainConfig:
     kl_coef: float = _f(0.0, "weight of the k3 KL to the frozen base model (0: no reference)")
     kl_per_role: dict[str, float] = _f(
         {}, "role -> its own KL coefficient (the per-role KL anchor; JSON), overrides kl_coef"
+    )
+    role_settings: dict[str, Any] = _f(
+        {},
+        "role -> its own lr, temperature, max_new_tokens, kl_coef, clip_low, clip_high (JSON), "
+        'e.g. {"evaluator": {"lr": 1e-5, "temperature": 0.3}}; a shared policy steps at the '
+        "lr its roles share (else lr) and scales each role's gradient by role lr / that lr",
+    )
+    role_models: dict[str, str] = _f(
+        {},
+        "role -> who plays it (JSON): a local checkpoint or tiny scale (its own policy, "
+        "trained unless frozen), openai:<url>#<model> or openai-completions:<url>#<model> (a "
+        "served model, frozen), scripted[:<error rate>] (the workflow's expert, frozen)",
+    )
+    frozen_roles: str = _f(
+        "", "comma-separated roles played by a fixed model (their role_models entry, else the base)"
+    )
+    endpoint_concurrency: int = _f(8, "served models: requests in flight at once")
+    endpoint_timeout_s: float = _f(60.0, "served models: seconds before a request is abandoned")
+    endpoint_retries: int = _f(3, "served models: retries on 429/5xx/connection errors (backoff)")
+    endpoint_on_error: str = _f(
+        "raise",
+        "served models: a request failing for good stops the run (raise) or becomes an empty, "
+        "flagged turn (empty)",
+        ENDPOINT_ON_ERROR,
     )
     loss_agg: str = _f("seq-mean-token-mean", "how token losses become one loss", LOSS_AGGS)
     std_norm: bool = _f(True, "divide group-centred rewards by the group's std")
@@ -160,6 +200,12 @@ class TrainConfig:
         ("transformers", "vllm"),
     )
     vllm_memory: float = _f(0.2, "vLLM's gpu_memory_utilization (CPU build: RAM fraction)")
+    report_to: str = _f(
+        "",
+        "comma-separated experiment trackers beside metrics.jsonl: tensorboard, wandb "
+        "(WANDB_MODE=offline works without network), mlflow (MLFLOW_TRACKING_URI, default "
+        "out_dir/mlruns), trackio",
+    )
     resume: bool = _f(True, "continue from out_dir's checkpoint (false: start the run over)")
     preset: str = _f("", "a preset filling every field not given (study)", ("", "study"))
 
@@ -240,6 +286,56 @@ class TrainConfig:
         for role, v in self.kl_per_role.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
                 raise ValueError(f"kl_per_role[{role!r}] must be a number >= 0, got {v!r}")
+        self._validate_roles()
+
+    def _validate_roles(self) -> None:
+        for role, d in self.role_settings.items():
+            if not isinstance(d, dict):
+                raise ValueError(f"role_settings[{role!r}] must be a table of settings, got {d!r}")
+            bad = sorted(set(d) - set(ROLE_KEYS))
+            if bad:
+                raise ValueError(
+                    f"role_settings[{role!r}] has unknown keys {bad}; valid: {', '.join(ROLE_KEYS)}"
+                )
+            for k, v in d.items():
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                if ROLE_KEYS[k] is int:
+                    ok = ok and isinstance(v, int) and v >= 1
+                if not ok or v < 0 or (k == "lr" and not 0 < v <= 1):
+                    raise ValueError(f"role_settings[{role!r}][{k!r}] is out of range: {v!r}")
+        for role, spec in self.role_models.items():
+            if not isinstance(spec, str) or not spec:
+                raise ValueError(f"role_models[{role!r}] must be a model spec string, got {spec!r}")
+        for k in ("endpoint_concurrency",):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
+        if not self.endpoint_timeout_s > 0 or self.endpoint_retries < 0:
+            raise ValueError("endpoint_timeout_s must be > 0 and endpoint_retries >= 0")
+        bad = sorted(set(self.trackers) - set(TRACKERS))
+        if bad:
+            raise ValueError(f"unknown trackers {bad} in report_to; valid: {', '.join(TRACKERS)}")
+
+    @property
+    def frozen(self) -> list[str]:
+        """``frozen_roles`` as a list."""
+        return [r.strip() for r in self.frozen_roles.split(",") if r.strip()]
+
+    @property
+    def trackers(self) -> list[str]:
+        """``report_to`` as a list."""
+        return [t.strip() for t in self.report_to.split(",") if t.strip()]
+
+    def for_role(self, role: str, key: str) -> Any:
+        """A setting as ``role`` sees it: ``role_settings[role][key]``, else the older per-role
+        maps (``kl_per_role``, ``max_new_tokens_per_role``), else the run-wide value."""
+        d = self.role_settings.get(role, {})
+        if key in d:
+            return d[key]
+        if key == "kl_coef" and role in self.kl_per_role:
+            return self.kl_per_role[role]
+        if key == "max_new_tokens" and role in self.max_new_tokens_per_role:
+            return self.max_new_tokens_per_role[role]
+        return getattr(self, key)
 
     @property
     def eval_temp(self) -> float:

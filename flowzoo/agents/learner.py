@@ -54,8 +54,19 @@ class Learner:
             for name in router.names:
                 hs = router.policies[name].model.config.hidden_size
                 self.heads[name] = ValueHead(hs).to(router.policies[name].device)
+        #: per policy, the lr its optimizer steps at (before the schedule): the lr its roles
+        #: share, else ``cfg.lr``; per role, the factor its gradient is scaled by (role lr / that)
+        self.base_lr: dict[str, float] = {}
+        self.grad_scale: dict[str, float] = {}
+        for name in router.names:
+            lrs = {float(cfg.for_role(r, "lr")) for r in router.roles_of(name)}
+            self.base_lr[name] = lrs.pop() if len(lrs) == 1 else cfg.lr
+            for r in router.roles_of(name):
+                self.grad_scale[r] = float(cfg.for_role(r, "lr")) / self.base_lr[name]
         self.opts = {
-            name: torch.optim.AdamW(self.params(name), lr=cfg.lr, weight_decay=cfg.weight_decay)
+            name: torch.optim.AdamW(
+                self.params(name), lr=self.base_lr[name], weight_decay=cfg.weight_decay
+            )
             for name in router.names
         }
         self.damper = (
@@ -76,10 +87,10 @@ class Learner:
         left exactly as it was); per policy, its per-role statistics."""
         self.step = step
         rng = random.Random(f"{self.cfg.seed}:{step}")
-        lr = self.cfg.lr_at(step)
-        for opt in self.opts.values():
+        factor = self.cfg.lr_at(step) / self.cfg.lr  # the schedule, applied to each policy's lr
+        for name, opt in self.opts.items():
             for group in opt.param_groups:
-                group["lr"] = lr
+                group["lr"] = self.base_lr[name] * factor
         per_policy = {}
         self.last_role_grads = {}
         for name in self.router.names:
@@ -106,7 +117,11 @@ class Learner:
         return [x * n / s for x in w] if s > 0 else w
 
     def _kl_for(self, role: str) -> float:
-        return float(self.cfg.kl_per_role.get(role, self.cfg.kl_coef))
+        return float(self.cfg.for_role(role, "kl_coef"))
+
+    def _temp(self, role: str) -> float:
+        """The temperature ``role``'s turns were sampled at (their log-probs are of it)."""
+        return float(self.cfg.for_role(role, "temperature"))
 
     def update_policy(
         self, name: str, turns: list[TurnRecord], adv: Advantages, rng: random.Random
@@ -162,24 +177,21 @@ class Learner:
         """Loss of one micro-batch of one role, its gradient added to ``.grad``; (loss value,
         the micro-batch's mean kl and clip fraction)."""
         cfg = self.cfg
-        beta = self._kl_for(role)
+        beta, temp = self._kl_for(role), self._temp(role)
+        clip_low, clip_high = cfg.for_role(role, "clip_low"), cfg.for_role(role, "clip_high")
         p_ids = [t.prompt_ids for t in mb]
         c_ids = [t.completion_ids for t in mb]
         if head is not None:
-            new_lp, new_v = logprobs_and_values(pol, head, p_ids, c_ids, cfg.temperature)
+            new_lp, new_v = logprobs_and_values(pol, head, p_ids, c_ids, temp)
         else:
-            new_lp, new_v = pol.logprobs(p_ids, c_ids, cfg.temperature), None
-        ref_lp = (
-            self.router.reference_logprobs(name, p_ids, c_ids, cfg.temperature)
-            if beta > 0
-            else None
-        )
+            new_lp, new_v = pol.logprobs(p_ids, c_ids, temp), None
+        ref_lp = self.router.reference_logprobs(name, p_ids, c_ids, temp) if beta > 0 else None
         local: dict[str, float] = defaultdict(float)
         tok_losses = []
         for j, t in enumerate(mb):
             old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
             a_t = adv.tokens(t, old)
-            pl, clipped = clipped_token_loss(new_lp[j], old, a_t, cfg.clip_low, cfg.clip_high)
+            pl, clipped = clipped_token_loss(new_lp[j], old, a_t, clip_low, clip_high)
             if ref_lp is not None:
                 kl = k3_kl(new_lp[j], ref_lp[j])
                 pl = pl + beta * kl
@@ -192,6 +204,8 @@ class Learner:
         loss = aggregate(
             tok_losses, [wmap[t.index] for t in mb], cfg.loss_agg, total_tokens, total_seqs
         )
+        if self.grad_scale.get(role, 1.0) != 1.0:  # a role lr apart from its policy's
+            loss = loss * self.grad_scale[role]
         loss_value = loss.item()
         if not math.isfinite(loss_value):
             raise TrainingDiverged(
@@ -208,9 +222,9 @@ class Learner:
         with a one-token pass whose loss is zero (it adds nothing to the gradient)."""
         tok = pol.eos_id if pol.eos_id is not None else 0
         p_ids, c_ids = [[tok]], [[tok]]
-        lp = pol.logprobs(p_ids, c_ids, self.cfg.temperature)
+        lp = pol.logprobs(p_ids, c_ids, self._temp(role))
         if self._kl_for(role) > 0:
-            self.router.reference_logprobs(name, p_ids, c_ids, self.cfg.temperature)
+            self.router.reference_logprobs(name, p_ids, c_ids, self._temp(role))
         (lp[0].sum() * 0.0).backward()
 
     def _one_update(

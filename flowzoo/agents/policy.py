@@ -51,6 +51,8 @@ class Generation:
     text: str
     #: the completion ended with EOS (False: cut at max_new_tokens)
     finished: bool
+    #: why no completion came (a served model that failed for good); None when one did
+    error: str | None = None
 
 
 def _cache_of(out):
@@ -127,23 +129,15 @@ class Policy:
         in the study), else BOS + raw text."""
         tok = self.tokenizer
         if self.use_chat_template:
+            msgs = [{"role": "user", "content": prompt}]
             try:
-                return list(
-                    tok.apply_chat_template(
-                        [{"role": "user", "content": prompt}],
-                        add_generation_prompt=True,
-                        tokenize=True,
-                        enable_thinking=False,
-                    )
+                out = tok.apply_chat_template(
+                    msgs, add_generation_prompt=True, tokenize=True, enable_thinking=False
                 )
-            except TypeError:
-                return list(
-                    tok.apply_chat_template(
-                        [{"role": "user", "content": prompt}],
-                        add_generation_prompt=True,
-                        tokenize=True,
-                    )
-                )
+            except TypeError:  # a template call without the thinking switch
+                out = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+            # transformers 5 returns a BatchEncoding (a mapping), older versions a list of ids
+            return list(out["input_ids"] if hasattr(out, "keys") else out)
         ids = tok(prompt, add_special_tokens=False)["input_ids"]
         return ([self.bos_id] if self.bos_id is not None else []) + list(ids)
 

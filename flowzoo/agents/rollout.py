@@ -90,15 +90,39 @@ def _advance_dead(env) -> None:
 
 #: a turn's token budget: one for every role, or one per role
 TokenLimit = int | Mapping[str, int]
+#: a turn's sampling temperature: one for every role, or one per role
+Temperature = float | Mapping[str, float]
 
 
 def limit_for(max_new_tokens: TokenLimit, role: str) -> int:
     """The token budget of a ``role`` turn."""
-    if isinstance(max_new_tokens, int):
-        return max_new_tokens
-    if role not in max_new_tokens:
-        raise ValueError(f"no max_new_tokens for role {role!r}; given for {sorted(max_new_tokens)}")
-    return int(max_new_tokens[role])
+    return int(_for_role(max_new_tokens, role, "max_new_tokens"))
+
+
+def temperature_for(temperature: Temperature, role: str) -> float:
+    """The sampling temperature of a ``role`` turn."""
+    return float(_for_role(temperature, role, "temperature"))
+
+
+def _for_role(value, role: str, what: str):
+    if not isinstance(value, Mapping):
+        return value
+    if role not in value:
+        raise ValueError(f"no {what} for role {role!r}; given for {sorted(value)}")
+    return value[role]
+
+
+def play(pol, items: list[tuple[Any, str, str]], limit: int, temperature: float, generator):
+    """One batch of turns ``(env, agent, prompt)`` played by ``pol``: sampled from the prompts,
+    or, for a player that acts on the env's state (the scripted expert), from the envs."""
+    if getattr(pol, "acts_on_env", False):
+        return pol.act([(env, agent) for env, agent, _ in items])
+    return pol.generate(
+        [p for _, _, p in items],
+        max_new_tokens=limit,
+        temperature=temperature,
+        generator=generator,
+    )
 
 
 def rollout(
@@ -108,12 +132,12 @@ def rollout(
     seeds: Sequence[int | None] | None = None,
     groups: Sequence[Any] | None = None,
     max_new_tokens: TokenLimit = 96,
-    temperature: float = 0.7,
+    temperature: Temperature = 0.7,
     generator: torch.Generator | None = None,
     reset: bool = True,
 ) -> list[EpisodeRecord]:
     """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``;
-    ``max_new_tokens`` one budget or one per role. ``reset=False`` continues each env from
+    ``max_new_tokens`` and ``temperature`` one value or one per role. ``reset=False`` continues each env from
     its current state (only new turns recorded)."""
     n = len(envs)
     reset_options = list(reset_options) if reset_options is not None else [None] * n
@@ -131,8 +155,8 @@ def rollout(
         turn_counts.append(counts)
     live = set(range(n))
     while live:
-        # one batch per policy and token budget
-        by_policy: dict[tuple[str, int], list[tuple[int, str, str]]] = defaultdict(list)
+        # one batch per policy, token budget and temperature
+        by_policy: dict[tuple[str, int, float], list[tuple[int, str, str]]] = defaultdict(list)
         pol_obj: dict[str, Policy] = {}
         for i in sorted(live):
             env = envs[i]
@@ -140,14 +164,11 @@ def rollout(
             role = env.role_of(agent)
             name, pol = policy_for(role)
             pol_obj[name] = pol
-            key = (name, limit_for(max_new_tokens, role))
+            key = (name, limit_for(max_new_tokens, role), temperature_for(temperature, role))
             by_policy[key].append((i, agent, env.observe(agent)["prompt"]))
-        for (name, limit), items in by_policy.items():
-            gens = pol_obj[name].generate(
-                [p for _, _, p in items],
-                max_new_tokens=limit,
-                temperature=temperature,
-                generator=generator,
+        for (name, limit, temp), items in by_policy.items():
+            gens = play(
+                pol_obj[name], [(envs[i], a, p) for i, a, p in items], limit, temp, generator
             )
             for (i, agent, _), g in zip(items, gens, strict=True):
                 env = envs[i]
@@ -187,7 +208,7 @@ def tree_rollout(
     rng,
     seeds: Sequence[int | None] | None = None,
     max_new_tokens: TokenLimit = 96,
-    temperature: float = 0.7,
+    temperature: Temperature = 0.7,
     generator: torch.Generator | None = None,
 ) -> list[EpisodeRecord]:
     """Tree rollouts: at every turn of each problem's trunk episode, ``branch`` completions
@@ -211,11 +232,13 @@ def tree_rollout(
             agent = env.agent_selection
             name, pol = policy_for(env.role_of(agent))
             prompt = env.observe(agent)["prompt"]
-            gens = pol.generate(
-                [prompt] * branch,
-                max_new_tokens=limit_for(max_new_tokens, env.role_of(agent)),
-                temperature=temperature,
-                generator=generator,
+            role = env.role_of(agent)
+            gens = play(
+                pol,
+                [(env, agent, prompt)] * branch,
+                limit_for(max_new_tokens, role),
+                temperature_for(temperature, role),
+                generator,
             )
             turn_idx = int(env.infos[agent]["turn"])
             tid = _task_id(env)

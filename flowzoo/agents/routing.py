@@ -6,6 +6,12 @@ parallel same-role agents such as ``solver_0..2`` share their role's policy), or
 isolated policy is a full copy) or ``lora`` (one frozen base, one PEFT LoRA adapter per
 policy; the reference policy is the base with adapters off). Each policy has its own
 optimizer state.
+
+**Per-role players** (:func:`plan_roles`): ``role_models`` gives a role its own local base
+checkpoint (it then gets its own trainable policy, named after the role: full weights only)
+or a fixed player (a served model, the scripted expert); ``frozen_roles`` are played by a
+fixed copy of their model. Fixed players are routed like policies but are not in ``names``:
+never updated, never in the gradient diagnostics, reported as frozen.
 """
 
 from __future__ import annotations
@@ -62,6 +68,42 @@ def parse_policy_arg(arg: str) -> str | dict[str, str]:
     return out
 
 
+def plan_roles(
+    roles: list[str],
+    sharing: str | dict[str, str],
+    role_models: dict[str, str] | None = None,
+    frozen_roles: list[str] | tuple[str, ...] = (),
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(role -> policy name, frozen policy name -> its player spec (``""``: the base model),
+    trainable policy name -> its own model spec) for a sharing choice and per-role players."""
+    from flowzoo.agents.players import is_local_spec
+
+    role_models = dict(role_models or {})
+    bad = sorted((set(role_models) | set(frozen_roles)) - set(roles))
+    if bad:
+        raise ValueError(f"role_models/frozen_roles name unknown roles {bad}; roles are {roles}")
+    mapping = role_map(roles, sharing)
+    frozen: dict[str, str] = {}
+    own: dict[str, str] = {}
+    for role in roles:
+        spec = role_models.get(role)
+        if role in frozen_roles or (spec is not None and not is_local_spec(spec)):
+            mapping[role] = f"frozen:{role}"
+            frozen[mapping[role]] = spec or ""
+        elif spec is not None:
+            shared_with = [r for r, n in mapping.items() if n == role and r != role]
+            if shared_with:
+                raise ValueError(
+                    f"role {role!r} has its own model but policy {role!r} also plays "
+                    f"{shared_with}; rename that policy"
+                )
+            mapping[role] = role
+            own[role] = spec
+    if all(n in frozen for n in mapping.values()):
+        raise ValueError(f"every role of {roles} is frozen: nothing would be trained")
+    return mapping, frozen, own
+
+
 class AdapterPolicy(Policy):
     """A view of a shared PEFT model with one adapter active."""
 
@@ -97,15 +139,38 @@ class PolicyRouter:
         precision: str = "fp32",
         grad_checkpointing: bool = False,
         devices: dict[str, str] | None = None,
+        role_models: dict[str, str] | None = None,
+        frozen_roles: list[str] | tuple[str, ...] = (),
+        player_options: dict | None = None,
+        seed: int = 0,
     ) -> None:
+        from flowzoo.agents.players import frozen_player
+        from flowzoo.agents.tiny import resolve_model
+
         if param not in PARAMETERISATIONS:
             raise ValueError(
                 f"unknown parameterisation {param!r}; valid: {', '.join(PARAMETERISATIONS)}"
             )
         self.model_path = str(model_path)
         self.roles = list(roles)
-        self.map = role_map(self.roles, sharing)
-        self.names = list(dict.fromkeys(self.map.values()))
+        self.map, frozen, own = plan_roles(self.roles, sharing, role_models, frozen_roles)
+        if own and param == "lora":
+            raise ValueError(
+                f"roles {sorted(own)} have their own base checkpoints, but LoRA adapters share "
+                "one base: use param='full', or freeze those roles"
+            )
+        #: frozen policy name -> its fixed player (a served model, a scripted expert, a model)
+        self.frozen: dict[str, object] = {}
+        players: dict[str, object] = {}
+        for name, spec in frozen.items():
+            spec = spec or self.model_path
+            if spec not in players:
+                players[spec] = frozen_player(spec, seed=seed, **(player_options or {}))
+            self.frozen[name] = players[spec]
+        #: trainable policy name -> the checkpoint it starts from
+        self.model_paths = {n: resolve_model(spec) for n, spec in own.items()}
+        #: the trainable policies (frozen players are routed, never updated)
+        self.names = [n for n in dict.fromkeys(self.map.values()) if n not in self.frozen]
         self.param = param
         self.device = device
         self.lora = lora or LoraSettings()
@@ -126,14 +191,22 @@ class PolicyRouter:
         }
         self.policies: dict[str, Policy] = {}
         self.reference: Policy | None = None
+        self._own_refs: dict[str, Policy] = {}
         if param == "full":
             for name in self.names:
                 self.policies[name] = Policy(
-                    self.model_path, device=self.devices[name], **self._policy_kw
+                    self.model_paths.get(name, self.model_path),
+                    device=self.devices[name],
+                    **self._policy_kw,
                 )
             if need_reference:
                 self.reference = Policy(self.model_path, device=device, precision=precision)
                 self.reference.model.requires_grad_(False)
+                # a policy with its own base checkpoint is anchored to that base
+                for path in sorted(set(self.model_paths.values())):
+                    ref = Policy(path, device=device, precision=precision)
+                    ref.model.requires_grad_(False)
+                    self._own_refs[path] = ref
         else:
             self._build_lora()
 
@@ -164,7 +237,12 @@ class PolicyRouter:
             name = self.map[role]
         except KeyError:
             raise ValueError(f"no policy for role {role!r}; roles are {self.roles}") from None
-        return name, self.policies[name]
+        return name, self.policies[name] if name in self.policies else self.frozen[name]
+
+    @property
+    def frozen_roles(self) -> list[str]:
+        """The roles played by a fixed player."""
+        return [r for r in self.roles if self.map[r] in self.frozen]
 
     def roles_of(self, name: str) -> list[str]:
         return [r for r, n in self.map.items() if n == name]
@@ -206,9 +284,9 @@ class PolicyRouter:
                 ]
         if self.reference is None:
             raise RuntimeError("no reference policy: build the router with need_reference=True")
+        ref = self._own_refs.get(self.model_paths.get(name, ""), self.reference)
         return [
-            t.detach().to(pol.device)
-            for t in self.reference.logprobs(prompt_ids, completion_ids, temperature)
+            t.detach().to(pol.device) for t in ref.logprobs(prompt_ids, completion_ids, temperature)
         ]
 
     # ------------------------------------------------------------------ persistence

@@ -1,5 +1,6 @@
-"""What a run writes: ``config.json``, ``metrics.jsonl`` (one line per step), TensorBoard
-scalars where installed, and ``summary.json`` (status, curve reading, gradient shares).
+"""What a run writes: ``config.json``, ``metrics.jsonl`` (one line per step), the scalars to
+the trackers of ``report_to`` (:mod:`trackers`), and ``summary.json`` (status, curve
+reading, gradient shares, frozen roles).
 
 Why its own room: a run record must be honest whatever happens to the process (a crash is
 ``failed`` with its error, an interrupt says how to resume, a torn last line of
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -24,7 +24,7 @@ from flowzoo.analysis.readings import evals_of, trajectory
 from flowzoo.analysis.records import read_metrics
 
 #: what a fresh start (``resume=False``) removes from a run directory before it begins
-RUN_STATE = ("checkpoint", "final", "metrics.jsonl", "summary.json", "tensorboard")
+RUN_STATE = ("checkpoint", "final", "metrics.jsonl", "summary.json", "tensorboard", "mlruns")
 
 
 def prepare_dir(out: Path, cfg: TrainConfig) -> None:
@@ -55,12 +55,16 @@ def prepare_dir(out: Path, cfg: TrainConfig) -> None:
 
 
 class RunLog:
-    """Appends metrics lines (and TensorBoard scalars) for process 0."""
+    """Appends metrics lines (and tracker scalars) for process 0."""
 
-    def __init__(self, out: Path, main: bool) -> None:
+    def __init__(self, out: Path, main: bool, cfg: TrainConfig | None = None) -> None:
+        from flowzoo.agents.trackers import open_trackers
+
         self.out, self.main = out, main
         self.path = out / "metrics.jsonl"
-        self.tb = _tensorboard(out) if main else None
+        names = cfg.trackers if (cfg is not None and main) else []
+        config = dataclasses.asdict(cfg) if cfg is not None else {}
+        self.trackers = open_trackers(names, out, config, out.name) if names else []
 
     def start(self, resumed_at: int | None) -> None:
         """A resumed run keeps the lines of the steps before ``resumed_at``; a new run none."""
@@ -78,12 +82,17 @@ class RunLog:
             return
         with self.path.open("a") as f:
             f.write(json.dumps(row, default=float) + "\n")
-        _log_scalars(self.tb, row)
+        if self.trackers:
+            from flowzoo.agents.trackers import flat_scalars
 
-    def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
-            self.tb = None
+            scalars, step = flat_scalars(row), int(row.get("step", 0)) + 1
+            for t in self.trackers:
+                t.log(scalars, step)
+
+    def close(self, status: str = "completed") -> None:
+        for t in self.trackers:
+            t.finish(status)
+        self.trackers = []
 
 
 def step_metrics(
@@ -114,12 +123,15 @@ def step_metrics(
             else 0.0,
             "truncated_frac": float(np.mean([not t.finished for t in ts])),
         }
+        role_rows[role] = row
+        if ts[0].policy.startswith("frozen:"):  # played by a fixed player: no gradient at all
+            row["frozen"] = True
+            continue
         upd = per_policy.get(ts[0].policy, {}).get("roles", {}).get(role, {})
         row.update({k: float(v) for k, v in upd.items()})
-        role_rows[role] = row
         norms[role] = row.get("grad_norm", 0.0)
     tot = sum(norms.values())
-    for role in role_rows:
+    for role in norms:
         role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
     parse, tamper = defaultdict(int), defaultdict(int)
     for env in envs:  # this process's share of the step's episodes
@@ -187,28 +199,3 @@ def summary(
         }
     s["mean_grad_share"] = mean_grad_share(metrics)
     return s
-
-
-def _tensorboard(out: Path):
-    """A SummaryWriter when TensorBoard is installed, else None (metrics.jsonl always)."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        return None
-    return SummaryWriter(log_dir=str(out / "tensorboard"))
-
-
-def _log_scalars(writer, row: dict) -> None:
-    """Every numeric leaf of a metrics line, named by its path (roles/solver/grad_share)."""
-    if writer is None:
-        return
-    step = int(row.get("step", 0)) + 1
-
-    def walk(prefix: str, v) -> None:
-        if isinstance(v, dict):
-            for k, x in v.items():
-                walk(f"{prefix}/{k}" if prefix else str(k), x)
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            writer.add_scalar(prefix, v, step)
-
-    walk("", {k: v for k, v in row.items() if k != "step"})

@@ -99,28 +99,28 @@ class Trainer:
         probe = self.env_factory("train", cfg.train_tasks)
         self.train_tasks = probe.tasks
         self.roles = probe.roles
-        unknown = sorted(set(cfg.kl_per_role) - set(self.roles))
-        if unknown:
-            raise ValueError(
-                f"kl_per_role names roles {unknown} that {cfg.env} does not have; "
-                f"its roles: {', '.join(self.roles)}"
-            )
-        bad = sorted(set(cfg.max_new_tokens_per_role) - set(self.roles))
-        if bad:
-            raise ValueError(
-                f"max_new_tokens_per_role names roles {bad} that {cfg.env} does not have; "
-                f"its roles: {', '.join(self.roles)}"
-            )
+        for what, given in (
+            ("kl_per_role", cfg.kl_per_role),
+            ("max_new_tokens_per_role", cfg.max_new_tokens_per_role),
+            ("role_settings", cfg.role_settings),
+        ):
+            unknown = sorted(set(given) - set(self.roles))
+            if unknown:
+                raise ValueError(
+                    f"{what} names roles {unknown} that {cfg.env} does not have; "
+                    f"its roles: {', '.join(self.roles)}"
+                )
         #: each role's token budget: given per role, else given for all, else the workflow's
         defaults = probe.turn_tokens()
         self.token_limits = {
-            r: cfg.max_new_tokens_per_role.get(r, cfg.max_new_tokens or defaults[r])
-            for r in self.roles
+            r: int(cfg.for_role(r, "max_new_tokens") or defaults[r]) for r in self.roles
         }
+        #: each role's rollout temperature (evaluation samples every role at eval_temp)
+        self.temperatures = {r: float(cfg.for_role(r, "temperature")) for r in self.roles}
         self.agents_per_role = defaultdict(int)
         for a in probe.possible_agents:
             self.agents_per_role[probe.role_of(a)] += 1
-        need_ref = cfg.kl_coef > 0 or any(v > 0 for v in cfg.kl_per_role.values())
+        need_ref = any(cfg.for_role(r, "kl_coef") > 0 for r in self.roles)
         self.router = PolicyRouter(
             self.model_path,
             self.roles,
@@ -132,6 +132,15 @@ class Trainer:
             precision=cfg.precision,
             grad_checkpointing=cfg.grad_checkpointing,
             devices=cfg.policy_devices,
+            role_models=cfg.role_models,
+            frozen_roles=cfg.frozen,
+            player_options=dict(
+                concurrency=cfg.endpoint_concurrency,
+                timeout_s=cfg.endpoint_timeout_s,
+                retries=cfg.endpoint_retries,
+                on_error=cfg.endpoint_on_error,
+            ),
+            seed=cfg.seed,
         )
         if cfg.fsdp:
             for pol in self._models():
@@ -276,7 +285,7 @@ class Trainer:
                 random.Random(f"tree:{cfg.seed}:{step}"),
                 seeds=seeds[:: cfg.group_size],
                 max_new_tokens=self.token_limits,
-                temperature=cfg.temperature,
+                temperature=self.temperatures,
                 generator=gen,
             )
         return rollout(
@@ -286,7 +295,7 @@ class Trainer:
             seeds,
             groups,
             self.token_limits,
-            cfg.temperature,
+            self.temperatures,
             gen,
         )
 
@@ -438,7 +447,7 @@ class Trainer:
         if main:
             runlog.prepare_dir(self.out, cfg)
         resumed, pending = checkpoint.load(self) if cfg.resume else (False, None)
-        log = runlog.RunLog(self.out, main)
+        log = runlog.RunLog(self.out, main, cfg)
         log.start(self.step if resumed else None)
         if resumed and self.progress:
             print(
@@ -484,12 +493,16 @@ class Trainer:
             raise
         finally:
             bar.close()
-            log.close()
+            log.close(status)
             wall = time.time() - t_start
             summary = runlog.summary(
                 cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error
             )
             summary["no_signal_steps"] = self.no_signal_steps
+            if self.router.frozen:  # played, never trained, not in the gradient diagnostics
+                summary["frozen_roles"] = {
+                    r: repr(self.router.policy_for(r)[1]) for r in self.router.frozen_roles
+                }
             if self.warnings:
                 summary["warnings"] = self.warnings
             if main:

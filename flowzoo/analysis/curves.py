@@ -12,7 +12,7 @@ def mean_grad_share(metrics: Sequence[dict]) -> dict[str, float]:
     n = 0
     for m in metrics:
         rows = m.get("roles", {})
-        shares = {r: float(row.get("grad_share", 0.0)) for r, row in rows.items()}
+        shares = {r: float(row["grad_share"]) for r, row in rows.items() if "grad_share" in row}
         if not shares or sum(shares.values()) <= 0:
             continue
         n += 1

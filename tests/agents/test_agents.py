@@ -432,26 +432,20 @@ def test_tree_rollout_groups_share_one_prompt(tiny_model, tmp_path):
     assert _changed(before, _snapshot(tr)) == {"shared"}
 
 
-def test_metrics_lines_map_onto_tensorboard_scalars():
-    from flowzoo.agents.runlog import _log_scalars
+def test_metrics_lines_map_onto_stable_tracker_scalars():
+    from flowzoo.agents.trackers import flat_scalars
 
-    got = {}
-
-    class Recorder:
-        def add_scalar(self, key, value, step):
-            got[key] = (value, step)
-
-    _log_scalars(
-        Recorder(),
+    got = flat_scalars(
         {
             "step": 2,
             "reward": 0.5,
             "roles": {"solver": {"grad_share": 0.9}},
             "eval": {"env": "x"},
             "flag": True,
-        },
+            "bad": float("nan"),
+        }
     )
-    assert got == {"reward": (0.5, 3), "roles/solver/grad_share": (0.9, 3)}
+    assert got == {"reward": 0.5, "roles/solver/grad_share": 0.9}
 
 
 # ------------------------------------------------------------------ GPU paths, tested on CPU
