@@ -9,7 +9,7 @@ import platform
 import sys
 import time
 
-BENCHES = ("env", "verifier", "sandbox", "rollout", "grpo", "memory", "fsdp")
+BENCHES = ("env", "verifier", "sandbox", "rollout", "grpo", "memory", "fsdp", "endpoint")
 
 
 def main(argv=None) -> int:

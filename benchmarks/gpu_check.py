@@ -8,7 +8,11 @@ It measures: a GRPO update on the device vs the CPU on the same tiny model and b
 (relative difference of the loss and of the per-role gradient norms); rollout tokens/s and
 seconds per update for tiny-l's shape and for a randomly initialised Qwen3 config of a few
 hundred million parameters, Shared and Isolated, fp32 and bf16 autocast; peak device memory;
-with two or more GPUs, Isolated with its policies placed on two of them.
+with two or more GPUs, Isolated with its policies placed on two of them; with ``--vllm``
+(where vLLM imports, or ``$FLOWZOO_VLLM_PYTHON`` names its environment), the vLLM backend on
+a tied-embedding model (full weights) and with LoRA adapters (Shared and Isolated): rollout
+tokens/s and the largest log-prob gap between the engine's samples and the trained policy
+after an update (the sync check; < 1e-3 expected with fp32).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ def _trainer(
     max_new: int,
     precision: str = "fp32",
     placement: dict[str, str] | None = None,
+    backend: str = "transformers",
+    **extra,
 ):
     from flowzoo.agents.trainer import TrainConfig, Trainer
 
@@ -53,6 +59,9 @@ def _trainer(
         policy_devices=placement or {},
         out_dir=tempfile.mkdtemp(),
         resume=False,
+        generation_backend=backend,
+        vllm_memory=0.15,
+        **extra,
     )
     return Trainer(cfg, progress=False)
 
@@ -113,6 +122,50 @@ def throughput(
     return res
 
 
+def vllm_rows(out: Path, device: str, shape: tuple[int, int, int]) -> dict:
+    """The vLLM backend on a random tied-embedding model: full weights (Isolated) and LoRA
+    (Shared, Isolated); per row rollout tokens/s and the served-vs-trained log-prob gap after
+    one update. A reason instead where no vLLM can start."""
+    from flowzoo.agents.backends import vllm_unavailable_reason
+    from flowzoo.agents.tiny import save_random_model
+
+    why = vllm_unavailable_reason()
+    if why:
+        return {"skipped": why}
+    tied = str(save_random_model(out / "tied", tie=True))
+    rows = {}
+    for policy, param in (("isolated", "full"), ("shared", "lora"), ("isolated", "lora")):
+        extra = {"param": param, "lora_r": 8, "lora_alpha": 16} if param == "lora" else {}
+        tr = _trainer(tied, device, policy, *shape, backend="vllm", lr=1e-2, **extra)
+        try:
+            t = time.perf_counter()
+            records = tr._rollout(0)
+            roll = time.perf_counter() - t
+            _varied(records)
+            tr.update(records)
+            gap = 0.0
+            for name in tr.router.names:
+                pol = tr.router.policies[name]
+                gens = pol.generate(["Problem: 2 + 3?\n"] * 4, max_new_tokens=16, seed=1)
+                lps = pol.logprobs(
+                    [g.prompt_ids for g in gens], [g.completion_ids for g in gens], 0.7
+                )
+                gap = max(
+                    gap,
+                    *(float((torch.tensor(g.logprobs) - lp.detach().cpu()).abs().max())
+                      for g, lp in zip(gens, lps, strict=True)),
+                )  # fmt: skip
+            tokens = sum(len(x.completion_ids) for r in records for x in r.turns)
+            rows[f"vllm/tied/{policy}/{param}"] = {
+                "rollout_tokens_per_s": tokens / roll,
+                "logprob_gap_after_update": gap,
+            }
+        finally:
+            for name in tr.router.names:
+                tr.router.policies[name].backend.close()
+    return rows
+
+
 def random_tiny(out: Path, scale: str) -> str:
     """A randomly initialised tiny model of ``scale``'s shape (throughput needs no training,
     and pretraining tiny-l here would take the machine's whole budget)."""
@@ -154,6 +207,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dry-run", action="store_true", help="CPU only, tiny sizes (for CI)")
     ap.add_argument("--out", default="gpu_check.json")
+    ap.add_argument("--vllm", action="store_true", help="also the vLLM backend rows")
     args = ap.parse_args()
     from flowzoo.agents.tiny import ensure_tiny, fast_config
 
@@ -193,7 +247,11 @@ def main() -> int:
         report["throughput"][key] = throughput(
             path, device, policy, *shape, precision=precision, placement=placement
         )
+    if args.vllm:
+        report["vllm"] = vllm_rows(Path(tempfile.mkdtemp()), device, (2, 4, 16))
     Path(args.out).write_text(json.dumps(report, indent=1))
+    for k, v in report.get("vllm", {}).items():
+        print(f"{k:<40} {v}")
     print(
         f"device {device}  correctness: "
         + ", ".join(f"{k} {v:.2e}" for k, v in report["correctness"].items())

@@ -144,23 +144,30 @@ def _print_summary(summary: dict) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from flowzoo.agents.evaluate import evaluate_env, run_policies, single_policy
-    from flowzoo.agents.policy import Policy
-    from flowzoo.agents.tiny import resolve_model
+    import time
+
+    from flowzoo.agents.evaluate import evaluate_env, is_run_dir, model_policies
     from flowzoo.envs.registry import study_envs
 
-    env_options: dict = {}
-    if (
-        (Path(args.model) / "config.json").exists()
-        and (Path(args.model) / "final").exists()
-        or ((Path(args.model) / "summary.json").exists())
-    ):  # a training run: its trained policies, routed as in training, on its env
-        run_env, env_options, policy_for = run_policies(args.model)
-        envs = args.env or [run_env]
-        print(f"flowzoo eval: run {args.model} ({run_env}), policies from {args.model}/final")
-    else:
-        policy_for = single_policy(Policy(resolve_model(args.model)))
-        envs = args.env or list(study_envs("math"))
+    role_models = {}
+    for item in args.role_model or []:
+        role, _, spec = item.partition("=")
+        if not role or not spec:
+            raise ValueError(f"bad --role-model {item!r}; expected role=spec")
+        role_models[role.strip()] = spec.strip()
+    endpoint = dict(concurrency=args.concurrency, timeout_s=args.timeout, on_error=args.on_error)
+    run_env, env_options, policy_for = model_policies(args.model, role_models, **endpoint)
+    envs = args.env or ([run_env] if run_env else list(study_envs("math")))
+    what = "run " if is_run_dir(args.model) else ""
+    print(
+        f"flowzoo eval: {what}{args.model} in every role"
+        + "".join(f"; {r}: {s}" for r, s in role_models.items())
+    )
+    out = (
+        Path(args.json)
+        if args.json
+        else Path("runs/eval") / f"eval-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
     rows = []
     for env_id in envs:
         r = evaluate_env(
@@ -179,9 +186,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             f"{env_id:<20} accuracy {r.accuracy:.3f} [{lo:.3f}, {hi:.3f}] ({r.episodes} problems x "
             f"{r.samples} at T={r.temperature})  parse failures: {fails}"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-        print(f"wrote {args.json}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+    print(f"results (accuracy, CI, per-problem counts, parse failures): {out}")
     return 0
 
 
@@ -257,12 +264,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_flags(t)
     t.set_defaults(fn=_cmd_train)
 
-    ev = sub.add_parser("eval", help="evaluate a model as every role on held-out problems")
+    ev = sub.add_parser("eval", help="evaluate a model (or a run's policies) on held-out problems")
     ev.add_argument(
         "--model",
         default="tiny-s",
         help="tiny-s | tiny-m | tiny-l | a local checkpoint path | a training run dir (its "
-        "trained policies, routed as in training)",
+        "trained policies, routed as in training: shared, isolated, LoRA, frozen roles) | "
+        "openai:<base url>#<model> (chat API) | openai-completions:<base url>#<model>",
+    )
+    ev.add_argument(
+        "--role-model",
+        action="append",
+        metavar="ROLE=SPEC",
+        help="repeatable: play ROLE with SPEC (any --model form but a run dir, or "
+        "scripted[:<error rate>])",
+    )
+    ev.add_argument("--concurrency", type=int, default=8, help="served models: requests in flight")
+    ev.add_argument(
+        "--timeout", type=float, default=60.0, help="served models: seconds per request"
+    )
+    ev.add_argument(
+        "--on-error",
+        choices=["raise", "empty"],
+        default="raise",
+        help="served models: a failed request stops (raise) or is an empty, flagged turn",
     )
     ev.add_argument("--env", action="append")
     ev.add_argument(
@@ -273,7 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--samples", type=int, default=4, help="samples per problem (greedy: 1)")
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--json", default=None)
+    ev.add_argument(
+        "--json", default=None, help="results file (default: runs/eval/eval-<time>.json)"
+    )
     ev.set_defaults(fn=_cmd_eval)
 
     pt = sub.add_parser("pretrain-tiny", help="build and pretrain the tiny base models (cached)")

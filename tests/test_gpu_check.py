@@ -10,8 +10,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
 def test_gpu_check_dry_run(tiny_model, tmp_path):
     out = tmp_path / "gc.json"
+    from flowzoo.agents.backends import vllm_unavailable_reason
+
+    vllm = vllm_unavailable_reason() is None  # CI provides vLLM's CPU environment
     subprocess.run(
-        [sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)],
+        [sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)] + ["--vllm"] * vllm,
         check=True,
         capture_output=True,
         timeout=600,
@@ -26,3 +29,10 @@ def test_gpu_check_dry_run(tiny_model, tmp_path):
         "tiny-s-fast/isolated/fp32/placed",
     }
     assert all(v["rollout_tokens_per_s"] > 0 for v in rep["throughput"].values())
+    if vllm:  # the engine serves the updated weights: tied head, Shared- and Isolated-LoRA
+        assert set(rep["vllm"]) == {
+            "vllm/tied/isolated/full",
+            "vllm/tied/shared/lora",
+            "vllm/tied/isolated/lora",
+        }
+        assert all(v["logprob_gap_after_update"] < 1e-3 for v in rep["vllm"].values())

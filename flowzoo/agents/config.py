@@ -28,6 +28,7 @@ ROLE_KEYS = {
     "kl_coef": float,
     "clip_low": float,
     "clip_high": float,
+    "stop": list,
 }
 #: experiment trackers ``report_to`` may name
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
@@ -111,7 +112,8 @@ class TrainConfig:
     )
     role_settings: dict[str, Any] = _f(
         {},
-        "role -> its own lr, temperature, max_new_tokens, kl_coef, clip_low, clip_high (JSON), "
+        "role -> its own lr, temperature, max_new_tokens, kl_coef, clip_low, clip_high, stop "
+        "(stop strings: served models only) (JSON), "
         'e.g. {"evaluator": {"lr": 1e-5, "temperature": 0.3}}; a shared policy steps at the '
         "lr its roles share (else lr) and scales each role's gradient by role lr / that lr",
     )
@@ -298,6 +300,12 @@ class TrainConfig:
                     f"role_settings[{role!r}] has unknown keys {bad}; valid: {', '.join(ROLE_KEYS)}"
                 )
             for k, v in d.items():
+                if k == "stop":
+                    if not (isinstance(v, list) and all(isinstance(x, str) and x for x in v)):
+                        raise ValueError(
+                            f"role_settings[{role!r}]['stop'] must be a list of strings"
+                        )
+                    continue
                 ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                 if ROLE_KEYS[k] is int:
                     ok = ok and isinstance(v, int) and v >= 1

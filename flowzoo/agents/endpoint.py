@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -103,9 +104,12 @@ class EndpointPolicy:
         self.stop = list(stop or [])
         self.enable_thinking = enable_thinking
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        #: requests that failed for good (``on_error="empty"``) and retries made, so far
+        #: requests that failed for good (``on_error="empty"``), retries made, and the
+        #: completion tokens the server reported (``usage``), so far
         self.errors = 0
         self.retried = 0
+        self.completion_tokens = 0
+        self._lock = threading.Lock()
         self.device = torch.device("cpu")
 
     def __repr__(self) -> str:
@@ -189,13 +193,16 @@ class EndpointPolicy:
 
     def _one(self, prompt: str, max_new_tokens: int, temperature: float, seed: int) -> Generation:
         try:
-            text, lps, fin = self._parse(
-                self._post(self._body(prompt, max_new_tokens, temperature, seed))
-            )
+            reply = self._post(self._body(prompt, max_new_tokens, temperature, seed))
+            text, lps, fin = self._parse(reply)
+            used = (reply.get("usage") or {}).get("completion_tokens")
+            with self._lock:
+                self.completion_tokens += int(used) if isinstance(used, int) else len(lps)
         except EndpointError as e:
             if self.on_error == "raise":
                 raise
-            self.errors += 1
+            with self._lock:
+                self.errors += 1
             return Generation([], [], [], "", False, error=str(e))
         return Generation([], [], lps, text, fin)
 

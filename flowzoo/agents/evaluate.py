@@ -184,8 +184,9 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
     ``policy_for``). Full fine-tuning loads ``final/<policy>``; LoRA loads the base model
     once and each policy's adapter from ``final/adapters``."""
     from flowzoo.agents.config import TrainConfig
+    from flowzoo.agents.players import frozen_player
     from flowzoo.agents.policy import Policy
-    from flowzoo.agents.routing import AdapterPolicy, parse_policy_arg, role_map
+    from flowzoo.agents.routing import AdapterPolicy, parse_policy_arg, plan_roles
     from flowzoo.agents.tiny import resolve_model
     from flowzoo.envs import make_env
 
@@ -200,8 +201,10 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
             status = json.loads((run / "summary.json").read_text()).get("status", status)
         raise FileNotFoundError(f"{run} has no final weights (the run's status: {status})")
     roles = list(make_env(cfg.env, **cfg.env_options).roles)
-    mapping = role_map(roles, parse_policy_arg(cfg.policy))
-    names = list(dict.fromkeys(mapping.values()))
+    mapping, frozen, _ = plan_roles(
+        roles, parse_policy_arg(cfg.policy), cfg.role_models, cfg.frozen
+    )
+    names = [n for n in dict.fromkeys(mapping.values()) if n not in frozen]
     if cfg.param == "full":
         pols = {n: Policy(final / n, device=device) for n in names}
     else:
@@ -215,4 +218,37 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
             model.load_adapter(where[n], adapter_name=n)
         base.model = model.to(base.device)
         pols = {n: AdapterPolicy(base, n) for n in names}
+    for n, spec in frozen.items():  # the run's fixed players, as it played them
+        pols[n] = frozen_player(spec or cfg.model, seed=cfg.seed)
     return cfg.env, dict(cfg.env_options), lambda role: (mapping[role], pols[mapping[role]])
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """A training run's directory (its config and a final or summary record)."""
+    p = Path(path)
+    return (p / "config.json").exists() and (
+        (p / "final").exists() or (p / "summary.json").exists()
+    )
+
+
+def model_policies(
+    model: str, role_models: dict[str, str] | None = None, **endpoint_options
+) -> tuple[str | None, dict, Callable]:
+    """What ``flowzoo eval --model`` plays: (the run's env id or None, env options,
+    ``policy_for``). ``model``: a tiny scale, a local path, a run dir (routed as in its
+    training) or an endpoint spec; ``role_models`` overrides single roles the same way."""
+    from flowzoo.agents.players import frozen_player
+
+    env_id, env_options = None, {}
+    if is_run_dir(model):
+        env_id, env_options, base_for = run_policies(model)
+    else:
+        base_for = single_policy(frozen_player(model, **endpoint_options), "model")
+    players = {r: frozen_player(s, **endpoint_options) for r, s in (role_models or {}).items()}
+
+    def policy_for(role: str):
+        if role in players:
+            return f"role:{role}", players[role]
+        return base_for(role)
+
+    return env_id, env_options, policy_for

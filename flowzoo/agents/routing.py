@@ -143,7 +143,9 @@ class PolicyRouter:
         frozen_roles: list[str] | tuple[str, ...] = (),
         player_options: dict | None = None,
         seed: int = 0,
+        role_stops: dict[str, list[str]] | None = None,
     ) -> None:
+        from flowzoo.agents.endpoint import is_endpoint_spec
         from flowzoo.agents.players import frozen_player
         from flowzoo.agents.tiny import resolve_model
 
@@ -161,12 +163,26 @@ class PolicyRouter:
             )
         #: frozen policy name -> its fixed player (a served model, a scripted expert, a model)
         self.frozen: dict[str, object] = {}
-        players: dict[str, object] = {}
+        players: dict[tuple, object] = {}
+        stops = {r: list(s) for r, s in (role_stops or {}).items()}
+        for role in stops:
+            if self.map[role] not in frozen or not is_endpoint_spec(frozen[self.map[role]]):
+                raise ValueError(
+                    f"stop strings for role {role!r}: only a served model's turn can end at "
+                    "one (a trained policy's turn ends at EOS or max_new_tokens)"
+                )
         for name, spec in frozen.items():
             spec = spec or self.model_path
-            if spec not in players:
-                players[spec] = frozen_player(spec, seed=seed, **(player_options or {}))
-            self.frozen[name] = players[spec]
+            role = name.removeprefix("frozen:")
+            key = (spec, tuple(stops.get(role, ())))
+            if key not in players:
+                opts = dict(player_options or {})
+                if is_endpoint_spec(spec):
+                    opts["stop"] = list(key[1])
+                else:
+                    opts = {}
+                players[key] = frozen_player(spec, seed=seed, **opts)
+            self.frozen[name] = players[key]
         #: trainable policy name -> the checkpoint it starts from
         self.model_paths = {n: resolve_model(spec) for n, spec in own.items()}
         #: the trainable policies (frozen players are routed, never updated)

@@ -1,7 +1,8 @@
 """Start and stop a local ``vllm serve`` (OpenAI-compatible) for a local model: what the
 endpoint tests, the endpoint benchmark and the examples use. vLLM runs in its own
 environment (``$FLOWZOO_VLLM_PYTHON``, see ``.ci/vllm-env.sh``); the server listens on
-127.0.0.1 only and is stopped with its whole process group.
+127.0.0.1 only and is stopped with its whole process group. Chunked prefill is off: on
+vLLM 0.32's CPU build a seeded request whose prefill is split kills the engine.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class VLLMServer:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--dtype", "float32", "--enforce-eager",
             "--gpu-memory-utilization", str(self.memory),
+            # vLLM 0.32's CPU build kills its engine when a seeded request's prefill is
+            # chunked ("CPU Generator does not use offset"): seeded requests under load
+            "--no-enable-chunked-prefill",
             *(["--max-model-len", str(self.max_model_len)] if self.max_model_len else []),
             *self.extra_args,
         ]  # fmt: skip

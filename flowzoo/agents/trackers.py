@@ -3,7 +3,7 @@ Biases, MLflow, Trackio. Each gets the same flat scalars with stable names (the 
 line's path: ``reward``, ``roles/solver/grad_share``, ``eval/accuracy``), the run's config
 once, and its final status. None needs the network: wandb honours ``WANDB_MODE=offline``
 (set here when no API key is configured), MLflow writes to ``MLFLOW_TRACKING_URI`` or a
-local store in the run dir, TensorBoard and Trackio write locally.
+local file store in the run dir (``mlruns/``), TensorBoard and Trackio write locally.
 
 Why its own room: a tracker is optional and its library heavy; the run's own record is
 ``metrics.jsonl``, and a tracker that fails to start says which extra to install.
@@ -103,7 +103,10 @@ class MlflowTracker(Tracker):
     def __init__(self, out: Path, config: dict, run_name: str) -> None:
         import mlflow
 
-        uri = os.environ.get("MLFLOW_TRACKING_URI") or (out / "mlruns").resolve().as_uri()
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:  # a local file store in the run dir (MLflow 3 asks for the opt-in)
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            uri = (out / "mlruns").resolve().as_uri()
         self.client = mlflow.MlflowClient(tracking_uri=uri)
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME", "flowzoo")
         exp = self.client.get_experiment_by_name(name)

@@ -141,6 +141,7 @@ class Trainer:
                 on_error=cfg.endpoint_on_error,
             ),
             seed=cfg.seed,
+            role_stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
         )
         if cfg.fsdp:
             for pol in self._models():

@@ -218,8 +218,20 @@ def test_a_served_model_can_play_a_frozen_role_in_training(served, tiny_model, t
     from tests.agents.test_agents import _cfg
 
     srv, _ = served
-    cfg = _cfg(tiny_model, tmp_path, steps=1, role_models={"aggregator": srv.spec("completions")})
+    cfg = _cfg(
+        tiny_model,
+        tmp_path,
+        steps=1,
+        role_models={"aggregator": srv.spec("completions")},
+        role_settings={"aggregator": {"stop": ["\n"], "temperature": 1.0, "max_new_tokens": 24}},
+    )
     tr = Trainer(cfg, progress=False)
+    agg = [t for r in tr._rollout(0) for t in r.turns if t.role == "aggregator"]
+    assert agg and all("\n" not in t.text for t in agg)  # the role's stop string, server-side
+    with pytest.raises(ValueError, match="only a served model"):
+        Trainer(
+            _cfg(tiny_model, tmp_path, role_settings={"solver": {"stop": ["\n"]}}), progress=False
+        )
     summary = tr.train()
     assert summary["status"] == "completed"
     assert summary["frozen_roles"] == {"aggregator": f"EndpointPolicy({srv.spec('completions')})"}
@@ -241,3 +253,13 @@ def test_a_chat_template_with_thinking_off_trains_end_to_end(tmp_path):
     assert text.startswith("<|im_start|>user\n") and text.endswith("<think>\n\n</think>\n\n")
     per_policy, _ = tr.update(records)
     assert per_policy["shared"]["policy"]["opt_steps"] >= 1
+
+
+def test_stop_strings_end_a_served_turn(served):
+    srv, _ = served
+    prompts = ["Problem: What is 12 + 30?\nRole: solver. Solve it step by step.\n"] * 4
+    free = EndpointPolicy(srv.spec("completions")).generate(prompts, 64, 1.0, seed=3)
+    cut = EndpointPolicy(srv.spec("completions"), stop=["\n"]).generate(prompts, 64, 1.0, seed=3)
+    assert any("\n" in g.text for g in free)  # the model does write newlines here
+    assert all("\n" not in g.text for g in cut)
+    assert all(f.text.startswith(c.text) for f, c in zip(free, cut, strict=True))

@@ -161,3 +161,37 @@ def test_a_run_with_no_learning_signal_says_so(tiny_model, tmp_path):
     s = Trainer(cfg, progress=False).train()
     assert s["no_signal_steps"] == 6
     assert sum("no learning signal" in w for w in s["warnings"]) == 1
+
+
+def test_eval_rebuilds_a_runs_frozen_roles_and_takes_per_role_models(tiny_model, tmp_path):
+    """A run whose aggregator was the scripted expert is evaluated with it again; the CLI
+    takes per-role models and says where it wrote the results."""
+    import json
+    import subprocess
+    import sys
+
+    from flowzoo.agents.evaluate import run_policies
+    from flowzoo.agents.players import ScriptedRole
+
+    out = tmp_path / "run"
+    cfg = _cfg(tiny_model, out, steps=1, eval_every=0, role_models={"aggregator": "scripted"})
+    Trainer(cfg, progress=False).train()
+    _, _, policy_for = run_policies(out)
+    assert isinstance(policy_for("aggregator")[1], ScriptedRole)
+    assert policy_for("solver")[0] == "shared"
+    res = tmp_path / "eval.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "flowzoo.cli", "eval", "--model", str(tiny_model),
+         "--role-model", "aggregator=scripted:0.5", "--env", "voting-math", "--episodes", "3",
+         "--samples", "1", "--json", str(res)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "aggregator: scripted:0.5" in r.stdout and str(res) in r.stdout
+    rows = json.loads(res.read_text())
+    assert rows[0]["env"] == "voting-math" and rows[0]["episodes"] == 3
+    bad = subprocess.run(
+        [sys.executable, "-m", "flowzoo.cli", "eval", "--model", "openai:ftp://x#m"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "endpoint spec" in bad.stderr
