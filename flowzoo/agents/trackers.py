@@ -171,6 +171,28 @@ def _mlflow_key(k: str) -> str:
     return "".join(c if c.isalnum() or c in "_-. /" else "_" for c in k)
 
 
+#: the module each tracker imports
+MODULES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb", "mlflow": "mlflow",
+           "trackio": "trackio"}  # fmt: skip
+
+
+def check_trackers(names: list[str]) -> None:
+    """Every named tracker's library imports, else a clear error naming what to install:
+    checked when a trainer is built, before the run directory is claimed."""
+    import importlib
+
+    for name in names:
+        if name not in MODULES:
+            raise ValueError(f"unknown tracker {name!r}; valid: {', '.join(TRACKERS)}")
+        try:
+            importlib.import_module(MODULES[name])
+        except ImportError as e:
+            raise RuntimeError(
+                f"report_to={name!r} needs {PACKAGES[name]} ({e}); install it with "
+                f"pip install 'flowzoo[trackers]'"
+            ) from None
+
+
 def open_trackers(names: list[str], out: Path, config: dict, run_name: str) -> list[Tracker]:
     """Start the named trackers; a missing library is a clear error naming what to install."""
     trackers = []
@@ -189,4 +211,4 @@ def open_trackers(names: list[str], out: Path, config: dict, run_name: str) -> l
     return trackers
 
 
-__all__ = ["TRACKERS", "Tracker", "flat_scalars", "open_trackers"]
+__all__ = ["TRACKERS", "Tracker", "check_trackers", "flat_scalars", "open_trackers"]

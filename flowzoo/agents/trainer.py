@@ -91,6 +91,10 @@ class Trainer:
                 "policy_devices places policies on one process's GPUs; under torchrun every "
                 "process trains on its own GPU (drop policy_devices, or run one process)"
             )
+        if cfg.trackers and self.dist.main:
+            from flowzoo.agents.trackers import check_trackers
+
+            check_trackers(cfg.trackers)
         torch.manual_seed(cfg.seed)
         self.model_path = resolve_model(cfg.model)
         self.env_factory = lambda split, n: make_env(
