@@ -71,4 +71,32 @@ def frozen_player(spec: str, seed: int = 0, **endpoint_options):
     return pol
 
 
-__all__ = ["ScriptedRole", "frozen_player", "is_local_spec", "is_scripted_spec"]
+def partner(player, max_new_tokens: int = 96, temperature: float = 0.0):
+    """A player as the partner form of :func:`flowzoo.envs.wrappers.single_agent` (and the
+    engine adapters built on it): ``fn(prompt) -> str``, or ``scripted(fn(env, agent))`` for a
+    player that acts on the env's state. Greedy by default: a fixed partner."""
+    from flowzoo.envs.wrappers.single_agent import scripted
+
+    if getattr(player, "acts_on_env", False):
+        return scripted(lambda env, agent: player.act([(env, agent)])[0].text)
+    return lambda prompt: player.generate([prompt], max_new_tokens, temperature)[0].text
+
+
+def partners(specs: dict[str, str], budgets: dict[str, int], **endpoint_options) -> dict:
+    """role -> partner callable for role -> player spec (a served model's failures become
+    flagged empty turns unless ``on_error`` says otherwise); each role's token budget."""
+    endpoint_options.setdefault("on_error", "empty")
+    return {
+        role: partner(frozen_player(spec, **endpoint_options), budgets.get(role, 96))
+        for role, spec in specs.items()
+    }
+
+
+__all__ = [
+    "ScriptedRole",
+    "frozen_player",
+    "is_local_spec",
+    "is_scripted_spec",
+    "partner",
+    "partners",
+]

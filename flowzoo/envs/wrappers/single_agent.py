@@ -44,7 +44,8 @@ def transcript(texts: list[str]) -> TextPolicy:
     return fn
 
 
-def _play(env: WorkflowEnv, agent: str, pol) -> str:
+def partner_action(env: WorkflowEnv, agent: str, pol) -> str:
+    """What a partner (``fn(prompt)`` or :class:`scripted`) plays as ``agent`` now."""
     if isinstance(pol, scripted):
         return pol(env, agent)
     return pol(env.observe(agent)["prompt"])
@@ -107,7 +108,7 @@ class SingleAgentEnv(gym.Env):
                 continue
             if a in self.agents:
                 return reward, False, False
-            env.step(_play(env, a, self._other_for(a)))
+            env.step(partner_action(env, a, self._other_for(a)))
         return reward, True, False
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):

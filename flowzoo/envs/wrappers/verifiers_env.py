@@ -26,6 +26,7 @@ from typing import Any
 import verifiers.v1 as vf
 
 from flowzoo.envs.registry import make_env
+from flowzoo.envs.wrappers.single_agent import partner_action
 
 
 class FlowzooTasksetConfig(vf.TasksetConfig):
@@ -83,27 +84,29 @@ class FlowzooEnvConfig(vf.EnvConfig):
 class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
     """Plays one flowzoo episode per task (see the module doc)."""
 
-    def _players(self, roles: list[str]) -> dict[str, Any]:
+    def _partners(self, env) -> dict[str, Any]:
+        """role -> partner for the roles the policy seat does not play."""
         cfg = self.config
-        if cfg.role and cfg.role not in roles:
-            raise ValueError(f"role {cfg.role!r} is not a role of this env; roles: {roles}")
-        missing = [r for r in roles if cfg.role and r != cfg.role and r not in cfg.others]
+        if cfg.role and cfg.role not in env.roles:
+            raise ValueError(f"role {cfg.role!r} is not a role of this env; roles: {env.roles}")
+        missing = [r for r in env.roles if cfg.role and r != cfg.role and r not in cfg.others]
         if missing:
             raise ValueError(
                 f"roles {missing} need a player in `others` (policy plays {cfg.role!r})"
             )
-        if not cfg.others:
+        others = {r: s for r, s in cfg.others.items() if r != cfg.role}
+        if not others:
             return {}
-        from flowzoo.agents.players import frozen_player  # torch only when partners are used
+        from flowzoo.agents.players import partners  # torch only when partners are used
 
-        return {r: frozen_player(s) for r, s in cfg.others.items() if r != cfg.role}
+        return partners(others, env.turn_tokens())
 
     async def run(self, task: FlowzooTask, agents: vf.Agents) -> None:
         info = task.data.info
         opts = {"n_tasks": info["n_tasks"]} if info.get("n_tasks") else {}
         env = make_env(info["env"], split=info["split"], **opts, **info.get("options", {}))
         env.reset(seed=info["seed"], options={"task_id": info["task_id"]})
-        players = self._players(env.roles)
+        players = self._partners(env)
         # (agent, its turn index, the turn's trace, a model error)
         played: list[tuple[str, int, vf.Trace | None, str | None]] = []
         while not env.episode_over():
@@ -114,7 +117,7 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
             role = env.role_of(agent)
             prompt = env.observe(agent)["prompt"]
             if role in players:
-                text = await asyncio.to_thread(_act, players[role], env, agent, prompt)
+                text = await asyncio.to_thread(partner_action, env, agent, players[role])
             else:
                 text, trace, error = await self._policy_turn(agents, task, agent, prompt)
                 played.append((agent, sum(a == agent for a, *_ in played), trace, error))
@@ -164,13 +167,6 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
         errors = it.trace.errors  # verifiers records a failed model call on the trace
         error = f"{errors[0].type}: {errors[0].message}"[:500] if errors else None
         return ("" if error else segment.last_reply or ""), it.trace, error
-
-
-def _act(player, env, agent: str, prompt: str) -> str:
-    if getattr(player, "acts_on_env", False):
-        return player.act([(env, agent)])[0].text
-    return player.generate([prompt], max_new_tokens=env.turn_tokens()[env.role_of(agent)],
-                           temperature=0.0)[0].text  # fmt: skip
 
 
 __all__ = ["FlowzooEnv", "FlowzooTaskset"]
