@@ -165,3 +165,136 @@ def test_vf_garbage_and_a_dying_endpoint_score_zero_with_flags(tmp_path):
     agg = traces[-1]["info"]["flowzoo"]
     assert agg["role"] == "aggregator" and "model_error" in agg["flags"]
     assert traces[-1]["metrics"]["parse_failure"] == 1.0  # the empty turn fails to parse
+
+
+# ------------------------------------------------------------------ SkyRL-gym
+
+SKYRL = importlib.util.find_spec("skyrl_gym") is not None
+
+
+@pytest.mark.skipif(not SKYRL, reason="skyrl-gym is not installed (pip install 'flowzoo[engines]')")
+def test_skyrl_env_is_registered_and_keeps_the_text_env_contract():
+    import skyrl_gym
+    from skyrl_gym.envs.base_text_env import BaseTextEnv
+    from skyrl_gym.envs.registration import registry
+
+    from flowzoo.envs.scripted import ExpertPolicy
+    from flowzoo.envs.wrappers.skyrl_env import skyrl_rows
+
+    assert "flowzoo" in registry
+    rows = skyrl_rows("voting-math", "aggregator", {"solver": "scripted"}, split="test", n=6)
+    assert all(r["env_class"] == "flowzoo" and r["prompt"][0]["role"] == "user" for r in rows)
+    expert = ExpertPolicy(0.0)
+    rewards = []
+    for row in rows:  # a scripted episode: the expert's choice as the trained aggregator's
+        env = skyrl_gym.make("flowzoo", env_config=None, extras=row)
+        assert isinstance(env, BaseTextEnv)
+        obs, meta = env.init(row["prompt"])
+        assert obs[0]["role"] == "user" and "Candidate 1" in obs[0]["content"]
+        assert meta["flowzoo"]["role"] == "aggregator"
+        out = env.step(expert(env.view.env, "aggregator"))
+        assert set(out) >= {"observations", "reward", "done", "metadata"}
+        assert out["done"] and out["observations"] == [] and isinstance(out["reward"], float)
+        assert out["reward"] == float(out["metadata"]["flowzoo"]["correct"])
+        rewards.append(out["reward"])
+        json.dumps(out["metadata"])  # SkyRL logs it
+    assert sum(rewards) == 6.0  # error-free solvers and an error-free aggregator
+    env = skyrl_gym.make("flowzoo", env_config=None, extras=rows[0])
+    env.init(None)
+    out = env.step("\x00 not a choice")
+    assert out["done"] and out["reward"] == 0.0
+    assert "choice_unparsed" in out["metadata"]["flowzoo"]["flags"]
+    with pytest.raises(ValueError, match="lacks"):
+        skyrl_gym.make("flowzoo", env_config=None, extras={"flowzoo": {"env": "voting-math"}})
+
+
+@pytest.mark.skipif(not SKYRL, reason="skyrl-gym is not installed (pip install 'flowzoo[engines]')")
+def test_skyrl_a_dead_partner_endpoint_is_a_zero_not_a_crash():
+    import skyrl_gym
+
+    from flowzoo.agents.serve import free_port
+    from flowzoo.envs.wrappers.skyrl_env import skyrl_rows
+
+    dead = f"openai-completions:http://127.0.0.1:{free_port()}/v1#m"
+    (row,) = skyrl_rows("voting-math", "aggregator", {"solver": dead}, split="test", n=1)
+    env = skyrl_gym.make("flowzoo", env_config=None, extras=row)
+    obs, _ = env.init(None)
+    assert "Candidate 1" in obs[0]["content"]  # the solvers' empty turns were played
+    out = env.step("\\boxed{1}")
+    assert out["done"] and out["reward"] == 0.0
+
+
+# ------------------------------------------------------------------ rLLM-style workflows
+
+
+def test_workflow_runner_records_trajectories_and_scores_as_flowzoo(plain_served):
+    import flowzoo
+    from flowzoo.agents.workflow import WorkflowRunner
+
+    runner = WorkflowRunner("voting-math", plain_served.base_url, plain_served.name,
+                            temperature=0.0, split="test")  # fmt: skip
+    tasks = flowzoo.make_env("voting-math", split="test").tasks[:16]
+    episodes = [runner.run(t.id, seed=j) for j, t in enumerate(tasks)]
+    ep = episodes[0]
+    assert set(ep.trajectories) == {"solver", "aggregator"}
+    assert len(ep.trajectories["solver"].steps) == 3
+    assert all(s.logprobs and s.prompt for tr in ep.trajectories.values() for s in tr.steps)
+    for e in episodes:
+        assert {tr.reward for tr in e.trajectories.values()} == {float(e.correct)}
+    pol = EndpointPolicy(plain_served.spec("chat"))
+    res = evaluate_env("voting-math", lambda role: ("ep", pol), n_episodes=16)
+    assert [int(e.correct) for e in episodes] == res.per_problem
+    assert 0 < sum(res.per_problem) < 16
+    by_agent = WorkflowRunner("voting-math", plain_served.base_url, plain_served.name,
+                              name_by="agent", role_models={"solver": "scripted"}, split="test")  # fmt: skip
+    e = by_agent.run(tasks[0].id)
+    assert list(e.trajectories) == ["aggregator"]  # scripted solvers are not trajectories
+
+
+def test_workflow_runner_survives_a_dead_endpoint():
+    from flowzoo.agents.serve import free_port
+    from flowzoo.agents.workflow import WorkflowRunner
+
+    runner = WorkflowRunner("eval-opt-math", f"http://127.0.0.1:{free_port()}/v1", "m",
+                            retries=0, split="test")  # fmt: skip
+    import flowzoo
+
+    task = runner.run(flowzoo.make_env("eval-opt-math", split="test").tasks[0].id)
+    steps = [s for tr in task.trajectories.values() for s in tr.steps]
+    assert steps and all("model_error" in s.flags and s.response == "" for s in steps)
+    assert not task.correct and all(tr.reward == 0.0 for tr in task.trajectories.values())
+
+
+# ------------------------------------------------------------------ TextArena
+
+TA = importlib.util.find_spec("textarena") is not None
+
+
+@pytest.mark.skipif(not TA, reason="textarena is not installed (pip install 'flowzoo[engines]')")
+def test_textarena_two_player_game():
+    import textarena as ta
+
+    import flowzoo.envs.wrappers.textarena_env  # noqa: F401 - registers the games
+    from flowzoo.envs.scripted import ExpertPolicy
+    from flowzoo.envs.wrappers.textarena_env import FlowzooArena
+
+    expert = ExpertPolicy(0.0)
+    for seed in range(3):
+        game = ta.make("FlowzooEvalOptMath-v0")
+        game.reset(num_players=2, seed=seed)
+        players, done = [], False
+        while not done:
+            pid, obs = game.get_observation()
+            assert isinstance(obs, str) and obs
+            players.append(pid)
+            done, info = game.step(expert(game.env, game.env.agent_selection))
+        assert players[:2] == [0, 1] and info["correct"]
+        assert game.close() == {0: 1.0, 1: 1.0}
+    game = ta.make("FlowzooEvalOptMath-v0")
+    game.reset(num_players=2, seed=0)
+    done, info = game.step("")  # an empty draft, then a verdict that is no verdict
+    while not done:
+        done, info = game.step("\x00???")
+    assert game.close() == {0: 0.0, 1: 0.0}
+    with pytest.raises(ValueError, match="two-agent"):
+        FlowzooArena("voting-math")

@@ -51,6 +51,27 @@ def partner_action(env: WorkflowEnv, agent: str, pol) -> str:
     return pol(env.observe(agent)["prompt"])
 
 
+def live_agent(env: WorkflowEnv) -> str | None:
+    """The agent that acts now (the terminated agents' bookkeeping steps taken), or None
+    once the episode is over: the loop of every driver that plays a workflow turn by turn."""
+    while not env.episode_over():
+        a = env.agent_selection
+        if not (env.terminations[a] or env.truncations[a]):
+            return a
+        env.step(None)
+    return None
+
+
+def turn_flags(env: WorkflowEnv) -> dict[tuple[str, int], list[str]]:
+    """(agent, its turn index) -> the env's flags on that turn, from the turn log."""
+    out: dict[tuple[str, int], list[str]] = {}
+    count: dict[str, int] = {}
+    for t in env.turn_log():
+        k = count[t.agent] = count.get(t.agent, -1) + 1
+        out[(t.agent, k)] = list(t.flags)
+    return out
+
+
 class SingleAgentEnv(gym.Env):
     """A gymnasium.Env in which ``controlled`` (an agent name or a role) acts."""
 

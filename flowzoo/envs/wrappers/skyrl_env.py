@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from skyrl_gym import register
-from skyrl_gym.envs.registration import registry
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+from skyrl_gym.envs.registration import registry
 
 from flowzoo.envs.registry import make_env
 from flowzoo.envs.wrappers.single_agent import SingleAgentEnv

@@ -26,7 +26,7 @@ from typing import Any
 import verifiers.v1 as vf
 
 from flowzoo.envs.registry import make_env
-from flowzoo.envs.wrappers.single_agent import partner_action
+from flowzoo.envs.wrappers.single_agent import live_agent, partner_action, turn_flags
 
 
 class FlowzooTasksetConfig(vf.TasksetConfig):
@@ -109,11 +109,7 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
         players = self._partners(env)
         # (agent, its turn index, the turn's trace, a model error)
         played: list[tuple[str, int, vf.Trace | None, str | None]] = []
-        while not env.episode_over():
-            agent = env.agent_selection
-            if env.terminations[agent] or env.truncations[agent]:
-                env.step(None)
-                continue
+        while (agent := live_agent(env)) is not None:
             role = env.role_of(agent)
             prompt = env.observe(agent)["prompt"]
             if role in players:
@@ -124,16 +120,13 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
             await asyncio.to_thread(env.step, text)
         rewards = {a: float(env.rewards[a]) for a in env.agents}
         infos = {a: dict(env.infos[a]) for a in env.agents}
-        flags: dict[tuple[str, int], set[str]] = {}
-        for t in env.turn_log():
-            k = sum(a == t.agent for a, _ in flags)
-            flags[(t.agent, k)] = set(t.flags)
+        flags = turn_flags(env)
         for agent, k, trace, error in played:
             if trace is None:
                 continue
             ainfo = infos.get(agent, {})
             trace.record_reward("team", rewards.get(agent, 0.0))
-            mine = flags.get((agent, k), set()) | ({"model_error"} if error else set())
+            mine = set(flags.get((agent, k), [])) | ({"model_error"} if error else set())
             trace.record_metrics(
                 {
                     "correct": float(bool(ainfo.get("correct", False))),
