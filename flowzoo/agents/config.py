@@ -331,7 +331,7 @@ class TrainConfig:
     @property
     def trackers(self) -> list[str]:
         """``report_to`` as a list."""
-        return [t.strip() for t in self.report_to.split(",") if t.strip()]
+        return list(dict.fromkeys(t.strip() for t in self.report_to.split(",") if t.strip()))
 
     def for_role(self, role: str, key: str) -> Any:
         """A setting as ``role`` sees it: ``role_settings[role][key]``, else the older per-role

@@ -35,8 +35,28 @@ ON_ERROR = ("raise", "empty")
 RETRY_STATUS = (408, 409, 425, 429, 500, 502, 503, 504)
 
 
+#: the most bytes an answer may have (a completion is far smaller; more is not an answer)
+MAX_REPLY_BYTES = 16 << 20
+
+
 class EndpointError(RuntimeError):
     """An endpoint did not answer usefully after its retries (the message says how)."""
+
+
+def _read_bounded(resp, deadline: float) -> bytes:
+    """The body, read in chunks against a total deadline and a size cap: the socket timeout
+    alone bounds each read, so a server dripping bytes could hold a turn for ever."""
+    chunks, size = [], 0
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the answer took longer than the timeout to arrive")
+        chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise EndpointError(f"the answer is larger than {MAX_REPLY_BYTES >> 20} MiB")
 
 
 def is_endpoint_spec(spec: str) -> bool:
@@ -149,7 +169,7 @@ class EndpointPolicy:
             try:
                 req = urllib.request.Request(url, data=data, headers=headers, method="POST")
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                    raw = r.read(16 << 20)
+                    raw = _read_bounded(r, time.monotonic() + self.timeout_s)
                 try:
                     return json.loads(raw)
                 except ValueError:

@@ -46,8 +46,9 @@ def test_endpoint_specs_parse_or_say_what_is_wrong():
 
 class _Misbehaving(http.server.BaseHTTPRequestHandler):
     """Answers by the path's first segment: /fail5xx (503 twice, then a good answer),
-    /ratelimit (429 with Retry-After once), /hang (never answers in time), /garbage (200
-    with non-JSON), /nochoices (200 with JSON lacking a completion), /bad400."""
+    /ratelimit (429 with Retry-After once), /hang (never answers in time), /drip (a body
+    trickling in past the timeout), /garbage (200 with non-JSON), /nochoices (200 with JSON
+    lacking a completion), /bad400."""
 
     calls: dict = {}
 
@@ -67,6 +68,18 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
             return self._send(429, b"slow down", {"Retry-After": "0.2"})
         if kind == "hang":
             time.sleep(3)
+        if kind == "drip":  # a body that never finishes arriving: a byte every 0.2 s
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            try:
+                for _ in range(40):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:
+                pass
+            return
         if kind == "garbage":
             return self._send(200, b"<html>not json")
         if kind == "nochoices":
@@ -114,6 +127,7 @@ def test_retries_ride_out_overload_and_rate_limits(bad_server):
     [
         ("always5xx", "failed after 3 tries"),
         ("hang", "timed out|TimeoutError"),
+        ("drip", "longer than the timeout"),
         ("garbage", "non-JSON"),
         ("nochoices", "without a usable completion"),
         ("bad400", "refused the request.*400"),
