@@ -1,5 +1,7 @@
-"""Tricky gold/prediction pairs with the verdict a careful grader gives (shared by tests and
-benchmarks). Predictions are already-extracted answers."""
+"""Tricky gold/prediction pairs with the verdict a careful grader gives, and a generator of
+LaTeX-heavy pairs (shared by tests and benchmarks). Predictions are already-extracted answers."""
+
+import random
 
 TRICKY_PAIRS: list[tuple[str, str, bool]] = [
     # integers, signs, whitespace
@@ -109,3 +111,104 @@ TRICKY_PAIRS: list[tuple[str, str, bool]] = [
     ("\\frac{1}{2}", "\\frac{1}{0}", False),
     ("3", "\\sqrt{-9}", False),
 ]
+
+
+# ------------------------------------------------------------------ LaTeX-heavy mixes
+
+
+def latex_golds(r: random.Random | None = None):
+    """MATH-style LaTeX answers with equivalent rewrites and near misses: (gold, [right],
+    [wrong]). With ``r``, freshly drawn numbers (every call new strings); else a fixed pool."""
+    out = []
+    for a, b in (
+        [(r.randint(1, 40), r.randint(2, 41)) for _ in range(8)]
+        if r
+        else [(3, 4), (5, 8), (7, 12), (2, 9), (11, 6), (13, 20), (1, 7), (9, 16)]
+    ):
+        out.append(
+            (
+                f"\\frac{{{a}}}{{{b}}}",
+                [f"\\dfrac{{{a}}}{{{b}}}", f"\\frac{{{2 * a}}}{{{2 * b}}}", f"{a}/{b}"],
+                [f"\\frac{{{a + 1}}}{{{b}}}", f"\\frac{{{b}}}{{{a}}}"],
+            )
+        )
+    for k, n in (
+        [(r.randint(2, 9), r.choice([2, 3, 5, 6, 7, 10, 11])) for _ in range(6)]
+        if r
+        else [(2, 2), (3, 5), (2, 3), (5, 2), (4, 7), (6, 3)]
+    ):
+        out.append(
+            (
+                f"{k}\\sqrt{{{n}}}",
+                [f"\\sqrt{{{k * k * n}}}", f"{k} \\sqrt{{{n}}}", f"\\sqrt{{{n}}} \\cdot {k}"],
+                [f"{k + 1}\\sqrt{{{n}}}", f"\\sqrt{{{k * n}}}"],
+            )
+        )
+    for a, b in [(1, 2), (3, 4), (5, 3)]:
+        out.append(
+            (
+                f"\\frac{{\\sqrt{{{a}}}}}{{{b}}}",
+                [f"\\frac{{1}}{{{b}}}\\sqrt{{{a}}}", f"\\sqrt{{{a}}}/{b}"],
+                [f"\\frac{{\\sqrt{{{a + 1}}}}}{{{b}}}"],
+            )
+        )
+    for k in [r.randint(2, 30) for _ in range(4)] if r else (2, 3, 4, 6):
+        out.append(
+            (
+                f"{k}\\pi",
+                [f"{k} \\pi", f"\\pi \\cdot {k}", f"\\frac{{{2 * k}\\pi}}{{2}}"],
+                [f"{k + 1}\\pi", f"\\frac{{\\pi}}{{{k}}}"],
+            )
+        )
+    for lo, hi in (
+        [(a, a + r.randint(1, 20)) for a in (r.randint(-20, 20) for _ in range(3))]
+        if r
+        else [(1, 5), (-2, 3), (0, 4)]
+    ):
+        out.append(
+            (
+                f"[{lo}, {hi})",
+                [f"[{lo},{hi})", f"\\left[{lo}, {hi}\\right)"],
+                [f"({lo}, {hi})", f"[{lo}, {hi}]"],
+            )
+        )
+    for xs in [(1, 2, 3), (-1, 4), (2, 5, 7)]:
+        s = ", ".join(map(str, xs))
+        out.append(
+            (
+                f"\\{{{s}\\}}",
+                [f"\\{{{', '.join(map(str, reversed(xs)))}\\}}"],
+                [f"\\{{{', '.join(str(x + 1) for x in xs)}\\}}"],
+            )
+        )
+    for a, b in [(1, 2), (3, -1)]:
+        out.append((f"({a}, {b})", [f"({a},{b})"], [f"({b}, {a})"]))
+    for c in [r.randint(1, 12) for _ in range(3)] if r else (1, 2, 3):
+        out.append(
+            (
+                f"x^2 + {2 * c}x + {c * c}",
+                [f"(x+{c})^2", f"x^{{2}}+{2 * c}x+{c * c}"],
+                [f"(x+{c + 1})^2", f"x^2 + {c * c}"],
+            )
+        )
+    return out
+
+
+def latex_pairs(n: int, seed: int = 0, group: int = 0, distinct: bool = False):
+    """``n`` (gold, prediction, expected) pairs. ``distinct``: golds drawn with fresh numbers
+    (no string repeats to cache); ``group > 0``: rollout-like groups of ``group`` predictions
+    per gold drawn with repeats (a few forms dominate, as G samples of one model do)."""
+    r = random.Random(seed)
+    golds = latex_golds() if distinct is False else None
+    out = []
+    while len(out) < n:
+        g, right, wrong = r.choice(golds if golds is not None else latex_golds(r))
+        forms = [(p, True) for p in right] + [(p, False) for p in wrong] + [(g, True)]
+        if group:
+            weights = [r.random() ** 3 for _ in forms]
+            for p, e in r.choices(forms, weights=weights, k=group):
+                out.append((g, p, e))
+        else:
+            p, e = r.choice(forms)
+            out.append((g, p, e))
+    return out[:n]

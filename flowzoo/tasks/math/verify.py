@@ -4,7 +4,9 @@ Why a worker process: math-verify's own timeouts use ``signal.alarm`` (main thre
 sympy can hang on a pathological expression. The symbolic check therefore runs in a child
 process with its timeouts disabled; the parent waits at most ``timeout_s`` and kills and
 replaces the child when it overruns. Most answers never get there: integers, decimals,
-fractions, mixed numbers and percentages are compared exactly (as rationals) in-process.
+fractions, mixed numbers and percentages are compared exactly (as rationals) in-process, and
+so are rational multiples of a square root and a power of pi and sets, intervals and tuples
+of them (:mod:`exact`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from fractions import Fraction
 
 from flowzoo.tasks.base import Verdict
+from flowzoo.tasks.math.exact import exact_check
 from flowzoo.tasks.math.extract import _UNITS, decimal_key, normalize, to_number
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -114,7 +117,7 @@ def fast_check(gold: str, pred: str) -> bool | None:
         return False
     if hedged(ng, npred):
         return False
-    return None
+    return exact_check(ng, npred)
 
 
 def _looks_like_mixed(s: str) -> bool:
@@ -300,6 +303,22 @@ def get_checker() -> SymbolicChecker:
         return _CHECKER
 
 
+#: symbolic verdicts by (gold, prediction): a group of G samples repeats its answers, and a
+#: problem is scored many times over a run; only settled verdicts (not timeouts) are kept
+_MEMO: dict[tuple[str, str], tuple[bool, str]] = {}
+_MEMO_MAX = 1 << 16
+_MEMO_REASONS = frozenset({"symbolic", "symbolic_mismatch", "unparsed", "guard_magnitude"})
+_MEMO_LOCK = threading.Lock()
+
+
+def _remember(key: tuple[str, str], verdict: tuple[bool, str]) -> None:
+    with _MEMO_LOCK:
+        if len(_MEMO) >= _MEMO_MAX:  # drop the oldest half (dicts keep insertion order)
+            for k in list(_MEMO)[: _MEMO_MAX // 2]:
+                del _MEMO[k]
+        _MEMO[key] = verdict
+
+
 def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> Verdict:
     """Score an extracted answer against the gold answer; never raises."""
     try:
@@ -313,7 +332,13 @@ def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> 
             return Verdict(float(fast), fast, prediction, "exact" if fast else "mismatch")
         if len(prediction) > MAX_SYMBOLIC_CHARS or len(gold) > MAX_SYMBOLIC_CHARS:
             return Verdict(0.0, False, prediction, "too_long")
-        ok, reason = get_checker().check(gold, prediction, timeout_s)
+        key = (gold, prediction)
+        hit = _MEMO.get(key)
+        if hit is None:
+            hit = get_checker().check(gold, prediction, timeout_s)
+            if hit[1] in _MEMO_REASONS:
+                _remember(key, hit)
+        ok, reason = hit
         return Verdict(float(ok), ok, prediction, reason)
     except Exception as e:  # a verdict, never an exception, whatever the input
         return Verdict(0.0, False, None if prediction is None else str(prediction), f"error:{e!r}")

@@ -1,0 +1,201 @@
+"""Exact in-process equality for the closed forms most LaTeX answers take, so they need no
+symbolic worker: rational multiples of a square root and a power of pi (``\\frac{3\\sqrt{2}}{4}``,
+``2\\pi``, ``\\sqrt{8}``), and sets, intervals and tuples of them (``\\{1, 2\\}``, ``[1, 5)``).
+
+Why it is exact: such a value is ``c * sqrt(s) * pi**k`` with ``c`` rational and ``s``
+square-free, and for distinct square-free ``s`` the square roots are linearly independent over
+the rationals and pi is transcendental, so two values are equal exactly when their canonical
+triples are. Anything outside the grammar (a decimal point, a variable, a sum, ``\\infty``)
+returns None and goes to the symbolic check. Bounded: short strings, small integers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+#: longer strings are not tried here (the symbolic check takes them)
+MAX_CHARS = 120
+#: radicands above this are not factorised here
+MAX_RADICAND = 10**6
+_TOKEN = re.compile(r"\\frac|\\sqrt|\\pi|\\cdot|\\times|\d+|[{}*/+-]")
+#: the longest integer read here
+MAX_DIGITS = 18
+#: (rational coefficient, square-free radicand, power of pi)
+Closed = tuple[Fraction, int, int]
+
+
+def _square_free(n: int) -> tuple[int, int]:
+    """(k, s) with n = k*k*s and s square-free (n <= MAX_RADICAND)."""
+    k, s, d = 1, n, 2
+    while d * d <= s:
+        while s % (d * d) == 0:
+            s //= d * d
+            k *= d
+        d += 1
+    return k, s
+
+
+def _mul(a: Closed, b: Closed) -> Closed:
+    k, s = _square_free(a[1] * b[1]) if a[1] * b[1] <= MAX_RADICAND else (0, 0)
+    if s == 0:
+        raise ValueError("radicand too large")
+    return a[0] * b[0] * k, s, a[2] + b[2]
+
+
+def _inv(a: Closed) -> Closed:
+    if a[0] == 0:
+        raise ZeroDivisionError
+    return 1 / (a[0] * a[1]), a[1], -a[2]  # 1/(c sqrt s) = sqrt(s) / (c s)
+
+
+class _Parser:
+    def __init__(self, tokens: list[str]) -> None:
+        self.t, self.i = tokens, 0
+
+    def peek(self) -> str | None:
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self, want: str | None = None) -> str:
+        tok = self.peek()
+        if tok is None or (want is not None and tok != want):
+            raise ValueError(f"expected {want!r}")
+        self.i += 1
+        return tok
+
+    def expr(self) -> Closed:
+        """[sign] product ['/' product]"""
+        sign = 1
+        if self.peek() in ("-", "+"):
+            sign = -1 if self.take() == "-" else 1
+        v = self.product()
+        if self.peek() == "/":
+            self.take()
+            v = _mul(v, _inv(self.product()))
+        return v[0] * sign, v[1], v[2]
+
+    def product(self) -> Closed:
+        prev = self.peek()
+        v = self.factor()
+        while self.peek() not in (None, "}", "/"):
+            if self.peek() in ("\\cdot", "\\times", "*"):
+                self.take()
+            elif prev is not None and prev.isdigit() and self.peek() == "\\frac":
+                raise ValueError("3\\frac{1}{2} may be a mixed number: not read here")
+            prev = self.peek()
+            v = _mul(v, self.factor())
+        return v
+
+    def factor(self) -> Closed:
+        tok = self.take()
+        if tok.isdigit():
+            if len(tok) > MAX_DIGITS:
+                raise ValueError("integer too long")
+            return Fraction(int(tok)), 1, 0
+        if tok == "\\pi":
+            return Fraction(1), 1, 1
+        if tok == "\\sqrt":
+            self.take("{")
+            n = self.take()
+            self.take("}")
+            if not n.isdigit() or len(n) > 7 or int(n) > MAX_RADICAND:
+                raise ValueError("not a small integer radicand")
+            k, s = _square_free(int(n))
+            return Fraction(k) if int(n) else Fraction(0), s, 0
+        if tok == "\\frac":
+            self.take("{")
+            num = self.expr()
+            self.take("}")
+            self.take("{")
+            den = self.expr()
+            self.take("}")
+            return _mul(num, _inv(den))
+        raise ValueError(f"not a closed-form factor: {tok!r}")
+
+
+def closed_form(s: str) -> Closed | None:
+    """The canonical triple of a normalised answer in the grammar, else None."""
+    s = s.replace(" ", "")
+    if not s or len(s) > MAX_CHARS or "." in s:
+        return None
+    tokens = _TOKEN.findall(s)
+    if "".join(tokens) != s:  # something outside the grammar (a variable, a decimal, ...)
+        return None
+    try:
+        p = _Parser(tokens)
+        v = p.expr()
+        if p.peek() is not None:
+            return None
+    except (ValueError, ZeroDivisionError):
+        return None
+    return (Fraction(0), 1, 0) if v[0] == 0 else v
+
+
+def _split_top(s: str) -> list[str]:
+    """Split on commas outside braces."""
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def composite(s: str) -> tuple[str, tuple] | None:
+    """A set ``\\{a, b\\}`` (order and repeats ignored), or an interval or tuple ``(a, b]`` of
+    closed forms: (its brackets, its canonical elements), else None. A two-element bracket
+    whose ends do not increase is left to the symbolic check (as an interval it is empty)."""
+    s = s.replace(" ", "")
+    if len(s) > MAX_CHARS:
+        return None
+    if s.startswith("\\{") and s.endswith("\\}"):
+        kind, inner = "set", s[2:-2]
+    elif len(s) >= 2 and s[0] in "([" and s[-1] in ")]":
+        kind, inner = s[0] + s[-1], s[1:-1]
+    else:
+        return None
+    items = [closed_form(x) for x in _split_top(inner)]
+    if len(items) < 2 or any(x is None for x in items):
+        return None
+    if kind != "set" and len(items) == 2 and not _increasing(items[0], items[1]):
+        return None  # (6, 6] and [6, 5) are both empty as intervals: the symbolic check decides
+    return (kind, tuple(sorted(set(items)))) if kind == "set" else (kind, tuple(items))
+
+
+def _value(c: Closed) -> float:
+    return float(c[0]) * math.sqrt(c[1]) * math.pi ** c[2]
+
+
+def _increasing(lo: Closed, hi: Closed) -> bool:
+    """lo < hi by a clear margin (an interval that is not empty or degenerate)."""
+    a, b = _value(lo), _value(hi)
+    return b - a > 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def exact_check(gold: str, pred: str) -> bool | None:
+    """True/False when both normalised answers are closed forms, or sets/intervals/tuples of
+    them with the same brackets; None otherwise (the symbolic check decides)."""
+    g, p = closed_form(gold), closed_form(pred)
+    if g is not None and p is not None:
+        return g == p
+    cg, cp = composite(gold), composite(pred)
+    if cg is None or cp is None:
+        return None
+    if cg[0] == cp[0]:
+        return cg[1] == cp[1]
+    if cg[0] in _INTERVALS and cp[0] in _INTERVALS and len(cg[1]) == len(cp[1]) == 2:
+        return False  # two non-empty intervals with different ends included
+    return None  # (a, b) against {a, b}: how lenient to be is the symbolic grader's call
+
+
+#: the brackets of a two-element interval (open, closed, half-open)
+_INTERVALS = ("()", "(]", "[)", "[]")
+
+
+__all__ = ["closed_form", "composite", "exact_check"]

@@ -1,0 +1,116 @@
+"""The exact in-process path for closed forms (radicals, multiples of pi, sets, intervals,
+tuples): its readings, what it leaves to the symbolic grader, and a differential check that
+every verdict it gives is the one math-verify's symbolic check gives on the same pair."""
+
+import random
+
+import pytest
+
+from flowzoo.tasks.math import check
+from flowzoo.tasks.math.exact import closed_form, composite, exact_check
+from flowzoo.tasks.math.extract import normalize
+from flowzoo.tasks.math import verify
+from flowzoo.tasks.math.verify import get_checker
+from tests.math_pairs import TRICKY_PAIRS, latex_pairs
+
+
+@pytest.mark.parametrize(
+    "gold,pred,want",
+    [
+        ("2\\sqrt{2}", "\\sqrt{8}", True),
+        ("\\frac{\\sqrt{3}}{4}", "\\sqrt{3}/4", True),
+        ("\\frac{\\sqrt{3}}{4}", "\\frac{1}{4}\\sqrt{3}", True),
+        ("\\sqrt{2}", "\\frac{2}{\\sqrt{2}}", True),
+        ("3\\pi", "\\pi \\cdot 3", True),
+        ("3\\pi", "\\frac{6\\pi}{2}", True),
+        ("3\\pi", "\\frac{\\pi}{3}", False),
+        ("2\\sqrt{3}", "3\\sqrt{2}", False),
+        ("\\sqrt{0}", "0", True),
+        ("[1, 5)", "\\left[1,5\\right)", True),
+        ("[1, 5)", "[1, 5]", False),
+        ("\\{1, 2, 3\\}", "\\{3, 2, 1\\}", True),
+        ("\\{1, 2\\}", "\\{1, 2, 2\\}", True),
+        ("(1, 2, 3)", "(3, 2, 1)", False),
+    ],
+)
+def test_closed_forms_are_decided_exactly(gold, pred, want):
+    assert exact_check(normalize(gold), normalize(pred)) is want
+
+
+@pytest.mark.parametrize(
+    "gold,pred",
+    [
+        ("\\sqrt{2}", "1.41421356"),  # a decimal: the symbolic grader's tolerance rules
+        ("\\frac{7}{2}", "3\\frac{1}{2}"),  # a mixed number, or 3 * 1/2?
+        ("(6, 6]", "[6, 5)"),  # both empty as intervals
+        ("(1, 2)", "\\{1, 2\\}"),  # a set against a pair
+        ("x^2 + 2x + 1", "(x+1)^2"),  # variables and sums
+        ("\\sqrt{12345678}", "3\\sqrt{1371742}"),  # radicand past the bound
+        ("1" * 30, "1" * 30 + "0"),  # integers past 18 digits
+        ("[1, \\infty)", "[1, \\infty)"),
+    ],
+)
+def test_what_it_cannot_read_exactly_goes_to_the_symbolic_grader(gold, pred):
+    assert exact_check(normalize(gold), normalize(pred)) is None
+
+
+def test_readings_are_canonical():
+    assert closed_form("-\\frac{1}{2}") == closed_form("\\frac{-1}{2}")
+    assert closed_form("\\frac{1}{0}") is None and closed_form("2-\\sqrt{3}") is None
+    assert composite("(3)") is None and composite("\\{\\}") is None
+
+
+def _closed_form_pairs(n: int, seed: int):
+    r = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a, b, k = r.randint(-9, 9), r.randint(1, 9), r.randint(1, 9)
+        s, m = r.choice([1, 2, 3, 4, 8, 12, 18, 50]), r.randint(1, 9)
+        forms = [
+            f"\\frac{{{a}\\sqrt{{{s}}}}}{{{b}}}", f"{a}\\sqrt{{{s}}}/{b}", f"\\sqrt{{{s * k * k}}}",
+            f"{k}\\sqrt{{{s}}}", f"\\frac{{{a}\\pi}}{{{b}}}", f"{a}\\pi", f"\\frac{{{k}}}{{\\sqrt{{{s}}}}}",
+            f"\\{{{a}, {b}\\}}", f"({a}, {b}]", f"[{a},{k})", f"({a}, {b})", f"[{a}, {b}]",
+            f"\\sqrt{{{s}}}\\sqrt{{{m}}}", f"\\frac{{{a}}}{{{b}\\pi}}", f"({a}, {b}, {k})",
+        ]  # fmt: skip
+        out.append((r.choice(forms), r.choice(forms)))
+    return out
+
+
+def test_every_exact_verdict_is_the_symbolic_graders():
+    pairs = [(g, p) for g, p, _ in TRICKY_PAIRS] + [
+        (g, p) for g, p, _ in latex_pairs(120, 7, distinct=True)
+    ]
+    pairs += _closed_form_pairs(240, seed=3)
+    checker = get_checker()
+    decided = trues = 0
+    for g, p in pairs:
+        ng, np_ = normalize(g), normalize(p)
+        ex = exact_check(ng, np_)
+        if ex is None or ng.replace(" ", "") == np_.replace(" ", ""):
+            continue  # undecided here, or equal as strings (the older fast path's)
+        decided += 1
+        trues += ex
+        sym, reason = checker.check(g, p)
+        assert reason in ("symbolic", "symbolic_mismatch"), (g, p, reason)
+        assert ex == sym, (g, p, ex, reason)
+    assert decided > 150 and 0.2 < trues / decided < 0.8  # both verdicts were compared
+
+
+def test_settled_symbolic_verdicts_are_remembered_timeouts_are_not(monkeypatch):
+    checker = get_checker()
+    calls = []
+    real = checker.check
+
+    def counted(*a, **kw):
+        calls.append(a)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(checker, "check", counted)
+    monkeypatch.setattr(verify, "_MEMO", {})  # whatever earlier tests settled
+    gold, pred = "x^2 + 6x + 9", "(x+3)^2"
+    assert check(gold, pred, timeout_s=1e-6).reason == "timeout"
+    assert check(gold, pred).correct  # the timeout was not remembered: asked again
+    assert len(calls) == 2
+    for _ in range(50):  # a group of samples with the same answer: settled once
+        assert check(gold, pred).correct
+    assert len(calls) == 2
