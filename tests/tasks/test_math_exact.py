@@ -6,10 +6,9 @@ import random
 
 import pytest
 
-from flowzoo.tasks.math import check
+from flowzoo.tasks.math import check, verify
 from flowzoo.tasks.math.exact import closed_form, composite, exact_check
 from flowzoo.tasks.math.extract import normalize
-from flowzoo.tasks.math import verify
 from flowzoo.tasks.math.verify import get_checker
 from tests.math_pairs import TRICKY_PAIRS, latex_pairs
 
