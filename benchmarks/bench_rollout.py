@@ -1,5 +1,7 @@
-"""Batched rollout tokens/s vs one plain ``model.generate()`` on the same total batch, and
-vs the same rollout done env by env (batch 1)."""
+"""Batched rollout tokens/s vs one plain ``model.generate()`` on the same total batch, vs the
+same rollout done env by env (batch 1), and, where a vLLM environment is configured
+(``$FLOWZOO_VLLM_PYTHON``), vs the same rollout with vLLM's CPU build as the generation
+backend (same model, prompts, batch, token budget and temperature)."""
 
 from __future__ import annotations
 
@@ -82,7 +84,34 @@ def run(quick: bool = False) -> list[Row]:
         )
         n_tok += sum(len(x.completion_ids) for r in rr for x in r.turns)
     single = n_tok / (time.perf_counter() - t)
+    vllm_rows = []
+    from flowzoo.agents.backends import attach, vllm_unavailable_reason
+
+    if vllm_unavailable_reason() is None:
+        attach(pol, "vllm", memory=0.15)
+        try:
+            pol.generate(["warm up"] * 4, max_new_tokens=8)
+            t = time.perf_counter()
+            vr = rollout(envs, route, opts, seeds=list(range(len(envs))), max_new_tokens=max_new,
+                         temperature=0.7, generator=torch.Generator().manual_seed(0))  # fmt: skip
+            with_vllm = sum(len(x.completion_ids) for r in vr for x in r.turns) / (
+                time.perf_counter() - t
+            )
+        finally:
+            attach(pol, "transformers")
+        vllm_rows.append(
+            Row(
+                "rollout",
+                "tokens/s vs vLLM's CPU build as the backend",
+                ours,
+                with_vllm,
+                "the same rollout through vLLM (offline engine, worker process)",
+                "tokens/s",
+                target=1.0,
+            )  # fmt: skip
+        )
     return [
+        *vllm_rows,
         Row(
             "rollout",
             f"tokens/s, {n_env} problems x G={g} (voting-math, tiny-s)",

@@ -44,6 +44,12 @@ class Engine:
         kw = {}
         if max_model_len:
             kw["max_model_len"] = int(max_model_len)
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            # vLLM 0.32's CPU build kills the engine when a seeded request's prefill is split
+            # ("CPU Generator does not use offset"): every rollout request is seeded
+            kw["enable_chunked_prefill"] = False
         if lora_rank:  # multi-LoRA: every adapter on one copy of the base weights
             kw.update(enable_lora=True, max_loras=int(max_loras), max_lora_rank=int(lora_rank))
         #: adapter name -> its current LoRARequest

@@ -140,3 +140,20 @@ def test_vllm_lora_rank_is_one_vllm_accepts():
     assert [lora_rank_for(r) for r in (1, 2, 8, 9, 64, 100)] == [1, 8, 8, 16, 64, 128]
     with pytest.raises(ValueError, match="largest"):
         lora_rank_for(1000)
+
+
+def test_vllm_takes_a_rollout_sized_batch_of_seeded_requests(tiny_model):
+    """The map's batch (hundreds of seeded requests with long prompts) makes vLLM split
+    prefills; on vLLM 0.32's CPU build a split seeded prefill killed the engine ("CPU Generator
+    does not use offset") until chunked prefill was switched off there."""
+    from flowzoo.agents.backends import attach
+    from flowzoo.agents.policy import Policy
+
+    pol = Policy(tiny_model)
+    attach(pol, "vllm", memory=0.15)
+    try:
+        prompts = [PROMPTS[i % 2] * 3 + f"Case {i}.\n" for i in range(192)]
+        gens = pol.generate(prompts, max_new_tokens=4, temperature=0.7, seed=0)
+        assert len(gens) == 192 and all(g.completion_ids for g in gens)
+    finally:
+        attach(pol, "transformers")
