@@ -53,7 +53,7 @@ def vllm_unavailable_reason(python: str | None = None) -> str | None:
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
-def _seeds(n: int, generator: torch.Generator | None) -> list[int]:
+def request_seeds(n: int, generator: torch.Generator | None) -> list[int]:
     """Per-prompt sampling seeds drawn from ``generator``, so a seeded rollout repeats."""
     if generator is not None:
         seeds = torch.randint(0, 2**31 - 1, (n,), generator=generator, device=generator.device)
@@ -215,7 +215,7 @@ class VLLMBackend:
     ) -> list[tuple[list[int], list[float], bool]]:
         """(completion ids, their log-probs, finished with EOS) per prompt; per-prompt seeds
         come from ``generator`` so a seeded rollout is reproducible."""
-        seeds = _seeds(len(encoded), generator)
+        seeds = request_seeds(len(encoded), generator)
         return self.engine.generate(encoded, max_new_tokens, temperature, seeds)
 
     def sync(self) -> None:
@@ -249,7 +249,7 @@ class VLLMLoraBackend:
         self.sync()
 
     def generate(self, encoded, max_new_tokens, temperature, generator):
-        seeds = _seeds(len(encoded), generator)
+        seeds = request_seeds(len(encoded), generator)
         return self.engine.generate(encoded, max_new_tokens, temperature, seeds, self.adapter)
 
     def sync(self) -> None:
@@ -328,5 +328,6 @@ __all__ = [
     "VLLMLoraBackend",
     "attach",
     "attach_router",
+    "request_seeds",
     "vllm_unavailable_reason",
 ]

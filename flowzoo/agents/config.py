@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 #: the most tasks a run may ask an env for (the env's own bound)
+from flowzoo.agents.trackers import TRACKERS
 from flowzoo.envs.registry import MAX_TASKS
 
 ALGOS = ("grpo", "ppo")
@@ -30,8 +31,6 @@ ROLE_KEYS = {
     "clip_high": float,
     "stop": list,
 }
-#: experiment trackers ``report_to`` may name
-TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
 ENDPOINT_ON_ERROR = ("raise", "empty")
 ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
 GROUP_BY = ("task", "task_role", "task_role_turn", "task_agent_turn")

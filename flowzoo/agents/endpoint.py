@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from flowzoo.agents.backends import request_seeds
 from flowzoo.agents.policy import Generation
 
 SCHEMES = {"openai": "chat", "openai-chat": "chat", "openai-completions": "completions"}
@@ -130,7 +131,6 @@ class EndpointPolicy:
         self.retried = 0
         self.completion_tokens = 0
         self._lock = threading.Lock()
-        self.device = torch.device("cpu")
 
     def __repr__(self) -> str:
         return f"EndpointPolicy({self.spec})"
@@ -241,7 +241,7 @@ class EndpointPolicy:
             return []
         if generator is None:
             generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
-        seeds = torch.randint(0, 2**31 - 1, (len(prompts),), generator=generator).tolist()
+        seeds = request_seeds(len(prompts), generator)  # on the generator's own device
         if len(prompts) == 1:
             return [self._one(prompts[0], max_new_tokens, temperature, seeds[0])]
         with ThreadPoolExecutor(min(self.concurrency, len(prompts))) as pool:

@@ -10,6 +10,8 @@ workflow's scripted expert, or a frozen local model. The spec strings here are t
 
 from __future__ import annotations
 
+import functools
+
 from flowzoo.agents.endpoint import EndpointPolicy, is_endpoint_spec
 from flowzoo.agents.policy import Generation
 
@@ -62,10 +64,18 @@ def frozen_player(spec: str, seed: int = 0, **endpoint_options):
             raise ValueError(
                 f"bad scripted spec {spec!r}; expected 'scripted' or 'scripted:<error rate>'"
             ) from None
-    from flowzoo.agents.policy import Policy
     from flowzoo.agents.tiny import resolve_model
 
-    pol = Policy(resolve_model(spec))
+    return _frozen_local(resolve_model(spec))
+
+
+@functools.lru_cache(maxsize=4)
+def _frozen_local(path: str):
+    """A local model as a fixed player, loaded once per path: adapters build partners per
+    episode (verifiers) or per trajectory (SkyRL), and a frozen model is never changed."""
+    from flowzoo.agents.policy import Policy
+
+    pol = Policy(path)
     pol.model.requires_grad_(False)
     pol.frozen = True
     return pol

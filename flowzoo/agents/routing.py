@@ -175,12 +175,8 @@ class PolicyRouter:
             spec = spec or self.model_path
             role = name.removeprefix("frozen:")
             key = (spec, tuple(stops.get(role, ())))
-            if key not in players:
-                opts = dict(player_options or {})
-                if is_endpoint_spec(spec):
-                    opts["stop"] = list(key[1])
-                else:
-                    opts = {}
+            if key not in players:  # endpoint options (stop included) reach served models only
+                opts = {**(player_options or {}), "stop": list(key[1])}
                 players[key] = frozen_player(spec, seed=seed, **opts)
             self.frozen[name] = players[key]
         #: trainable policy name -> the checkpoint it starts from

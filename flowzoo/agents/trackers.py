@@ -16,14 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+#: the trackers ``report_to`` may name (config.py reads this; it must stay import-light)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
-#: the pip package each tracker needs (all in the ``trackers`` extra)
-PACKAGES = {
-    "tensorboard": "tensorboard",
-    "wandb": "wandb",
-    "mlflow": "mlflow-skinny",
-    "trackio": "trackio",
-}
 
 
 def flat_scalars(row: dict) -> dict[str, float]:
@@ -44,7 +38,8 @@ def flat_scalars(row: dict) -> dict[str, float]:
 class Tracker:
     """One tracker: ``log(scalars, step)``, ``finish(status)``."""
 
-    name = ""
+    #: its ``report_to`` name, the module it imports, the pip package that provides it
+    name, module, package = "", "", ""
 
     def log(self, scalars: dict[str, float], step: int) -> None:
         raise NotImplementedError
@@ -54,7 +49,7 @@ class Tracker:
 
 
 class TensorBoardTracker(Tracker):
-    name = "tensorboard"
+    name, module, package = "tensorboard", "torch.utils.tensorboard", "tensorboard"
 
     def __init__(self, out: Path, config: dict, run_name: str) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -72,7 +67,7 @@ class TensorBoardTracker(Tracker):
 
 
 class WandbTracker(Tracker):
-    name = "wandb"
+    name, module, package = "wandb", "wandb", "wandb"
 
     def __init__(self, out: Path, config: dict, run_name: str) -> None:
         import wandb
@@ -98,7 +93,7 @@ class WandbTracker(Tracker):
 
 
 class MlflowTracker(Tracker):
-    name = "mlflow"
+    name, module, package = "mlflow", "mlflow", "mlflow-skinny"
 
     def __init__(self, out: Path, config: dict, run_name: str) -> None:
         import mlflow
@@ -131,7 +126,7 @@ class MlflowTracker(Tracker):
 
 
 class TrackioTracker(Tracker):
-    name = "trackio"
+    name, module, package = "trackio", "trackio", "trackio"
 
     def __init__(self, out: Path, config: dict, run_name: str) -> None:
         import trackio
@@ -151,12 +146,7 @@ class TrackioTracker(Tracker):
         self.trackio.finish()
 
 
-_CLASSES = {
-    "tensorboard": TensorBoardTracker,
-    "wandb": WandbTracker,
-    "mlflow": MlflowTracker,
-    "trackio": TrackioTracker,
-}
+_CLASSES = {c.name: c for c in (TensorBoardTracker, WandbTracker, MlflowTracker, TrackioTracker)}
 
 
 def _stable_id(out: Path) -> str:
@@ -171,9 +161,17 @@ def _mlflow_key(k: str) -> str:
     return "".join(c if c.isalnum() or c in "_-. /" else "_" for c in k)
 
 
-#: the module each tracker imports
-MODULES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb", "mlflow": "mlflow",
-           "trackio": "trackio"}  # fmt: skip
+def _tracker(name: str) -> type[Tracker]:
+    if name not in _CLASSES:
+        raise ValueError(f"unknown tracker {name!r}; valid: {', '.join(TRACKERS)}")
+    return _CLASSES[name]
+
+
+def _missing(cls: type[Tracker], e: ImportError) -> RuntimeError:
+    return RuntimeError(
+        f"report_to={cls.name!r} needs {cls.package} ({e}); install it with "
+        f"pip install 'flowzoo[trackers]'"
+    )
 
 
 def check_trackers(names: list[str]) -> None:
@@ -182,32 +180,24 @@ def check_trackers(names: list[str]) -> None:
     import importlib
 
     for name in names:
-        if name not in MODULES:
-            raise ValueError(f"unknown tracker {name!r}; valid: {', '.join(TRACKERS)}")
+        cls = _tracker(name)
         try:
-            importlib.import_module(MODULES[name])
+            importlib.import_module(cls.module)
         except ImportError as e:
-            raise RuntimeError(
-                f"report_to={name!r} needs {PACKAGES[name]} ({e}); install it with "
-                f"pip install 'flowzoo[trackers]'"
-            ) from None
+            raise _missing(cls, e) from None
 
 
 def open_trackers(names: list[str], out: Path, config: dict, run_name: str) -> list[Tracker]:
     """Start the named trackers; a missing library is a clear error naming what to install."""
     trackers = []
     for name in names:
-        if name not in _CLASSES:
-            raise ValueError(f"unknown tracker {name!r}; valid: {', '.join(TRACKERS)}")
+        cls = _tracker(name)
         try:
-            trackers.append(_CLASSES[name](out, config, run_name))
+            trackers.append(cls(out, config, run_name))
         except ImportError as e:
             for t in trackers:
                 t.finish("failed: another tracker could not start")
-            raise RuntimeError(
-                f"report_to={name!r} needs {PACKAGES[name]} ({e}); install it with "
-                f"pip install 'flowzoo[trackers]'"
-            ) from None
+            raise _missing(cls, e) from None
     return trackers
 
 

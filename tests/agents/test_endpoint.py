@@ -161,9 +161,10 @@ def test_nothing_listening_is_a_clear_error_and_scores_zero_when_flagged():
 WHY = None if vllm_python() else "no vLLM environment (set FLOWZOO_VLLM_PYTHON; .ci/run builds one)"
 
 
-@pytest.fixture(scope="module")
-def served(tiny_model, tmp_path_factory):
-    """The tiny model, with a Qwen3-style chat template, behind a real ``vllm serve``."""
+def serve_with_template(model, where, template: str):
+    """A copy of ``model`` in ``where`` whose tokenizer has chat template ``template``, behind
+    a real ``vllm serve`` (skipped with the reason where none can start; in CI, which provides
+    the environment, a server that fails is a failure). The caller stops it."""
     if WHY:
         pytest.skip(WHY)
     from transformers import AutoTokenizer
@@ -171,17 +172,23 @@ def served(tiny_model, tmp_path_factory):
     from flowzoo.agents.backends import BackendUnavailable
     from flowzoo.agents.serve import VLLMServer
 
-    d = tmp_path_factory.mktemp("served") / "tiny-chat"
-    shutil.copytree(tiny_model, d)
-    tok = AutoTokenizer.from_pretrained(d)
-    tok.chat_template = QWEN3_STYLE_TEMPLATE
-    tok.save_pretrained(d)
+    shutil.copytree(model, where)
+    tok = AutoTokenizer.from_pretrained(where)
+    tok.chat_template = template
+    tok.save_pretrained(where)
     try:
-        srv = VLLMServer(d).start()
+        return VLLMServer(where).start()
     except BackendUnavailable as e:
-        if os.environ.get("CI"):  # CI provides the environment: a server that fails is a failure
+        if os.environ.get("CI"):
             raise
         pytest.skip(f"vllm serve could not start here: {e}")
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model, tmp_path_factory):
+    """The tiny model, with a Qwen3-style chat template, behind a real ``vllm serve``."""
+    d = tmp_path_factory.mktemp("served") / "tiny-chat"
+    srv = serve_with_template(tiny_model, d, QWEN3_STYLE_TEMPLATE)
     yield srv, d
     srv.stop()
 

@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 from flowzoo.agents.backends import vllm_python
 from flowzoo.agents.endpoint import EndpointPolicy
 from flowzoo.agents.evaluate import evaluate_env
+from tests.agents.test_endpoint import serve_with_template
 
 #: a chat template that renders the user's text as the tiny models were trained on it
 PLAIN_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
@@ -32,23 +33,10 @@ def plain_served(tmp_path_factory):
     its chat API fed the format the model was trained on."""
     if not vllm_python():
         pytest.skip("no vLLM environment (set FLOWZOO_VLLM_PYTHON; .ci/run builds one)")
-    from transformers import AutoTokenizer
-
-    from flowzoo.agents.backends import BackendUnavailable
-    from flowzoo.agents.serve import VLLMServer
     from flowzoo.agents.tiny import ensure_tiny
 
     d = tmp_path_factory.mktemp("plain") / "tiny-plain"
-    shutil.copytree(ensure_tiny("tiny-s"), d)
-    tok = AutoTokenizer.from_pretrained(d)
-    tok.chat_template = PLAIN_TEMPLATE
-    tok.save_pretrained(d)
-    try:
-        srv = VLLMServer(d).start()
-    except BackendUnavailable as e:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"vllm serve could not start here: {e}")
+    srv = serve_with_template(ensure_tiny("tiny-s"), d, PLAIN_TEMPLATE)
     yield srv
     srv.stop()
 

@@ -48,12 +48,12 @@ class FlowzooTextEnv(BaseTextEnv):
         opts = {"split": spec.get("split", "train"), **spec.get("options", {})}
         env = make_env(spec["env"], **opts)
         others = spec.get("others") or {}
-        budgets = env.turn_tokens()
-        if others:
+        if others:  # keyed by role or agent: each gets its role's token budget
+            budgets = env.turn_tokens()
+            budgets |= {a: budgets[env.role_of(a)] for a in env.possible_agents}
             from flowzoo.agents.players import partners  # torch only when partners are used
 
-            others = partners(others, {r: budgets.get(r, 96) for r in env.roles}
-                              | {a: budgets[env.role_of(a)] for a in env.possible_agents})  # fmt: skip
+            others = partners(others, budgets)
         self.view = SingleAgentEnv(env, spec["controlled"], others)
         self.row = spec
         self.max_turns = MAX_TURNS

@@ -29,6 +29,11 @@ from flowzoo.envs.registry import make_env
 from flowzoo.envs.wrappers.single_agent import live_agent, partner_action, turn_flags
 
 
+def _make(env_id: str, split: str, n_tasks: int, options: dict[str, Any]):
+    """The flowzoo env a taskset row names (the taskset and the env build it alike)."""
+    return make_env(env_id, split=split, **({"n_tasks": n_tasks} if n_tasks else {}), **options)
+
+
 class FlowzooTasksetConfig(vf.TasksetConfig):
     env: str = "voting-math"
     """The flowzoo env id (``flowzoo envs`` lists them)."""
@@ -54,14 +59,9 @@ class FlowzooTask(vf.Task[FlowzooData, vf.State, vf.TaskConfig]):
 class FlowzooTaskset(vf.Taskset[FlowzooTask, FlowzooTasksetConfig]):
     """One task per flowzoo problem of the split, in the env's order."""
 
-    def _env(self):
-        c = self.config
-        return make_env(c.env, split=c.split, **({"n_tasks": c.n_tasks} if c.n_tasks else {}),
-                        **c.options)  # fmt: skip
-
     def load(self):
         c = self.config
-        env = self._env()
+        env = _make(c.env, c.split, c.n_tasks, c.options)
         for j, t in enumerate(env.tasks):
             # problem j resets with seed + j, as flowzoo's own evaluation does
             env.reset(seed=c.seed + j, options={"task_id": t.id})
@@ -85,7 +85,8 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
     """Plays one flowzoo episode per task (see the module doc)."""
 
     def _partners(self, env) -> dict[str, Any]:
-        """role -> partner for the roles the policy seat does not play."""
+        """role -> partner for the roles the policy seat does not play (fresh per episode: a
+        scripted partner's random stream starts anew; local models are loaded once)."""
         cfg = self.config
         if cfg.role and cfg.role not in env.roles:
             raise ValueError(f"role {cfg.role!r} is not a role of this env; roles: {env.roles}")
@@ -103,8 +104,7 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
 
     async def run(self, task: FlowzooTask, agents: vf.Agents) -> None:
         info = task.data.info
-        opts = {"n_tasks": info["n_tasks"]} if info.get("n_tasks") else {}
-        env = make_env(info["env"], split=info["split"], **opts, **info.get("options", {}))
+        env = _make(info["env"], info["split"], info.get("n_tasks", 0), info.get("options", {}))
         env.reset(seed=info["seed"], options={"task_id": info["task_id"]})
         players = self._partners(env)
         # (agent, its turn index, the turn's trace, a model error)
