@@ -9,7 +9,7 @@ import platform
 import sys
 import time
 
-BENCHES = ("env", "verifier", "sandbox", "rollout", "grpo", "memory", "fsdp", "endpoint")
+BENCHES = ("env", "verifier", "sandbox", "rollout", "grpo", "memory", "fsdp", "endpoint", "train")
 
 
 def main(argv=None) -> int:

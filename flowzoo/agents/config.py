@@ -195,6 +195,11 @@ class TrainConfig:
     fsdp: bool = _f(False, "under torchrun: shard weights, gradients and AdamW state (FSDP2)")
     precision: str = _f("fp32", "bf16: autocast forward passes (fp32 weights)", ("fp32", "bf16"))
     grad_checkpointing: bool = _f(False, "recompute activations in backward (less memory)")
+    fast_forward: bool = _f(
+        True,
+        "sample and score Qwen3 models with flowzoo's own forward (shared prompts computed "
+        "once, static KV cache); off, or an unsupported model: transformers' forward",
+    )
     generation_backend: str = _f(
         "transformers",
         "rollout engine (vllm: weights, or LoRA adapters, synced after every update)",

@@ -108,7 +108,8 @@ def evaluate_env(
         samples = 1
     n = min(n_episodes, len(tasks)) if n_episodes > 0 else len(tasks)
     limits = max_new_tokens or probe.turn_tokens()
-    episodes = [(j, s) for s in range(samples) for j in range(n)]
+    # a problem's samples side by side: one batch computes their shared prompts once
+    episodes = [(j, s) for j in range(n) for s in range(samples)]
     mine = episodes[rank::world]
     envs = [probe] + [make_env(env_id, **opts) for _ in range(min(batch, len(mine)) - 1)]
     # counts: per problem correct, then per role (turns, parse failures, answer turns, no

@@ -251,9 +251,11 @@ class Learner:
         sums: dict[str, dict[str, float]] = {}
         prev = flat_grad(params)
         for role in roles:
-            # similar lengths share a micro-batch: less padding computed, the same summed gradient
+            # turns of one prompt share a micro-batch (its forward is computed once there),
+            # similar lengths too (less padding); the summed gradient is the same
             rturns = sorted(
-                by_role.get(role, []), key=lambda t: len(t.prompt_ids) + len(t.completion_ids)
+                by_role.get(role, []),
+                key=lambda t: (len(t.prompt_ids), t.prompt_ids, len(t.completion_ids)),
             )
             acc: dict[str, float] = defaultdict(float)
             size = self.micro_batch.get(name, cfg.micro_batch)

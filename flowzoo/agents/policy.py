@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from flowzoo.agents.fastlm import fast_lm
+
 PRECISIONS = ("fp32", "bf16")
 
 
@@ -77,6 +79,7 @@ class Policy:
         tokenizer=None,
         precision: str = "fp32",
         grad_checkpointing: bool = False,
+        fast: bool = True,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -97,6 +100,8 @@ class Policy:
         self.precision = precision
         #: a generation backend (``flowzoo.agents.backends``); None: this class's own sampler
         self.backend = None
+        #: sample and score with flowzoo's own forward where it applies (``fastlm``)
+        self.fast = fast
         if grad_checkpointing:
             if hasattr(self.model, "activation_checkpointing_enable"):  # transformers >= 5.2x
                 self.model.activation_checkpointing_enable({"use_reentrant": False})
@@ -207,7 +212,27 @@ class Policy:
                 encoded[:half], max_new_tokens, temperature, generator
             ) + self._sample_fitting(encoded[half:], max_new_tokens, temperature, generator)
 
+    def _fast_lm(self):
+        return fast_lm(self.model) if self.fast else None
+
     def _sample(self, encoded, max_new_tokens, temperature, generator) -> list[Generation]:
+        fl = self._fast_lm()
+        if fl is not None:
+            toks, lps = fl.sample(
+                encoded,
+                max_new_tokens,
+                temperature,
+                generator,
+                self.eos_id,
+                self.pad_id,
+                self.device,
+            )
+            gens = []
+            for e, comp, lp in zip(encoded, toks, lps, strict=True):
+                fin = bool(comp) and comp[-1] == self.eos_id
+                text = self.decode(comp[:-1] if fin else comp)
+                gens.append(Generation(e, comp, lp, text, fin))
+            return gens
         dev = self.device
         b = len(encoded)
         width = max(len(e) for e in encoded)
@@ -273,6 +298,10 @@ class Policy:
     ) -> list[torch.Tensor]:
         """Per-token log-probs of each completion given its prompt (with grad), under
         ``logits / temperature`` — the distribution ``generate`` sampled from."""
+        fl = self._fast_lm()
+        if fl is not None:
+            with self.autocast():
+                return fl.logprobs(prompt_ids, completion_ids, temperature, self.device)
         dev = self.device
         seqs = [p + c for p, c in zip(prompt_ids, completion_ids, strict=True)]
         width = max(len(s) for s in seqs)

@@ -155,23 +155,38 @@ def rollout(
         turn_counts.append(counts)
     live = set(range(n))
     while live:
-        # one batch per policy, token budget and temperature
+        # one batch per policy, token budget and temperature; an env offers its current agent
+        # and the agents after it whose turns do not depend on it (Voting's solvers)
         by_policy: dict[tuple[str, int, float], list[tuple[int, str, str]]] = defaultdict(list)
         pol_obj: dict[str, Policy] = {}
+        queued: dict[int, list[str]] = {}
         for i in sorted(live):
             env = envs[i]
-            agent = env.agent_selection
-            role = env.role_of(agent)
-            name, pol = policy_for(role)
-            pol_obj[name] = pol
-            key = (name, limit_for(max_new_tokens, role), temperature_for(temperature, role))
-            by_policy[key].append((i, agent, env.observe(agent)["prompt"]))
+            turns = _pending(env)
+            pols = [policy_for(env.role_of(a)) for a, _ in turns]
+            if any(getattr(p, "acts_on_env", False) for _, p in pols):
+                turns, pols = turns[:1], pols[:1]  # it reads the env's state: its turn only
+            queued[i] = [a for a, _ in turns]
+            for (agent, prompt), (name, pol) in zip(turns, pols, strict=True):
+                role = env.role_of(agent)
+                pol_obj[name] = pol
+                key = (name, limit_for(max_new_tokens, role), temperature_for(temperature, role))
+                by_policy[key].append((i, agent, prompt))
+        made: dict[tuple[int, str], tuple[str, Any]] = {}
         for (name, limit, temp), items in by_policy.items():
             gens = play(
                 pol_obj[name], [(envs[i], a, p) for i, a, p in items], limit, temp, generator
             )
-            for (i, agent, _), g in zip(items, gens, strict=True):
-                env = envs[i]
+            for (i, agent, prompt), g in zip(items, gens, strict=True):
+                made[(i, agent)] = (prompt, g, name)
+        for i, agents in queued.items():
+            env = envs[i]
+            for agent in agents:
+                prompt, g, name = made[(i, agent)]
+                if env.episode_over() or env.agent_selection != agent:
+                    break  # the env went elsewhere: the rest is sampled again next round
+                if env.observe(agent)["prompt"] != prompt:
+                    break
                 role = env.role_of(agent)
                 records[i].turns.append(
                     TurnRecord.of(
@@ -181,18 +196,31 @@ def rollout(
                 turn_counts[i][agent] += 1
                 env.step(g.text)
                 if env.episode_over():
-                    rec = records[i]
-                    rec.rewards = {a: float(env.rewards[a]) for a in env.agents}
-                    rec.info = dict(env.infos[env.possible_agents[0]])
-                    by_agent = {a: dict(env.infos[a]) for a in env.agents}
-                    rec.agent_infos = by_agent
-                    for t in rec.turns:
-                        t.reward = rec.rewards.get(t.agent, 0.0)
-                        t.team_reward = float(by_agent[t.agent].get("team_reward", 0.0))
-                        t.role_reward = float(by_agent[t.agent].get("role_reward", 0.0))
-                    _advance_dead(env)
+                    _close(records[i], env)
                     live.discard(i)
     return records
+
+
+def _pending(env) -> list[tuple[str, str]]:
+    """The turns an env offers for this batch: ``env.pending()`` where it has one (flowzoo's
+    workflow envs), else its current agent."""
+    if hasattr(env, "pending"):
+        return env.pending()
+    agent = env.agent_selection
+    return [(agent, env.observe(agent)["prompt"])]
+
+
+def _close(rec: EpisodeRecord, env) -> None:
+    """Copy a finished episode's rewards and infos onto its record and turns."""
+    rec.rewards = {a: float(env.rewards[a]) for a in env.agents}
+    rec.info = dict(env.infos[env.possible_agents[0]])
+    by_agent = {a: dict(env.infos[a]) for a in env.agents}
+    rec.agent_infos = by_agent
+    for t in rec.turns:
+        t.reward = rec.rewards.get(t.agent, 0.0)
+        t.team_reward = float(by_agent[t.agent].get("team_reward", 0.0))
+        t.role_reward = float(by_agent[t.agent].get("role_reward", 0.0))
+    _advance_dead(env)
 
 
 def _task_id(env) -> str:

@@ -138,6 +138,7 @@ class PolicyRouter:
         need_reference: bool = False,
         precision: str = "fp32",
         grad_checkpointing: bool = False,
+        fast: bool = True,
         devices: dict[str, str] | None = None,
         role_models: dict[str, str] | None = None,
         frozen_roles: list[str] | tuple[str, ...] = (),
@@ -200,6 +201,7 @@ class PolicyRouter:
         self._policy_kw = {
             "precision": precision,
             "grad_checkpointing": grad_checkpointing,
+            "fast": fast,
         }
         self.policies: dict[str, Policy] = {}
         self.reference: Policy | None = None
@@ -212,11 +214,13 @@ class PolicyRouter:
                     **self._policy_kw,
                 )
             if need_reference:
-                self.reference = Policy(self.model_path, device=device, precision=precision)
+                self.reference = Policy(
+                    self.model_path, device=device, precision=precision, fast=fast
+                )
                 self.reference.model.requires_grad_(False)
                 # a policy with its own base checkpoint is anchored to that base
                 for path in sorted(set(self.model_paths.values())):
-                    ref = Policy(path, device=device, precision=precision)
+                    ref = Policy(path, device=device, precision=precision, fast=fast)
                     ref.model.requires_grad_(False)
                     self._own_refs[path] = ref
         else:

@@ -135,6 +135,7 @@ class Trainer:
             need_reference=need_ref,
             precision=cfg.precision,
             grad_checkpointing=cfg.grad_checkpointing,
+            fast=cfg.fast_forward,
             devices=cfg.policy_devices,
             role_models=cfg.role_models,
             frozen_roles=cfg.frozen,

@@ -253,10 +253,30 @@ class WorkflowEnv(AECEnv):
             "task_id": self.episode.task.id if self.episode else "",
         }
 
-    def _build_prompt(self, agent: str) -> str:
+    def pending(self) -> list[tuple[str, str]]:
+        """``(agent, prompt)`` of the agent to act and of the agents after it whose turns do
+        not depend on its action (``Workflow.independent_after``), prompts as they will be
+        observed: a rollout samples them in one batch, then steps them in this order."""
+        if self._done():
+            return []
+        agent = self.agent_selection
+        out = [(agent, self._prompt)]
+        for nxt in self.workflow.independent_after(agent, self.episode):
+            if self._step + len(out) >= self.max_cycles:
+                break
+            out.append((nxt, self._render_prompt(nxt)[0]))
+        return out
+
+    def _render_prompt(self, agent: str) -> tuple[str, bool]:
+        """``agent``'s prompt now (its tail when too long) and whether it was cut."""
         p = self.workflow.prompt(agent, self.episode)
         if len(p) > self.max_prompt_chars:
-            p = p[-self.max_prompt_chars :]
+            return p[-self.max_prompt_chars :], True
+        return p, False
+
+    def _build_prompt(self, agent: str) -> str:
+        p, cut = self._render_prompt(agent)
+        if cut:
             self.infos[agent]["flags"] = sorted(
                 set(self.infos[agent].get("flags", [])) | {"prompt_truncated"}
             )

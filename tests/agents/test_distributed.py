@@ -167,9 +167,11 @@ def _train_argv(model, out, *extra):
 
 def test_fsdp_train_checkpoints_shards_and_resumes(tiny_model, tmp_path):
     out = tmp_path / "fsdp"
-    # 4 samples at T=1 per problem: reward variance, so the update moves the weights
-    flags = ["--fsdp", "true", "--eval-every", "1", "--save-every", "1", "--group-size", "4"]
-    flags += ["--temperature", "1.0"]
+    # reward variance, so the update moves the weights: the fast test model answers ~5% of
+    # single-math problems at T=1, and 2 steps x 8 problems x 8 samples make ~6 correct
+    # expected (none in P ~ 0.2%)
+    flags = ["--fsdp", "true", "--eval-every", "1", "--save-every", "1", "--group-size", "8"]
+    flags += ["--temperature", "1.0", "--env", "single-math", "--problems-per-step", "8"]
     _train(tiny_model, out, "--steps", "1", *flags)
     shards = sorted(p.name for p in (out / "checkpoint").iterdir())
     assert shards == ["state.rank0.pt", "state.rank1.pt"]

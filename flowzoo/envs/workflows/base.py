@@ -142,6 +142,12 @@ class Workflow:
     def outcome(self, ep: Episode) -> Outcome:
         raise NotImplementedError
 
+    def independent_after(self, agent: str, ep: Episode) -> list[str]:
+        """The agents that act right after ``agent``, in order, whose prompts and turn order
+        do not depend on ``agent``'s action (Voting's other solvers): a rollout may sample
+        their turns in the same batch. Default: none."""
+        return []
+
     def max_turns(self) -> int:
         """Upper bound on turns per episode with these options."""
         raise NotImplementedError

@@ -163,6 +163,12 @@ class OrchWorkers(Workflow):
         i = int(agent.rsplit("_", 1)[1])
         return f"worker_{i + 1}" if i + 1 < self.k else "synthesizer"
 
+    def independent_after(self, agent: str, ep: Episode) -> list[str]:
+        if self.role_of(agent) != "worker":
+            return []
+        i = int(agent.rsplit("_", 1)[1])
+        return [f"worker_{j}" for j in range(i + 1, self.k)]
+
     def outcome(self, ep: Episode) -> Outcome:
         synth = ep.last_of_role("synthesizer").action
         verdict = self.family.score(ep.task, synth)

@@ -118,6 +118,12 @@ class Voting(Workflow):
         i = int(agent.rsplit("_", 1)[1])
         return f"solver_{i + 1}" if i + 1 < self.k else "aggregator"
 
+    def independent_after(self, agent: str, ep: Episode) -> list[str]:
+        if self.role_of(agent) != "solver":
+            return []
+        i = int(agent.rsplit("_", 1)[1])
+        return [f"solver_{j}" for j in range(i + 1, self.k)]
+
     def outcome(self, ep: Episode) -> Outcome:
         solver_texts = [ep.turns_of(f"solver_{i}")[-1].action for i in range(self.k)]
         verdicts = self.family.score_many(ep.task, solver_texts)

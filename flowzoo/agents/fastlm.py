@@ -1,0 +1,432 @@
+"""flowzoo's own forward pass for Qwen3-architecture models, for sampling and scoring.
+
+Why not transformers' forward: on a small model the per-token Python work of the generic
+module stack (cache objects, mask builders, hooks) costs more than the arithmetic, and a
+rollout's prompts repeat (G samples of one problem, Voting's solvers), which a generic
+forward recomputes for every row. Here:
+
+- one forward per *distinct* prompt (prefill and, when training, the prompt's share of the
+  forward and backward pass); every row attends to its prompt's keys and values;
+- a preallocated KV cache written in place, one fused QKV and one fused gate/up matmul per
+  layer, finished rows dropped from the batch once half of them are done;
+- the LM head only at completion positions when scoring.
+
+It reads the model's own parameters on every call (full weights, or a PEFT LoRA's effective
+weight ``W + s * B @ A`` with gradients to ``A`` and ``B``), so it is always the model being
+trained. Anything it does not implement (other architectures, sliding windows, biases,
+DoRA, LoRA dropout while training, sharded or checkpointed models) makes :func:`fast_lm`
+return None and the caller uses transformers' forward. ``tests/agents/test_fastlm.py``
+checks log-probs, gradients and greedy samples against transformers'.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+_MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+class Unsupported(Exception):
+    """The model has something this forward does not implement."""
+
+
+def _root(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def _weight(mod: nn.Module) -> torch.Tensor:
+    """The weight a linear layer applies now: its own, or base + the active LoRA deltas."""
+    if type(mod) is nn.Linear:
+        if mod.bias is not None:
+            raise Unsupported("linear bias")
+        return mod.weight
+    base = getattr(mod, "base_layer", None)
+    if type(base) is not nn.Linear or not hasattr(mod, "lora_A"):
+        raise Unsupported(f"layer type {type(mod).__name__}")
+    if base.bias is not None:
+        raise Unsupported("linear bias")
+    w = base.weight
+    if mod.disable_adapters or mod.merged:
+        return w
+    for a in mod.active_adapters:
+        if a not in mod.lora_A:
+            continue
+        if getattr(mod, "use_dora", {}).get(a) or getattr(mod, "lora_bias", {}).get(a):
+            raise Unsupported("DoRA / LoRA bias")
+        drop = mod.lora_dropout[a]
+        if mod.training and not isinstance(drop, nn.Identity) and drop.p > 0:
+            raise Unsupported("LoRA dropout while training")
+        delta = mod.lora_B[a].weight @ mod.lora_A[a].weight
+        w = w + delta.to(w.dtype) * mod.scaling[a]
+    return w
+
+
+def _check(model) -> None:
+    root = _root(model)
+    cfg = getattr(root, "config", None)
+    if getattr(cfg, "model_type", None) != "qwen3":
+        raise Unsupported(f"model type {getattr(cfg, 'model_type', None)!r}")
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "attention_bias", False):
+        raise Unsupported("activation / attention bias")
+    if any(t != "full_attention" for t in getattr(cfg, "layer_types", None) or []):
+        raise Unsupported("sliding-window layers")
+    ckpt = getattr(type(root), "is_activation_checkpointing", None)  # transformers >= 5.2x
+    ckpt = root.is_activation_checkpointing if ckpt is not None else root.is_gradient_checkpointing
+    if ckpt and torch.is_grad_enabled():
+        raise Unsupported("gradient checkpointing")
+    if type(root.model.embed_tokens) is not nn.Embedding:
+        raise Unsupported("embedding type")
+    if any(type(p).__name__ == "DTensor" for p in root.parameters()):
+        raise Unsupported("sharded (FSDP) parameters")
+
+
+class FastLM:
+    """Sampling and scoring for one model; see the module docstring for why and when."""
+
+    def __init__(self, model) -> None:
+        _check(model)
+        self.model = model
+        root = _root(model)
+        cfg = root.config
+        self.root = root
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv = cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
+        self.eps = cfg.rms_norm_eps
+        self.scale = self.head_dim**-0.5
+
+    # ------------------------------------------------------------------ weights
+    def _weights(self) -> tuple[list[dict], dict]:
+        """The effective weights now (differentiable when grad is on); QKV and gate/up fused."""
+        layers = []
+        for layer in self.root.model.layers:
+            at, mlp = layer.self_attn, layer.mlp
+            q, k, v, o = (_weight(getattr(at, n)) for n in _TARGETS)
+            g, u, d = (_weight(getattr(mlp, n)) for n in _MLP)
+            layers.append(
+                dict(
+                    ln1=layer.input_layernorm.weight,
+                    ln2=layer.post_attention_layernorm.weight,
+                    qn=at.q_norm.weight,
+                    kn=at.k_norm.weight,
+                    qkv=torch.cat([q, k, v]),
+                    o=o,
+                    gu=torch.cat([g, u]),
+                    down=d,
+                    split=(q.shape[0], k.shape[0], v.shape[0]),
+                )
+            )
+        top = dict(
+            embed=self.root.model.embed_tokens.weight,
+            norm=self.root.model.norm.weight,
+            head=_weight(self.root.lm_head),
+        )
+        return layers, top
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor):
+        cos, sin = self.root.model.rotary_emb(x, positions)
+        return cos.unsqueeze(1), sin.unsqueeze(1)
+
+    # ------------------------------------------------------------------ one layer
+    def _qkv(self, w: dict, x: torch.Tensor, cos, sin):
+        b, s, _ = x.shape
+        h = F.rms_norm(x, (x.shape[-1],), w["ln1"], self.eps)
+        q, k, v = F.linear(h, w["qkv"]).split(w["split"], dim=-1)
+        d = self.head_dim
+        q = F.rms_norm(q.view(b, s, -1, d), (d,), w["qn"], self.eps).transpose(1, 2)
+        k = F.rms_norm(k.view(b, s, -1, d), (d,), w["kn"], self.eps).transpose(1, 2)
+        v = v.view(b, s, -1, d).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        return q, k, v
+
+    def _rest(self, w: dict, x: torch.Tensor, q, k, v, mask, causal: bool = False):
+        a = F.scaled_dot_product_attention(
+            q,
+            k.to(q.dtype),
+            v.to(q.dtype),
+            attn_mask=mask,
+            is_causal=causal,
+            scale=self.scale,
+            enable_gqa=True,
+        )
+        return self._post(w, x, a)
+
+    def _post(self, w: dict, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """Output projection, residual, MLP: the layer after its attention output ``a``."""
+        b, s, _ = x.shape
+        x = x + F.linear(a.transpose(1, 2).reshape(b, s, -1), w["o"])
+        h = F.rms_norm(x, (x.shape[-1],), w["ln2"], self.eps)
+        g, u = F.linear(h, w["gu"]).chunk(2, dim=-1)
+        return x + F.linear(F.silu(g) * u, w["down"])
+
+    # ------------------------------------------------------------------ prompts
+    def _prefix(self, layers, top, prompts: list[list[int]], device):
+        """Forward over the distinct prompts, right-padded (a causal mask alone then keeps
+        every real token from seeing padding, and the fused causal kernel applies): per-layer
+        keys/values, each prompt's last normalised hidden state, the key-validity mask."""
+        width = max(len(p) for p in prompts)
+        n = len(prompts)
+        ids = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, : len(p)] = torch.tensor(p)
+        ids = ids.to(device)
+        lens = torch.tensor([len(p) for p in prompts], device=device)
+        valid = torch.arange(width, device=device)[None, :] < lens[:, None]
+        pos = torch.arange(width, device=device)[None, :].expand(n, width)
+        x = F.embedding(ids, top["embed"])
+        cos, sin = self._rope(x, pos)
+        kv = []
+        for w in layers:
+            q, k, v = self._qkv(w, x, cos, sin)
+            kv.append((k, v))
+            x = self._rest(w, x, q, k, v, None, causal=True)
+        last = F.rms_norm(
+            x[torch.arange(n, device=device), lens - 1], (x.shape[-1],), top["norm"], self.eps
+        )
+        return kv, last, valid
+
+    # ------------------------------------------------------------------ sampling
+    @torch.no_grad()
+    def sample(
+        self,
+        encoded: list[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        generator: torch.Generator | None,
+        eos_id: int | None,
+        pad_id: int,
+        device: torch.device,
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Sampled (or greedy at temperature 0) completion ids and their log-probs per row,
+        cut after EOS."""
+        layers, top = self._weights()
+        uniq: dict[tuple[int, ...], int] = {}
+        idx = [uniq.setdefault(tuple(e), len(uniq)) for e in encoded]
+        kv, last, valid = self._prefix(layers, top, [list(p) for p in uniq], device)
+        rows = torch.tensor(idx, device=device)
+        b = len(encoded)
+        # many rows per prompt: attend to one copy of each prompt's keys (cascade attention);
+        # else every row gets its own copy in a preallocated cache
+        kind = _SharedCache if b >= 2 * len(uniq) else _RowCache
+        cache = kind(kv, valid, rows, max_new_tokens, self.scale)
+        lens = valid.sum(-1)[rows]
+        steps = torch.arange(max_new_tokens, device=device)
+        cos_all, sin_all = self._rope(last, lens[:, None] + steps[None, :])
+        logits = F.linear(last, top["head"])[rows].float()
+        out_tok = torch.full((b, max_new_tokens), pad_id, dtype=torch.long, device=device)
+        out_lp = torch.zeros((b, max_new_tokens), device=device)
+        live = torch.arange(b, device=device)  # original row of each row still decoding
+        done = torch.zeros(b, dtype=torch.bool, device=device)
+        for t in range(max_new_tokens):
+            if temperature > 0:
+                logp = F.log_softmax(logits / temperature, dim=-1)
+                nxt = _draw(logp.exp(), generator).to(device)
+            else:
+                logp = F.log_softmax(logits, dim=-1)
+                nxt = logits.argmax(-1)
+            out_tok[live, t] = nxt
+            out_lp[live, t] = logp.gather(1, nxt[:, None]).squeeze(1)
+            if t == max_new_tokens - 1:
+                break
+            if eos_id is not None:
+                done = done | (nxt == eos_id)
+            n_going = len(live) - int(done.sum())
+            if n_going == 0:
+                break
+            if n_going <= len(live) // 2:  # drop finished rows: less work per step from here
+                keep = (~done).nonzero().squeeze(1)
+                live, nxt, done = live[keep], nxt[keep], done[keep]
+                cache.keep(keep)
+                cos_all, sin_all = cos_all[keep], sin_all[keep]
+            # other finished rows keep decoding until then; their tokens are cut below
+            x = F.embedding(nxt[:, None], top["embed"])
+            cos, sin = cos_all[:, :, t : t + 1], sin_all[:, :, t : t + 1]
+            for i, w in enumerate(layers):
+                q, k, v = self._qkv(w, x, cos, sin)
+                x = self._post(w, x, cache.attend(i, t, q, k, v))
+            h = F.rms_norm(x[:, -1], (x.shape[-1],), top["norm"], self.eps)
+            logits = F.linear(h, top["head"]).float()
+        toks, lps = out_tok.cpu().tolist(), out_lp.cpu().tolist()
+        for i, row in enumerate(toks):
+            n = row.index(eos_id) + 1 if eos_id is not None and eos_id in row else len(row)
+            toks[i], lps[i] = row[:n], lps[i][:n]
+        return toks, lps
+
+    # ------------------------------------------------------------------ scoring
+    def logprobs(
+        self,
+        prompt_ids: list[list[int]],
+        completion_ids: list[list[int]],
+        temperature: float,
+        device: torch.device,
+    ) -> list[torch.Tensor]:
+        """Per-token log-probs of each completion (differentiable when grad is on): each
+        distinct prompt's forward once, the completions attending to it."""
+        layers, top = self._weights()
+        uniq: dict[tuple[int, ...], int] = {}
+        idx = [uniq.setdefault(tuple(p), len(uniq)) for p in prompt_ids]
+        kv, last, valid = self._prefix(layers, top, [list(p) for p in uniq], device)
+        rows = torch.tensor(idx, device=device)
+        b, width = len(prompt_ids), valid.shape[1]
+        s = max(1, max(len(c) for c in completion_ids))
+        ids = torch.zeros((b, s), dtype=torch.long)
+        cvalid = torch.zeros((b, s), dtype=torch.bool)
+        for i, c in enumerate(completion_ids):
+            ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            cvalid[i, : len(c)] = True
+        ids, cvalid = ids.to(device), cvalid.to(device)
+        lens = valid.sum(-1)[rows]
+        pos = lens[:, None] + torch.arange(s, device=device)[None, :]
+        causal = torch.ones((s, s), dtype=torch.bool, device=device).tril()
+        eye = torch.eye(s, dtype=torch.bool, device=device)
+        own = causal & (cvalid[:, None, :] | eye)  # (b, s, s)
+        mask = torch.cat([valid[rows][:, None, :].expand(b, s, width), own], dim=2)[:, None]
+        x = F.embedding(ids, top["embed"])
+        cos, sin = self._rope(x, pos)
+        for w, (kp, vp) in zip(layers, kv, strict=True):
+            q, k, v = self._qkv(w, x, cos, sin)
+            k = torch.cat([kp[rows], k.to(kp.dtype)], dim=2)
+            v = torch.cat([vp[rows], v.to(vp.dtype)], dim=2)
+            x = self._rest(w, x, q, k, v, mask)
+        # the hidden state before token j: the prompt's last for j = 0, else completion j-1
+        h = F.rms_norm(x[:, :-1], (x.shape[-1],), top["norm"], self.eps)
+        h = torch.cat([last[rows][:, None].to(h.dtype), h], dim=1)
+        logits = F.linear(h[cvalid], top["head"]).float()  # completion positions only
+        t = temperature if temperature > 0 else 1.0
+        lp = F.log_softmax(logits / t, dim=-1).gather(1, ids[cvalid][:, None]).squeeze(1)
+        return list(lp.split([len(c) for c in completion_ids]))
+
+
+class _RowCache:
+    """Every row's own keys/values: its prompt's, then its generated tokens', in one
+    preallocated buffer per layer written in place."""
+
+    def __init__(self, kv, valid, rows, max_new: int, scale: float) -> None:
+        b, width = len(rows), valid.shape[1]
+        self.width, self.scale = width, scale
+        self.kv = []
+        for k, v in kv:
+            kc = k.new_zeros((b, k.shape[1], width + max_new, k.shape[3]))
+            vc = v.new_zeros((b, v.shape[1], width + max_new, v.shape[3]))
+            kc[:, :, :width], vc[:, :, :width] = k[rows], v[rows]
+            self.kv.append((kc, vc))
+        self.key_ok = torch.ones((b, width + max_new), dtype=torch.bool, device=valid.device)
+        self.key_ok[:, :width] = valid[rows]
+
+    def keep(self, idx: torch.Tensor) -> None:
+        self.kv = [(k[idx], v[idx]) for k, v in self.kv]
+        self.key_ok = self.key_ok[idx]
+
+    def attend(self, layer: int, t: int, q, k, v) -> torch.Tensor:
+        kc, vc = self.kv[layer]
+        n = self.width + t + 1
+        kc[:, :, n - 1 : n], vc[:, :, n - 1 : n] = k, v
+        return F.scaled_dot_product_attention(
+            q,
+            kc[:, :, :n].to(q.dtype),
+            vc[:, :, :n].to(q.dtype),
+            attn_mask=self.key_ok[:, None, None, :n],
+            scale=self.scale,
+            enable_gqa=True,
+        )
+
+
+class _SharedCache:
+    """Cascade attention: one copy of each prompt's keys/values, attended by all of its rows
+    in one batched matmul (rows grouped by prompt), plus each row's own generated tokens; the
+    two softmax parts are merged by their log-sum-exp. Reads each prompt once per step
+    instead of once per row: decoding G samples of a prompt is memory-bound on those reads."""
+
+    def __init__(self, kv, valid, rows, max_new: int, scale: float) -> None:
+        self.scale = scale
+        self.prefix = kv
+        self.bias = torch.zeros(valid.shape, device=valid.device).masked_fill(
+            ~valid, float("-inf")
+        )[:, None, None, :]
+        self.own = [
+            (
+                k.new_zeros((len(rows), k.shape[1], max_new, k.shape[3])),
+                v.new_zeros((len(rows), v.shape[1], max_new, v.shape[3])),
+            )
+            for k, v in kv
+        ]
+        self._group(rows)
+
+    def _group(self, pid: torch.Tensor) -> None:
+        """Rows grouped by prompt: ``slot`` (prompts x most rows) row ids, the pad id being
+        one past the last row; ``inv`` each row's place in that layout."""
+        self.pid = pid
+        b, n_p = len(pid), len(self.prefix[0][0])
+        counts = torch.bincount(pid, minlength=n_p)
+        r = int(counts.max())
+        order = torch.argsort(pid, stable=True)
+        start = counts.cumsum(0) - counts
+        rank = torch.arange(b, device=pid.device) - start[pid[order]]
+        self.slot = torch.full((n_p, r), b, dtype=torch.long, device=pid.device)
+        self.slot[pid[order], rank] = order
+        inv = torch.empty_like(pid)
+        inv[order] = pid[order] * r + rank
+        self.inv, self.r = inv, r
+
+    def keep(self, idx: torch.Tensor) -> None:
+        pid = self.pid[idx]
+        used, pid = torch.unique(pid, return_inverse=True)  # prompts with rows left
+        self.prefix = [(k[used], v[used]) for k, v in self.prefix]
+        self.bias = self.bias[used]
+        self.own = [(k[idx], v[idx]) for k, v in self.own]
+        self._group(pid)
+
+    def attend(self, layer: int, t: int, q, k, v) -> torch.Tensor:
+        kp, vp = self.prefix[layer]
+        ko, vo = self.own[layer]
+        ko[:, :, t : t + 1], vo[:, :, t : t + 1] = k, v
+        b, h, _, d = q.shape
+        n_p, hk, _, _ = kp.shape
+        g, r = h // hk, self.r
+        q = q.to(kp.dtype)
+        # the prompt part: (prompts, kv heads, rows x grouped heads, keys)
+        qp = torch.cat([q[:, :, 0], q.new_zeros((1, h, d))])[self.slot]
+        qp = qp.view(n_p, r, hk, g, d).permute(0, 2, 1, 3, 4).reshape(n_p, hk, r * g, d)
+        s1 = torch.matmul(qp, kp.transpose(-1, -2)) * self.scale + self.bias
+        m1 = s1.amax(-1, keepdim=True)
+        e1 = (s1 - m1).exp()
+        part = torch.cat([torch.matmul(e1, vp), e1.sum(-1, keepdim=True), m1], dim=-1)
+        part = part.view(n_p, hk, r, g, d + 2).permute(0, 2, 1, 3, 4).reshape(n_p * r, h, d + 2)
+        part = part[self.inv]
+        o1, l1, m1 = part[..., :d], part[..., d : d + 1], part[..., d + 1 :]
+        # the row's own tokens
+        s2 = torch.matmul(q.view(b, hk, g, d), ko[:, :, : t + 1].transpose(-1, -2)) * self.scale
+        m2 = s2.amax(-1, keepdim=True)
+        e2 = (s2 - m2).exp()
+        o2 = torch.matmul(e2, vo[:, :, : t + 1]).view(b, h, d)
+        l2, m2 = e2.sum(-1, keepdim=True).view(b, h, 1), m2.view(b, h, 1)
+        m = torch.maximum(m1, m2)
+        a1, a2 = (m1 - m).exp(), (m2 - m).exp()
+        return ((o1 * a1 + o2 * a2) / (l1 * a1 + l2 * a2)).view(b, h, 1, d)
+
+
+def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row by inverse-CDF sampling: one uniform draw per row (``multinomial``
+    draws one per vocabulary entry, which dominated a small model's sampling step)."""
+    cdf = probs.cumsum(-1)
+    dev = generator.device if generator is not None else cdf.device
+    u = torch.rand((cdf.shape[0], 1), generator=generator, device=dev).to(cdf.device)
+    idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
+    return idx.squeeze(1).clamp_(max=cdf.shape[1] - 1)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def fast_lm(model) -> FastLM | None:
+    """A :class:`FastLM` for ``model`` now, or None where it does not apply (see module doc)."""
+    try:
+        return FastLM(model)
+    except Unsupported:
+        return None
