@@ -48,6 +48,7 @@ NOT_SHAPING = (
     "device",
     "policy_devices",
     "grad_checkpointing",
+    "fast_forward",
     "vllm_memory",
     "report_to",
     "endpoint_concurrency",

@@ -110,8 +110,13 @@ class FastLM:
                 dict(
                     ln1=layer.input_layernorm.weight,
                     ln2=layer.post_attention_layernorm.weight,
-                    qn=at.q_norm.weight,
-                    kn=at.k_norm.weight,
+                    # q_norm's weight on every query head, then k_norm's on every key head
+                    qkn=torch.cat(
+                        [
+                            at.q_norm.weight.expand(q.shape[0] // self.head_dim, -1),
+                            at.k_norm.weight.expand(k.shape[0] // self.head_dim, -1),
+                        ]
+                    ),
                     qkv=torch.cat([q, k, v]),
                     o=o,
                     gu=torch.cat([g, u]),
@@ -127,21 +132,25 @@ class FastLM:
         return layers, top
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor):
+        """cos and a sign-folded sin, so a rotation is ``x * cos + swap_halves(x) * sin``."""
         cos, sin = self.root.model.rotary_emb(x, positions)
+        half = sin.shape[-1] // 2
+        sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
         return cos.unsqueeze(1), sin.unsqueeze(1)
 
     # ------------------------------------------------------------------ one layer
     def _qkv(self, w: dict, x: torch.Tensor, cos, sin):
+        """Queries (normed, rotated), keys (normed, rotated), values: q and k share one norm
+        and one rotation call (fewer small ops per decoding step)."""
         b, s, _ = x.shape
+        d, nq = self.head_dim, w["split"][0] // self.head_dim
         h = F.rms_norm(x, (x.shape[-1],), w["ln1"], self.eps)
-        q, k, v = F.linear(h, w["qkv"]).split(w["split"], dim=-1)
-        d = self.head_dim
-        q = F.rms_norm(q.view(b, s, -1, d), (d,), w["qn"], self.eps).transpose(1, 2)
-        k = F.rms_norm(k.view(b, s, -1, d), (d,), w["kn"], self.eps).transpose(1, 2)
-        v = v.view(b, s, -1, d).transpose(1, 2)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        return q, k, v
+        heads = F.linear(h, w["qkv"]).view(b, s, -1, d)
+        nqk = nq + w["split"][1] // d
+        qk = (F.rms_norm(heads[:, :, :nqk], (d,), None, self.eps) * w["qkn"]).transpose(1, 2)
+        qk = qk * cos + torch.cat([qk[..., d // 2 :], qk[..., : d // 2]], dim=-1) * sin
+        v = heads[:, :, nqk:].transpose(1, 2)
+        return qk[:, :nq], qk[:, nq:], v
 
     def _rest(self, w: dict, x: torch.Tensor, q, k, v, mask, causal: bool = False):
         a = F.scaled_dot_product_attention(
@@ -417,11 +426,6 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tenso
     u = torch.rand((cdf.shape[0], 1), generator=generator, device=dev).to(cdf.device)
     idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
     return idx.squeeze(1).clamp_(max=cdf.shape[1] - 1)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
 
 
 def fast_lm(model) -> FastLM | None:
