@@ -278,6 +278,9 @@ class FastLM:
         layers, top = self._weights()
         uniq: dict[tuple[int, ...], int] = {}
         idx = [uniq.setdefault(tuple(p), len(uniq)) for p in prompt_ids]
+        t = temperature if temperature > 0 else 1.0
+        if len(uniq) == len(prompt_ids):  # nothing shared: one causal pass, no masks
+            return self._joint(layers, top, prompt_ids, completion_ids, t, device)
         kv, last, valid = self._prefix(layers, top, [list(p) for p in uniq], device)
         rows = torch.tensor(idx, device=device)
         b, width = len(prompt_ids), valid.shape[1]
@@ -305,8 +308,28 @@ class FastLM:
         h = F.rms_norm(x[:, :-1], (x.shape[-1],), top["norm"], self.eps)
         h = torch.cat([last[rows][:, None].to(h.dtype), h], dim=1)
         logits = F.linear(h[cvalid], top["head"]).float()  # completion positions only
-        t = temperature if temperature > 0 else 1.0
         lp = F.log_softmax(logits / t, dim=-1).gather(1, ids[cvalid][:, None]).squeeze(1)
+        return list(lp.split([len(c) for c in completion_ids]))
+
+    def _joint(self, layers, top, prompt_ids, completion_ids, t: float, device):
+        """Prompt + completion as one right-padded causal pass (every prompt distinct)."""
+        seqs = [p + c for p, c in zip(prompt_ids, completion_ids, strict=True)]
+        b, width = len(seqs), max(len(x) for x in seqs)
+        ids = torch.zeros((b, width), dtype=torch.long)
+        pick = torch.zeros((b, width), dtype=torch.bool)  # positions predicting a completion
+        for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
+            ids[i, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
+            pick[i, len(p) - 1 : len(p) + len(c) - 1] = True
+        ids, pick = ids.to(device), pick.to(device)
+        x = F.embedding(ids, top["embed"])
+        cos, sin = self._rope(x, torch.arange(width, device=device)[None, :].expand(b, width))
+        for w in layers:
+            q, k, v = self._qkv(w, x, cos, sin)
+            x = self._rest(w, x, q, k, v, None, causal=True)
+        h = F.rms_norm(x[pick], (x.shape[-1],), top["norm"], self.eps)
+        tgt = torch.roll(ids, -1, dims=1)[pick]
+        lp = F.log_softmax(F.linear(h, top["head"]).float() / t, dim=-1)
+        lp = lp.gather(1, tgt[:, None]).squeeze(1)
         return list(lp.split([len(c) for c in completion_ids]))
 
 

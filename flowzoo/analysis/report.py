@@ -28,8 +28,10 @@ from flowzoo.analysis.records import read_metrics
 from flowzoo.analysis.stats import t95
 
 LEVER_KEYS = ("role_weighting", "adv_norm", "kl_per_role", "kl_coef", "damper_lambda", "algo")
-#: each lever's default, from the one definition of a run's settings
-LEVER_DEFAULTS = {k: getattr(TrainConfig(), k) for k in LEVER_KEYS}
+#: every setting's default, from the one definition of a run's settings: a run recorded
+#: before a setting existed ran with what is now its default
+DEFAULTS = dict(vars(TrainConfig()))
+LEVER_DEFAULTS = {k: DEFAULTS[k] for k in LEVER_KEYS}
 #: config keys that never separate cells: those that do not shape a run, the seed (cells pool
 #: seeds), where a run was placed, and the keys a cell is already named by
 NOT_LEVERS = frozenset(NOT_SHAPING) | {"seed", "fsdp", "env", "model", "policy", "param", "preset"}
@@ -73,7 +75,7 @@ class Run:
         keys = named + [k for k in self.varying if k not in LEVER_KEYS]
         parts = []
         for k in keys:
-            v = self.config.get(k, LEVER_DEFAULTS.get(k))
+            v = self.config.get(k, DEFAULTS.get(k))
             parts.append(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}")
         return ", ".join(parts) or "-"
 
@@ -102,7 +104,9 @@ def load_runs(root: str | Path | list[str | Path]) -> list[Run]:
         runs.append(Run(d, json.loads(cfg_p.read_text()), summary, metrics, curve, base))
     keys = sorted({k for r in runs for k in r.config} - NOT_LEVERS)
     varying = tuple(
-        k for k in keys if len({json.dumps(r.config.get(k), sort_keys=True) for r in runs}) > 1
+        k
+        for k in keys
+        if len({json.dumps(r.config.get(k, DEFAULTS.get(k)), sort_keys=True) for r in runs}) > 1
     )
     for r in runs:
         r.varying = varying

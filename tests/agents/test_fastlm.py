@@ -45,10 +45,15 @@ def _reference(pol: Policy):
 
 
 @pytest.mark.parametrize("which", ["tiny", "gqa"])
-def test_logprobs_and_gradients_match_transformers(which, tiny_policy, gqa_policy):
+@pytest.mark.parametrize("shared", [True, False])  # prompts shared: prefix pass; else joint
+def test_logprobs_and_gradients_match_transformers(which, shared, tiny_policy, gqa_policy):
     pol = tiny_policy if which == "tiny" else gqa_policy
     assert fast_lm(pol.model) is not None
-    prompts = _prompts(pol, "voting-math", 3, 3) + _prompts(pol, "eval-opt-math", 2, 1)
+    if shared:
+        prompts = _prompts(pol, "voting-math", 3, 3) + _prompts(pol, "eval-opt-math", 2, 1)
+    else:
+        prompts = _prompts(pol, "voting-math", 6, 1) + _prompts(pol, "eval-opt-math", 5, 1)
+    assert (len({tuple(p) for p in prompts}) < len(prompts)) == shared
     gen = torch.Generator().manual_seed(0)
     comps = [
         list(torch.randint(4, 90, (n,), generator=gen).tolist())

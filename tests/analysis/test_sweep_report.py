@@ -128,6 +128,32 @@ def test_a_swept_setting_separates_cells_and_one_run_apart_is_inconclusive(tmp_p
     assert "inconclusive (one run apart): rose then fell isolated 1/6 runs vs shared 0/6" in md
 
 
+def test_a_setting_recorded_later_does_not_split_cells(tmp_path):
+    """Runs recorded before a setting existed ran with its default: beside runs that record
+    that default, they share a cell; a run that set another value is a cell of its own."""
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for seed in range(3):
+        _fake_run(tmp_path, f"old{seed}", "voting-math", "shared", seed, rise, sh)
+        _fake_run(
+            tmp_path,
+            f"new{seed}",
+            "voting-math",
+            "shared",
+            seed + 3,
+            rise,
+            sh,
+            role_settings={},
+            frozen_roles="",
+        )
+    _fake_run(tmp_path, "other", "voting-math", "shared", 9, rise, sh, frozen_roles="aggregator")
+    cells = cell_stats(load_runs(tmp_path), window=2)
+    assert sorted((c.key[5], len(c.runs)) for c in cells) == [
+        ("frozen_roles=", 6),
+        ("frozen_roles=aggregator", 1),
+    ]
+
+
 def test_one_report_reads_several_sweeps(tmp_path):
     """A math sweep and a code sweep in one map: one row per workflow x family, and a setting
     that differs only across the two dirs still separates cells."""
