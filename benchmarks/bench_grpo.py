@@ -146,7 +146,7 @@ def run(quick: bool = False) -> list[Row]:
             "x",
             target=1.0,
             lower_is_better=True,
-            note="issue 20: growth no worse than TRL's (a lower fixed cost makes growth look "
+            note="target: growth no worse than TRL's (a lower fixed cost makes growth look "
             "steeper; see the s/step rows)",
         )
     )

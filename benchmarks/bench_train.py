@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import Row
 
-#: the commit issue 20's target is measured against (the day it was taken up)
+#: the commit the throughput target is measured against (before flowzoo's own forward pass)
 BASELINE = "921d9c2"
 WORKFLOWS = ("voting-math", "eval-opt-math", "orch-workers-math")
 EVAL_EVERY = 10
