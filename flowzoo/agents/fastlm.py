@@ -173,30 +173,27 @@ class FastLM:
         return x + F.linear(F.silu(g) * u, w["down"])
 
     # ------------------------------------------------------------------ prompts
-    def _prefix(self, layers, top, prompts: list[list[int]], device):
-        """Forward over the distinct prompts, right-padded (a causal mask alone then keeps
-        every real token from seeing padding, and the fused causal kernel applies): per-layer
-        keys/values, each prompt's last normalised hidden state, the key-validity mask."""
-        width = max(len(p) for p in prompts)
-        n = len(prompts)
-        ids = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, : len(p)] = torch.tensor(p)
-        ids = ids.to(device)
-        lens = torch.tensor([len(p) for p in prompts], device=device)
-        valid = torch.arange(width, device=device)[None, :] < lens[:, None]
-        pos = torch.arange(width, device=device)[None, :].expand(n, width)
+    def _causal(self, layers, top, seqs: list[list[int]], device):
+        """One forward over ``seqs``, right-padded (a causal mask alone then keeps every real
+        token from seeing padding, and the fused causal kernel applies): per-layer
+        keys/values, the last layer's hidden states, ids, the validity mask, lengths."""
+        ids, valid = _right_pad(seqs, device)
+        n, width = ids.shape
         x = F.embedding(ids, top["embed"])
-        cos, sin = self._rope(x, pos)
+        cos, sin = self._rope(x, torch.arange(width, device=device)[None, :].expand(n, width))
         kv = []
         for w in layers:
             q, k, v = self._qkv(w, x, cos, sin)
             kv.append((k, v))
             x = self._rest(w, x, q, k, v, None, causal=True)
-        last = F.rms_norm(
-            x[torch.arange(n, device=device), lens - 1], (x.shape[-1],), top["norm"], self.eps
-        )
-        return kv, last, valid
+        return kv, x, ids, valid, valid.sum(-1)
+
+    def _prefix(self, layers, top, prompts: list[list[int]], device):
+        """The distinct prompts' forward: per-layer keys/values, each prompt's last
+        normalised hidden state, the key-validity mask."""
+        kv, x, _, valid, lens = self._causal(layers, top, prompts, device)
+        last = x[torch.arange(len(prompts), device=device), lens - 1]
+        return kv, F.rms_norm(last, (x.shape[-1],), top["norm"], self.eps), valid
 
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
@@ -211,12 +208,11 @@ class FastLM:
         device: torch.device,
     ) -> tuple[list[list[int]], list[list[float]]]:
         """Sampled (or greedy at temperature 0) completion ids and their log-probs per row,
-        cut after EOS."""
+        ``max_new_tokens`` each: what follows a row's EOS is not its completion (the caller
+        cuts there, as for transformers' sampler)."""
         layers, top = self._weights()
-        uniq: dict[tuple[int, ...], int] = {}
-        idx = [uniq.setdefault(tuple(e), len(uniq)) for e in encoded]
-        kv, last, valid = self._prefix(layers, top, [list(p) for p in uniq], device)
-        rows = torch.tensor(idx, device=device)
+        uniq, rows = _distinct(encoded, device)
+        kv, last, valid = self._prefix(layers, top, uniq, device)
         b = len(encoded)
         # many rows per prompt: attend to one copy of each prompt's keys (cascade attention);
         # else every row gets its own copy in a preallocated cache
@@ -259,11 +255,7 @@ class FastLM:
                 x = self._post(w, x, cache.attend(i, t, q, k, v))
             h = F.rms_norm(x[:, -1], (x.shape[-1],), top["norm"], self.eps)
             logits = F.linear(h, top["head"]).float()
-        toks, lps = out_tok.cpu().tolist(), out_lp.cpu().tolist()
-        for i, row in enumerate(toks):
-            n = row.index(eos_id) + 1 if eos_id is not None and eos_id in row else len(row)
-            toks[i], lps[i] = row[:n], lps[i][:n]
-        return toks, lps
+        return out_tok.cpu().tolist(), out_lp.cpu().tolist()
 
     # ------------------------------------------------------------------ scoring
     def logprobs(
@@ -276,21 +268,14 @@ class FastLM:
         """Per-token log-probs of each completion (differentiable when grad is on): each
         distinct prompt's forward once, the completions attending to it."""
         layers, top = self._weights()
-        uniq: dict[tuple[int, ...], int] = {}
-        idx = [uniq.setdefault(tuple(p), len(uniq)) for p in prompt_ids]
+        uniq, rows = _distinct(prompt_ids, device)
         t = temperature if temperature > 0 else 1.0
         if len(uniq) == len(prompt_ids):  # nothing shared: one causal pass, no masks
             return self._joint(layers, top, prompt_ids, completion_ids, t, device)
-        kv, last, valid = self._prefix(layers, top, [list(p) for p in uniq], device)
-        rows = torch.tensor(idx, device=device)
+        kv, last, valid = self._prefix(layers, top, uniq, device)
         b, width = len(prompt_ids), valid.shape[1]
-        s = max(1, max(len(c) for c in completion_ids))
-        ids = torch.zeros((b, s), dtype=torch.long)
-        cvalid = torch.zeros((b, s), dtype=torch.bool)
-        for i, c in enumerate(completion_ids):
-            ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
-            cvalid[i, : len(c)] = True
-        ids, cvalid = ids.to(device), cvalid.to(device)
+        ids, cvalid = _right_pad(completion_ids, device)
+        s = ids.shape[1]
         lens = valid.sum(-1)[rows]
         pos = lens[:, None] + torch.arange(s, device=device)[None, :]
         causal = torch.ones((s, s), dtype=torch.bool, device=device).tril()
@@ -307,29 +292,25 @@ class FastLM:
         # the hidden state before token j: the prompt's last for j = 0, else completion j-1
         h = F.rms_norm(x[:, :-1], (x.shape[-1],), top["norm"], self.eps)
         h = torch.cat([last[rows][:, None].to(h.dtype), h], dim=1)
-        logits = F.linear(h[cvalid], top["head"]).float()  # completion positions only
-        lp = F.log_softmax(logits / t, dim=-1).gather(1, ids[cvalid][:, None]).squeeze(1)
-        return list(lp.split([len(c) for c in completion_ids]))
+        return self._scored(top, h[cvalid], ids[cvalid], t, completion_ids)
 
     def _joint(self, layers, top, prompt_ids, completion_ids, t: float, device):
         """Prompt + completion as one right-padded causal pass (every prompt distinct)."""
         seqs = [p + c for p, c in zip(prompt_ids, completion_ids, strict=True)]
-        b, width = len(seqs), max(len(x) for x in seqs)
-        ids = torch.zeros((b, width), dtype=torch.long)
-        pick = torch.zeros((b, width), dtype=torch.bool)  # positions predicting a completion
+        _, x, ids, _, _ = self._causal(layers, top, seqs, device)
+        pick = torch.zeros(ids.shape, dtype=torch.bool)  # positions predicting a completion
         for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-            ids[i, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
             pick[i, len(p) - 1 : len(p) + len(c) - 1] = True
-        ids, pick = ids.to(device), pick.to(device)
-        x = F.embedding(ids, top["embed"])
-        cos, sin = self._rope(x, torch.arange(width, device=device)[None, :].expand(b, width))
-        for w in layers:
-            q, k, v = self._qkv(w, x, cos, sin)
-            x = self._rest(w, x, q, k, v, None, causal=True)
+        pick = pick.to(device)
         h = F.rms_norm(x[pick], (x.shape[-1],), top["norm"], self.eps)
-        tgt = torch.roll(ids, -1, dims=1)[pick]
+        return self._scored(top, h, torch.roll(ids, -1, dims=1)[pick], t, completion_ids)
+
+    @staticmethod
+    def _scored(top, h, targets, t: float, completion_ids) -> list[torch.Tensor]:
+        """Log-probs of ``targets`` under the LM head at hidden states ``h`` (completion
+        positions only), split per completion."""
         lp = F.log_softmax(F.linear(h, top["head"]).float() / t, dim=-1)
-        lp = lp.gather(1, tgt[:, None]).squeeze(1)
+        lp = lp.gather(1, targets[:, None]).squeeze(1)
         return list(lp.split([len(c) for c in completion_ids]))
 
 
@@ -439,6 +420,24 @@ class _SharedCache:
         m = torch.maximum(m1, m2)
         a1, a2 = (m1 - m).exp(), (m2 - m).exp()
         return ((o1 * a1 + o2 * a2) / (l1 * a1 + l2 * a2)).view(b, h, 1, d)
+
+
+def _right_pad(seqs: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids right-padded with 0 (at least one column) and where they are real."""
+    width = max(1, max(len(x) for x in seqs))
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    valid = torch.zeros((len(seqs), width), dtype=torch.bool)
+    for i, x in enumerate(seqs):
+        ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+        valid[i, : len(x)] = True
+    return ids.to(device), valid.to(device)
+
+
+def _distinct(seqs: list[list[int]], device) -> tuple[list[list[int]], torch.Tensor]:
+    """The distinct sequences in first-seen order, and each row's index into them."""
+    uniq: dict[tuple[int, ...], int] = {}
+    idx = [uniq.setdefault(tuple(x), len(uniq)) for x in seqs]
+    return [list(u) for u in uniq], torch.tensor(idx, device=device)
 
 
 def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

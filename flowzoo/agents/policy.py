@@ -227,12 +227,7 @@ class Policy:
                 self.pad_id,
                 self.device,
             )
-            gens = []
-            for e, comp, lp in zip(encoded, toks, lps, strict=True):
-                fin = bool(comp) and comp[-1] == self.eos_id
-                text = self.decode(comp[:-1] if fin else comp)
-                gens.append(Generation(e, comp, lp, text, fin))
-            return gens
+            return self._generations(encoded, toks, lps)
         dev = self.device
         b = len(encoded)
         width = max(len(e) for e in encoded)
@@ -282,14 +277,17 @@ class Policy:
             next_pos = next_pos + 1
         all_toks = torch.stack(step_toks, 1).cpu().tolist()
         all_lps = torch.stack(step_lps, 1).cpu().tolist()
+        return self._generations(encoded, all_toks, all_lps)
+
+    def _generations(self, encoded, toks, lps) -> list[Generation]:
+        """Each sampled row cut after its first EOS (finished) or kept whole (truncated)."""
         gens = []
-        for i in range(b):
-            row = all_toks[i]
+        for ids, row, lp in zip(encoded, toks, lps, strict=True):
             n = row.index(self.eos_id) + 1 if self.eos_id in row else len(row)
             comp = row[:n]
             fin = bool(comp) and comp[-1] == self.eos_id
             text_ids = comp[:-1] if fin else comp
-            gens.append(Generation(encoded[i], comp, all_lps[i][:n], self.decode(text_ids), fin))
+            gens.append(Generation(ids, comp, lp[:n], self.decode(text_ids), fin))
         return gens
 
     # ------------------------------------------------------------------ scoring

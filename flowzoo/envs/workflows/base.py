@@ -97,6 +97,9 @@ class Workflow:
     solving_roles: ClassVar[frozenset[str]] = frozenset()
     #: flags meaning "this output did not parse" (a format failure, not a wrong answer)
     parse_flags: ClassVar[frozenset[str]] = frozenset({"empty_action"})
+    #: roles whose same-role agents act in a row, each seeing only what came before the run
+    #: (none sees another's answer): ``independent_after`` batches them
+    parallel_roles: ClassVar[frozenset[str]] = frozenset()
     #: per task family, default options (e.g. Eval-Opt's evaluator rounds: 3 math, 2 code)
     family_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
     #: per task family, each role's token budget: room for the formats the tiny models were
@@ -144,9 +147,19 @@ class Workflow:
 
     def independent_after(self, agent: str, ep: Episode) -> list[str]:
         """The agents that act right after ``agent``, in order, whose prompts and turn order
-        do not depend on ``agent``'s action (Voting's other solvers): a rollout may sample
-        their turns in the same batch. Default: none."""
-        return []
+        do not depend on ``agent``'s action: the rest of its run of same-role agents when
+        its role is in ``parallel_roles`` (Voting's solvers, Orch-Workers' workers). A
+        rollout may sample their turns in the same batch."""
+        role = self.role_of(agent)
+        if role not in self.parallel_roles:
+            return []
+        order = self.agents()
+        out = []
+        for nxt in order[order.index(agent) + 1 :]:
+            if self.role_of(nxt) != role:
+                break
+            out.append(nxt)
+        return out
 
     def max_turns(self) -> int:
         """Upper bound on turns per episode with these options."""

@@ -48,6 +48,7 @@ class OrchWorkers(Workflow):
         "worker": ("item",),
         "synthesizer": ("plan", "results", "n"),
     }
+    parallel_roles = frozenset({"worker"})
     solving_roles = frozenset({"worker", "synthesizer"})
     turn_tokens = {
         "math": {"orchestrator": 160, "worker": 96, "synthesizer": 96},
@@ -162,12 +163,6 @@ class OrchWorkers(Workflow):
             return None
         i = int(agent.rsplit("_", 1)[1])
         return f"worker_{i + 1}" if i + 1 < self.k else "synthesizer"
-
-    def independent_after(self, agent: str, ep: Episode) -> list[str]:
-        if self.role_of(agent) != "worker":
-            return []
-        i = int(agent.rsplit("_", 1)[1])
-        return [f"worker_{j}" for j in range(i + 1, self.k)]
 
     def outcome(self, ep: Episode) -> Outcome:
         synth = ep.last_of_role("synthesizer").action

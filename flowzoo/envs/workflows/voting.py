@@ -42,6 +42,7 @@ class Voting(Workflow):
     name = "voting"
     Options = VotingOptions
     template_fields = {"solver": (), "aggregator": ("candidates", "n")}
+    parallel_roles = frozenset({"solver"})
     solving_roles = frozenset({"solver"})
     turn_tokens = {"math": {"solver": 96, "aggregator": 64}}
     parse_flags = frozenset({"choice_unparsed", "empty_action"})
@@ -117,12 +118,6 @@ class Voting(Workflow):
             return None
         i = int(agent.rsplit("_", 1)[1])
         return f"solver_{i + 1}" if i + 1 < self.k else "aggregator"
-
-    def independent_after(self, agent: str, ep: Episode) -> list[str]:
-        if self.role_of(agent) != "solver":
-            return []
-        i = int(agent.rsplit("_", 1)[1])
-        return [f"solver_{j}" for j in range(i + 1, self.k)]
 
     def outcome(self, ep: Episode) -> Outcome:
         solver_texts = [ep.turns_of(f"solver_{i}")[-1].action for i in range(self.k)]
