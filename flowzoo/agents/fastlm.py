@@ -173,27 +173,36 @@ class FastLM:
         return x + F.linear(F.silu(g) * u, w["down"])
 
     # ------------------------------------------------------------------ prompts
-    def _causal(self, layers, top, seqs: list[list[int]], device):
+    def _causal(self, layers, top, seqs: list[list[int]], out: torch.Tensor, device):
         """One forward over ``seqs``, right-padded (a causal mask alone then keeps every real
         token from seeing padding, and the fused causal kernel applies): per-layer
-        keys/values, the last layer's hidden states, ids, the validity mask, lengths."""
+        keys/values, the last layer's hidden states at positions ``out`` (n, m) only, ids,
+        the validity mask. The last layer's other positions feed nothing but their keys and
+        values, so their queries, attention and MLP are skipped (a third of a 3-layer
+        model's prompt compute, forward and backward)."""
         ids, valid = _right_pad(seqs, device)
         n, width = ids.shape
         x = F.embedding(ids, top["embed"])
         cos, sin = self._rope(x, torch.arange(width, device=device)[None, :].expand(n, width))
         kv = []
-        for w in layers:
+        for i, w in enumerate(layers):
             q, k, v = self._qkv(w, x, cos, sin)
             kv.append((k, v))
-            x = self._rest(w, x, q, k, v, None, causal=True)
-        return kv, x, ids, valid, valid.sum(-1)
+            if i < len(layers) - 1:
+                x = self._rest(w, x, q, k, v, None, causal=True)
+                continue
+            q = q.gather(2, out[:, None, :, None].expand(-1, q.shape[1], -1, q.shape[3]))
+            x = x.gather(1, out[:, :, None].expand(-1, -1, x.shape[-1]))
+            see = torch.arange(width, device=device)[None, None, :] <= out[:, :, None]
+            x = self._rest(w, x, q, k, v, see[:, None])
+        return kv, x, ids, valid
 
     def _prefix(self, layers, top, prompts: list[list[int]], device):
         """The distinct prompts' forward: per-layer keys/values, each prompt's last
         normalised hidden state, the key-validity mask."""
-        kv, x, _, valid, lens = self._causal(layers, top, prompts, device)
-        last = x[torch.arange(len(prompts), device=device), lens - 1]
-        return kv, F.rms_norm(last, (x.shape[-1],), top["norm"], self.eps), valid
+        lens = torch.tensor([len(p) for p in prompts], device=device)
+        kv, x, _, valid = self._causal(layers, top, prompts, (lens - 1)[:, None], device)
+        return kv, F.rms_norm(x[:, 0], (x.shape[-1],), top["norm"], self.eps), valid
 
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
@@ -295,15 +304,18 @@ class FastLM:
         return self._scored(top, h[cvalid], ids[cvalid], t, completion_ids)
 
     def _joint(self, layers, top, prompt_ids, completion_ids, t: float, device):
-        """Prompt + completion as one right-padded causal pass (every prompt distinct)."""
+        """Prompt + completion as one right-padded causal pass (every prompt distinct); the
+        last layer only at the positions that predict a completion token."""
         seqs = [p + c for p, c in zip(prompt_ids, completion_ids, strict=True)]
-        _, x, ids, _, _ = self._causal(layers, top, seqs, device)
-        pick = torch.zeros(ids.shape, dtype=torch.bool)  # positions predicting a completion
-        for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-            pick[i, len(p) - 1 : len(p) + len(c) - 1] = True
-        pick = pick.to(device)
+        start = torch.tensor([max(len(p) - 1, 0) for p in prompt_ids], device=device)
+        clen = torch.tensor([len(c) for c in completion_ids], device=device)
+        steps = torch.arange(max(1, int(clen.max())), device=device)[None, :]
+        pick = steps < clen[:, None]  # (n, m): which gathered positions are real
+        at = start[:, None] + torch.minimum(steps, (clen - 1).clamp(min=0)[:, None])
+        _, x, ids, _ = self._causal(layers, top, seqs, at, device)
         h = F.rms_norm(x[pick], (x.shape[-1],), top["norm"], self.eps)
-        return self._scored(top, h, torch.roll(ids, -1, dims=1)[pick], t, completion_ids)
+        nxt = ids.gather(1, (at + 1).clamp(max=ids.shape[1] - 1))
+        return self._scored(top, h, nxt[pick], t, completion_ids)
 
     @staticmethod
     def _scored(top, h, targets, t: float, completion_ids) -> list[torch.Tensor]:

@@ -172,7 +172,11 @@ class Policy:
             return []
         if generator is None and seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(seed)
-        encoded = [self.fit_prompt(self.encode_prompt(p), max_new_tokens) for p in prompts]
+        memo: dict[str, list[int]] = {}  # a problem's samples and roles repeat prompts
+        for p in prompts:
+            if p not in memo:
+                memo[p] = self.fit_prompt(self.encode_prompt(p), max_new_tokens)
+        encoded = [list(memo[p]) for p in prompts]
         if self.backend is not None:
             return self._from_backend(encoded, max_new_tokens, temperature, generator)
         was_training = self.model.training
