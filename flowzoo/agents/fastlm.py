@@ -176,9 +176,9 @@ class FastLM:
     def _causal(self, layers, top, seqs: list[list[int]], out: torch.Tensor, device):
         """One forward over ``seqs``, right-padded (a causal mask alone then keeps every real
         token from seeing padding, and the fused causal kernel applies): per-layer
-        keys/values, the last layer's hidden states at positions ``out`` (n, m) only, ids,
-        the validity mask. The last layer's other positions feed nothing but their keys and
-        values, so their queries, attention and MLP are skipped (a third of a 3-layer
+        keys/values, the last layer's hidden states at positions ``out`` (n, m) only, the
+        validity mask. The last layer's other positions feed nothing but their keys and
+        values, so their queries, attention and MLP are skipped (nearly a third of a 3-layer
         model's prompt compute, forward and backward)."""
         ids, valid = _right_pad(seqs, device)
         n, width = ids.shape
@@ -195,13 +195,13 @@ class FastLM:
             x = x.gather(1, out[:, :, None].expand(-1, -1, x.shape[-1]))
             see = torch.arange(width, device=device)[None, None, :] <= out[:, :, None]
             x = self._rest(w, x, q, k, v, see[:, None])
-        return kv, x, ids, valid
+        return kv, x, valid
 
     def _prefix(self, layers, top, prompts: list[list[int]], device):
         """The distinct prompts' forward: per-layer keys/values, each prompt's last
         normalised hidden state, the key-validity mask."""
         lens = torch.tensor([len(p) for p in prompts], device=device)
-        kv, x, _, valid = self._causal(layers, top, prompts, (lens - 1)[:, None], device)
+        kv, x, valid = self._causal(layers, top, prompts, (lens - 1)[:, None], device)
         return kv, F.rms_norm(x[:, 0], (x.shape[-1],), top["norm"], self.eps), valid
 
     # ------------------------------------------------------------------ sampling
@@ -312,10 +312,11 @@ class FastLM:
         steps = torch.arange(max(1, int(clen.max())), device=device)[None, :]
         pick = steps < clen[:, None]  # (n, m): which gathered positions are real
         at = start[:, None] + torch.minimum(steps, (clen - 1).clamp(min=0)[:, None])
-        _, x, ids, _ = self._causal(layers, top, seqs, at, device)
+        _, x, _ = self._causal(layers, top, seqs, at, device)
         h = F.rms_norm(x[pick], (x.shape[-1],), top["norm"], self.eps)
-        nxt = ids.gather(1, (at + 1).clamp(max=ids.shape[1] - 1))
-        return self._scored(top, h, nxt[pick], t, completion_ids)
+        flat = [tok for c in completion_ids for tok in c]
+        targets = torch.tensor(flat, dtype=torch.long, device=device)
+        return self._scored(top, h, targets, t, completion_ids)
 
     @staticmethod
     def _scored(top, h, targets, t: float, completion_ids) -> list[torch.Tensor]:
