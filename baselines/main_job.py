@@ -43,6 +43,8 @@ def main() -> None:
         "final": [c["final"], *c["final_ci"]],
         "gain": [c["gain"], *c["gain_ci"]],
         "trajectory": c["klass"],
+        # structure never trained (the ood split): base, final, gain with their CIs
+        "ood": s.get("ood"),
         "greedy": [e.get("greedy_base"), e.get("greedy_last")],
         # accuracy on the step's own training problems, first and last 10 steps (what RL
         # raises on the problems it trains on, beside what carries over to held-out ones)

@@ -136,6 +136,13 @@ def _print_summary(summary: dict) -> None:
         )
         if e.get("greedy_base") is not None:
             print(f"  greedy: base {e['greedy_base']:.3f}, last {e['greedy_last']:.3f}")
+        o = summary.get("ood")
+        if o:
+            print(
+                f"out-of-distribution ({o['problems']} problems, structure never trained):\n"
+                f"  base  {o['base']:.3f} {ci(o['base_ci'])}   final {o['final']:.3f} "
+                f"{ci(o['final_ci'])}   gain {o['gain']:+.3f} {ci(o['gain_ci'])}"
+            )
     shares = summary.get("mean_grad_share") or {}
     if shares:
         print("mean gradient-mass share: " + ", ".join(f"{r} {v:.2f}" for r, v in shares.items()))
@@ -147,7 +154,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     import time
 
     from flowzoo.agents.evaluate import evaluate_env, is_run_dir, model_policies
-    from flowzoo.envs.registry import study_envs
+    from flowzoo.envs.registry import has_ood, study_envs
 
     role_models = {}
     for item in args.role_model or []:
@@ -170,22 +177,35 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     )
     rows = []
     for env_id in envs:
-        r = evaluate_env(
-            env_id,
-            policy_for,
-            n_episodes=args.episodes,
-            temperature=args.temperature,
-            samples=args.samples,
-            seed=args.seed,
-            env_options=env_options,
-        )
-        rows.append(r.as_dict())
-        fails = ", ".join(f"{k} {v:.2f}" for k, v in r.parse_fail.items())
-        lo, hi = r.ci
-        print(
-            f"{env_id:<20} accuracy {r.accuracy:.3f} [{lo:.3f}, {hi:.3f}] ({r.episodes} problems x "
-            f"{r.samples} at T={r.temperature})  parse failures: {fails}"
-        )
+        row: dict = {}
+        splits = ["test", "ood"] if args.split == "both" else [args.split]
+        for split in splits:
+            if split == "ood" and not has_ood(env_id, **env_options):
+                print(f"{env_id:<20} ood: this dataset has no out-of-distribution split")
+                continue
+            r = evaluate_env(
+                env_id,
+                policy_for,
+                n_episodes=args.episodes,
+                temperature=args.temperature,
+                samples=args.samples,
+                seed=args.seed,
+                env_options=env_options,
+                split=split,
+            )
+            fails = ", ".join(f"{k} {v:.2f}" for k, v in r.parse_fail.items())
+            lo, hi = r.ci
+            print(
+                f"{env_id:<20} {split:<4} accuracy {r.accuracy:.3f} [{lo:.3f}, {hi:.3f}] "
+                f"({r.episodes} problems x {r.samples} at T={r.temperature})  "
+                f"parse failures: {fails}"
+            )
+            d = {"split": split, **r.as_dict()}
+            if row:
+                row[split] = d
+            else:
+                row = d
+        rows.append(row)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))
     print(f"results (accuracy, CI, per-problem counts, parse failures): {out}")
@@ -195,7 +215,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.agents.tiny import PretrainConfig, ensure_tiny, fast_config
+    from flowzoo.agents.tiny import PretrainConfig, ensure_tiny, fast_config, ship
 
     for scale in args.scale:
         cfg = (
@@ -204,11 +224,15 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
             else PretrainConfig(scale=scale, **({"steps": args.steps} if args.steps else {}))
         )
         t = time.time()
-        path = ensure_tiny(cfg, cache_dir=args.cache_dir)
+        path = ensure_tiny(cfg, cache_dir=args.cache_dir, shipped=False)
         meta = json.loads((path / "flowzoo_tiny.json").read_text())
         print(
-            f"{scale}: {meta['parameters']:,} parameters, {meta['corpus_examples']} examples, trained {meta['train_seconds']:.0f}s (this call {time.time() - t:.0f}s) -> {path}"
+            f"{scale}: {meta['parameters']:,} parameters, {meta['corpus_examples']} examples, "
+            f"trained {meta['train_seconds']:.0f}s (this call {time.time() - t:.0f}s) -> {path}"
         )
+        if args.ship:
+            entry = ship(path, cfg)
+            print(f"{scale}: shipped in the package ({entry['bytes']:,} bytes, key {entry['key']})")
     return 0
 
 
@@ -291,12 +315,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--env", action="append")
     ev.add_argument(
-        "--episodes", type=int, default=0, help="held-out problems (0: the whole test split)"
+        "--episodes", type=int, default=0, help="problems per split (0: the whole split)"
     )
     ev.add_argument(
         "--temperature", type=float, default=0.7, help="sampling temperature (0: greedy)"
     )
     ev.add_argument("--samples", type=int, default=4, help="samples per problem (greedy: 1)")
+    ev.add_argument(
+        "--split",
+        choices=["test", "ood", "both"],
+        default="both",
+        help="held-out problems (test: structure trained, problems not), out-of-distribution "
+        "ones (ood: structure never trained), or both side by side",
+    )
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument(
         "--json", default=None, help="results file (default: runs/eval/eval-<time>.json)"
@@ -312,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="repeatable; default: every scale (with --fast: tiny-s)",
     )
     pt.add_argument("--fast", action="store_true", help="seconds-scale run for tests")
+    pt.add_argument(
+        "--ship",
+        action="store_true",
+        help="copy the built model into the package (flowzoo/agents/weights) with its hashes",
+    )
     pt.add_argument("--steps", type=int, default=None)
     pt.add_argument("--cache-dir", default=None)
     pt.set_defaults(fn=_cmd_pretrain)

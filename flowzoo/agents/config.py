@@ -182,6 +182,11 @@ class TrainConfig:
     )
     eval_samples: int = _f(4, "samples per held-out problem (k); 1 when greedy")
     eval_greedy: bool = _f(True, "also report greedy accuracy (one sample) beside the sampled")
+    eval_ood_episodes: int = _f(
+        100,
+        "out-of-distribution problems per evaluation (structure never trained: the ood split), "
+        "sampled like the held-out ones; 0: none; skipped for datasets without an ood split",
+    )
     save_every: int = _f(5, "steps between checkpoints (0: only at the end)")
     cliff_margin: float = _f(
         0.0, "a floor under the eval's 95% CI when reading rises and falls (0: the CI alone)"
@@ -251,6 +256,7 @@ class TrainConfig:
             "eval_every",
             "save_every",
             "eval_episodes",
+            "eval_ood_episodes",
             "temperature",
             "weight_decay",
             "clip_low",

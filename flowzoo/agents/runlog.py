@@ -197,5 +197,11 @@ def summary(
                 sum(float((e.get("cost") or {}).get("wall_s", 0)) for _, e in evals), 1
             ),
         }
+        ood = [(step, e["ood"]) for step, e in evals if "ood" in e]
+        if ood:
+            # the second number: structure never trained, read by the same rules
+            t = trajectory(ood, cfg.cliff_window, cfg.cliff_margin).as_dict()
+            s["ood"] = {k: t[k] for k in ("base", "base_ci", "final", "final_ci", "gain", "gain_ci")}
+            s["ood"]["problems"] = ood[0][1].get("episodes")
     s["mean_grad_share"] = mean_grad_share(metrics)
     return s

@@ -13,12 +13,16 @@ checkpoint. Embeddings are untied (vLLM's weight reload mishandles a tied ``lm_h
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import functools
 import hashlib
 import json
 import math
 import os
 import random
+import shutil
 import string
 import sys
 import time
@@ -30,7 +34,7 @@ import torch
 from flowzoo.envs.registry import study_envs
 
 #: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
-RECIPE_VERSION = 4
+RECIPE_VERSION = 5
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 CHARSET = [c for c in string.printable if c not in "\x0b\x0c\r"]
 
@@ -248,14 +252,23 @@ def corpus_tasks(family: str, n: int, seed: int = 0):
     return TaskSet(mixed + list(funcs[k:]) + list(progs[k:]), name="code-corpus", split="train")
 
 
-def make_corpus(cfg: PretrainConfig) -> list[tuple[str, str, str]]:
+def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, str, str]]:
     """(env id, prompt, completion) for every turn of noisy-expert episodes on train tasks;
     episode ``i`` of every env plays a different problem of the pool (offset per env)."""
+    from tqdm import tqdm
+
     from flowzoo.envs import make_env
     from flowzoo.envs.scripted import expert_policy, play_episode
 
     pools = {}
     rows: list[tuple[str, str, str]] = []
+    bar = tqdm(
+        total=len(cfg.envs) * cfg.episodes_per_env,
+        desc=f"corpus {cfg.scale}",
+        unit="episode",
+        disable=not progress,
+        file=sys.stderr,
+    )
     for k, env_id in enumerate(cfg.envs):
         family = env_id.rsplit("-", 1)[1]
         if family not in pools:
@@ -268,7 +281,18 @@ def make_corpus(cfg: PretrainConfig) -> list[tuple[str, str, str]]:
             task = pool[(offset + i) % len(pool)]
             play_episode(env, pol, seed=cfg.seed * 1_000_003 + i, options={"task_id": task.id})
             rows.extend((env_id, t.prompt, t.action) for t in env.turn_log())
+            bar.update()
+    bar.close()
     return rows
+
+
+def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) -> str:
+    """A hash of a small corpus made by ``cfg``'s recipe (its envs, generators, prompts and
+    experts, ``episodes`` per env over a ``pool``-problem train pool): it changes when the
+    code that makes the corpus changes, which a config key cannot see."""
+    small = dataclasses.replace(cfg, episodes_per_env=episodes, corpus_tasks=pool)
+    blob = json.dumps(make_corpus(small), ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _encode(tok, rows, max_len: int) -> list[tuple[list[int], int]]:
@@ -324,7 +348,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     t0 = time.time()
     rng = random.Random(cfg.seed)
-    rows = make_corpus(cfg)
+    rows = make_corpus(cfg, progress=progress)
     corpus_s = time.time() - t0
     tok = build_tokenizer()
     examples = _encode(tok, rows, cfg.max_len)
@@ -351,6 +375,12 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
             order = state.get("order", [])
             rng.setstate(state["rng"])
             torch.set_rng_state(state["torch_rng"])
+            if progress:
+                print(
+                    f"flowzoo: resuming the {cfg.scale} build from its checkpoint at step "
+                    f"{start} of {cfg.steps} ({ckpt})",
+                    file=sys.stderr,
+                )
     model.train()
     bar = tqdm(
         range(start, cfg.steps),
@@ -425,32 +455,116 @@ FIRST_BUILD_ESTIMATE = {
 }
 
 
+#: where the shipped base models live inside the package, with MANIFEST.json
+SHIPPED = Path(__file__).parent / "weights"
+
+
+def shipped_manifest() -> dict:
+    """scale -> what was shipped (recipe key, recipe version, corpus fingerprint, sha256 of
+    every file); empty when the package ships none."""
+    path = SHIPPED / "MANIFEST.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@functools.lru_cache(maxsize=8)
+def _verified(scale: str, key: str) -> Path | None:
+    """The shipped model of ``scale`` if it was built by the recipe with ``key`` and every
+    file matches its sha256 (checked once per process); None otherwise."""
+    entry = shipped_manifest().get(scale)
+    path = SHIPPED / scale
+    if not entry or entry.get("key") != key or not path.is_dir():
+        return None
+    for name, digest in entry["files"].items():
+        f = path / name
+        if not f.exists() or hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+            print(
+                f"flowzoo: shipped {scale} file {name} is missing or altered; building instead",
+                file=sys.stderr,
+            )
+            return None
+    return path
+
+
+def ship(path: str | os.PathLike, cfg: PretrainConfig) -> dict:
+    """Copy a built model into the package (``weights/<scale>``) and record it in the
+    manifest: the recipe key and version, the corpus fingerprint and each file's sha256."""
+    src, dst = Path(path), SHIPPED / cfg.scale
+    dst.mkdir(parents=True, exist_ok=True)
+    names = sorted(f.name for f in src.iterdir() if f.is_file() and f.name != "checkpoint.pt")
+    for old in dst.iterdir():
+        if old.name not in names:
+            old.unlink()
+    for name in names:
+        shutil.copyfile(src / name, dst / name)
+    entry = {
+        "key": cfg.key(),
+        "recipe_version": RECIPE_VERSION,
+        "corpus_fingerprint": corpus_fingerprint(cfg),
+        "files": {n: hashlib.sha256((dst / n).read_bytes()).hexdigest() for n in names},
+        "bytes": sum((dst / n).stat().st_size for n in names),
+    }
+    manifest = {**shipped_manifest(), cfg.scale: entry}
+    (SHIPPED / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    _verified.cache_clear()
+    return entry
+
+
+@contextlib.contextmanager
+def build_lock(path: Path, progress: bool = True):
+    """One build per cache dir at a time: a second process waits here (and says so), then
+    finds the finished model instead of writing the same files at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                print(f"flowzoo: another process is building {path}; waiting", file=sys.stderr)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _built(path: Path) -> bool:
+    return (path / "flowzoo_tiny.json").exists() and (path / "config.json").exists()
+
+
 def ensure_tiny(
     name_or_cfg: str | PretrainConfig = "tiny-m",
     fast: bool = False,
     cache_dir: str | os.PathLike | None = None,
     progress: bool = True,
+    shipped: bool = True,
 ) -> Path:
-    """The path of a pretrained tiny model, building it on first use (cached by config hash).
+    """The path of a pretrained tiny model: the one shipped in the package when its recipe
+    matches (no build), else the cached build, else built now (cached by config hash).
 
-    ``name_or_cfg``: ``tiny-s`` | ``tiny-m`` | ``tiny-l`` or a :class:`PretrainConfig`."""
+    ``name_or_cfg``: ``tiny-s`` | ``tiny-m`` | ``tiny-l`` or a :class:`PretrainConfig`;
+    ``shipped=False`` ignores the shipped files (``flowzoo pretrain-tiny`` rebuilds)."""
     if isinstance(name_or_cfg, PretrainConfig):
         cfg = name_or_cfg
     else:
         cfg = fast_config(name_or_cfg) if fast else PretrainConfig(scale=name_or_cfg)
+    if shipped and (found := _verified(cfg.scale, cfg.key())) is not None:
+        return found
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "tiny"
     path = root / f"{cfg.scale}-{cfg.key()}"
-    if (path / "flowzoo_tiny.json").exists() and (path / "config.json").exists():
+    if _built(path):
         return path
-    if progress:
-        slow = cfg.steps is None or cfg.steps > 300
-        est = FIRST_BUILD_ESTIMATE.get(cfg.scale, "a while") if slow else "seconds"
-        print(
-            f"flowzoo: building the {cfg.scale} model on first use (about {est} on 2 idle "
-            f"cores); cached in {path} (set FLOWZOO_CACHE to move the cache)",
-            file=sys.stderr,
-        )
-    return pretrain(cfg, path, progress=progress)
+    with build_lock(path, progress):
+        if _built(path):  # another process finished it while this one waited
+            return path
+        if progress:
+            slow = cfg.steps is None or cfg.steps > 300
+            est = FIRST_BUILD_ESTIMATE.get(cfg.scale, "a while") if slow else "seconds"
+            print(
+                f"flowzoo: building the {cfg.scale} model (about {est} on 2 idle cores); "
+                f"cached in {path} (set FLOWZOO_CACHE to move the cache)",
+                file=sys.stderr,
+            )
+        return pretrain(cfg, path, progress=progress)
 
 
 def resolve_model(model: str, fast: bool = False) -> str:

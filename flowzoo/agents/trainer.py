@@ -34,6 +34,7 @@ from flowzoo.agents.evaluate import evaluate_env
 from flowzoo.agents.learner import Learner, TrainingDiverged
 from flowzoo.agents.rollout import EpisodeRecord, TurnRecord, rollout, tree_rollout
 from flowzoo.agents.routing import LoraSettings, PolicyRouter, parse_policy_arg
+from flowzoo.envs.registry import has_ood
 
 __all__ = ["TrainConfig", "Trainer", "TrainingDiverged", "load_config_file"]
 
@@ -384,6 +385,17 @@ class Trainer:
             if cfg.eval_greedy and cfg.eval_temp > 0:
                 g = evaluate_env(cfg.env, self.router.policy_for, temperature=0.0, **common)
                 res["greedy"] = {k: v for k, v in g.as_dict().items() if k != "env"}
+            if cfg.eval_ood_episodes > 0 and has_ood(cfg.env, **cfg.env_options):
+                common["n_episodes"] = cfg.eval_ood_episodes
+                o = evaluate_env(
+                    cfg.env,
+                    self.router.policy_for,
+                    temperature=cfg.eval_temp,
+                    samples=cfg.eval_samples,
+                    split="ood",
+                    **common,
+                )
+                res["ood"] = {k: v for k, v in o.as_dict().items() if k != "env"}
         return res
 
     def _eval_due(self) -> bool:

@@ -145,6 +145,12 @@ class CellStats:
         return [t.final for t in self.traj]
 
     @property
+    def ood_final(self) -> list[float]:
+        """Final out-of-distribution accuracy (structure never trained) of the runs that
+        evaluated it: the second number beside the held-out one."""
+        return [r.summary["ood"]["final"] for r in self.runs if r.summary.get("ood")]
+
+    @property
     def cliffs(self) -> int:
         return sum(t.cliff for t in self.traj)
 
@@ -311,8 +317,8 @@ def build_report(
         md += [
             f"## {task}",
             "",
-            "| workflow | model | policy | param | levers | seeds | base | peak (step) | final | gain (95% CI over seeds) | improved / worsened | never rose / held / fell | cliffs | majority vote (base) |",
-            "|---|---|---|---|---|---:|---|---|---|---|---|---|---|---|",
+            "| workflow | model | policy | param | levers | seeds | base | peak (step) | final | final, out of distribution | gain (95% CI over seeds) | improved / worsened | never rose / held / fell | cliffs | majority vote (base) |",
+            "|---|---|---|---|---|---:|---|---|---|---|---|---|---|---|---|",
         ]
         for c in [c for c in stats if c.key[0] == task]:
             _, wf, model, pol, param, lev = c.key
@@ -326,7 +332,8 @@ def build_report(
             )
             md.append(
                 f"| {wf} | {model} | {pol} | {param} | {lev} | {n} | {_ms(c.base)} | {peak} | "
-                f"{_ms(c.final)} | {g:+.3f} ± {h:.3f} | {up}/{down} of {n} | {classes} | "
+                f"{_ms(c.final)} | {_ms(c.ood_final)} | {g:+.3f} ± {h:.3f} | {up}/{down} of {n} | "
+                f"{classes} | "
                 f"{c.cliffs}/{n} | {_ms(c.majority)} |"
             )
         md.append("")
@@ -351,6 +358,7 @@ def build_report(
                     "runs": [str(r.path) for r in c.runs],
                     "trajectories": [t.as_dict() for t in c.traj],
                     "majority": c.majority,
+                    "ood_final": c.ood_final,
                 }
                 for c in stats
             ],

@@ -51,6 +51,8 @@ FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
     ),
 }
 DEFAULT_DATASET = {"math": "arith", "code": "funcs"}
+#: the dataset kinds with an out-of-distribution split (held-out structure; the generators)
+OOD_DATASETS = ("arith", "funcs", "stdio")
 #: the most problems an env may ask a task source for (more fails here, not in a generator)
 MAX_TASKS = 1_000_000
 #: default number of generated problems per (family, split)
@@ -59,6 +61,8 @@ DEFAULT_N_TASKS = {
     ("math", "test"): 200,
     ("code", "train"): 200,
     ("code", "test"): 100,
+    ("math", "ood"): 200,
+    ("code", "ood"): 100,
 }
 
 
@@ -133,6 +137,14 @@ def _resolve_id(env_id: str) -> EnvSpec:
     if key not in SPECS:
         raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(SPECS)}")
     return SPECS[key]
+
+
+def has_ood(env_id: str, **options: Any) -> bool:
+    """Whether ``make_env(env_id, split="ood", **options)`` has problems: the generated
+    datasets hold structure out whole; a loaded file or a TaskSet has no such split."""
+    spec = _resolve_id(env_id)
+    dataset = {**spec.defaults, **options}.get("dataset", DEFAULT_DATASET[spec.family])
+    return isinstance(dataset, str) and dataset.partition(":")[0] in OOD_DATASETS
 
 
 def valid_options(env_id: str) -> list[str]:

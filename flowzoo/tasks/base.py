@@ -79,26 +79,54 @@ class TaskSet(Sequence[Task]):
         return f"TaskSet(name={self.name!r}, split={self.split!r}, n={len(self)})"
 
 
-SPLITS = ("train", "test")
-#: one generated question in TEST_FRACTION_DEN goes to the test split
+#: ``train`` and ``test`` share their structure (levels, templates) and are disjoint by what
+#: is solved; ``ood`` holds structure that neither of them ever contains
+SPLITS = ("train", "test", "ood")
+#: one in-distribution computation (or template x constants) in TEST_FRACTION_DEN is held out
 TEST_FRACTION_DEN = 5
 
 
-def split_of(question: str) -> str:
-    """The split a generated question belongs to, fixed by its text alone."""
-    return "test" if stable_hash(question) % TEST_FRACTION_DEN == 0 else "train"
+def split_of(key: str, ood: bool = False) -> str:
+    """The split a generated task belongs to, fixed by its canonical key (what is solved: a
+    math problem's computation, a code task's template and constants), never by its wording,
+    so every paraphrase of a held-out computation is held out too. ``ood``: the task's
+    structure is held out whole (never in train or test)."""
+    if ood:
+        return "ood"
+    return "test" if stable_hash(key) % TEST_FRACTION_DEN == 0 else "train"
 
 
-def parse_levels(spec: str, arg: str, default: tuple[int, ...] = (1, 2, 3, 4)) -> tuple[int, ...]:
-    """The level range of a generator spec (``arith:1-2`` -> (1, 2); no range -> default)."""
+def task_key(task: Task) -> str:
+    """What a task asks to be solved: a generator's canonical key (``meta["key"]``), else the
+    normalised statement (loaded datasets carry no key)."""
+    key = task.meta.get("key")
+    return str(key) if key else "text:" + normalise_statement(task.question)
+
+
+def normalise_statement(text: str) -> str:
+    """A statement with case and spacing folded and closing punctuation dropped, for duplicate
+    detection (operators and symbols stay: ``3 * 4 - 2`` is not ``3 * 4 + 2``)."""
+    return " ".join(text.lower().split()).rstrip(" .?!")
+
+
+def parse_levels(spec: str, arg: str) -> tuple[int, ...] | None:
+    """The level range of a generator spec (``arith:1-2`` -> (1, 2)); no range -> None (the
+    generator's default levels for the split)."""
     if not arg:
-        return default
+        return None
     lo, _, hi = arg.partition("-")
     try:
         return tuple(range(int(lo), int(hi or lo) + 1))
     except ValueError:
         name = spec.partition(":")[0]
         raise ValueError(f"bad level range in {spec!r}; e.g. '{name}:1-2'") from None
+
+
+def check_split(split: str) -> str:
+    """``split`` itself, or a ValueError naming the valid ones."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    return split
 
 
 def generate_distinct(
@@ -112,14 +140,15 @@ def generate_distinct(
     exhaust: bool = False,
 ) -> TaskSet:
     """``n`` distinct generated tasks of ``split``, levels taken in turn; ``draw(level)``
-    makes one candidate. Why one loop: the no-overlap guarantee (split by question hash)
-    must hold for every generator.
+    makes one candidate carrying ``meta["key"]`` (and ``meta["ood"]`` for held-out
+    structure). Why one loop: the no-overlap guarantee (split by canonical key) must hold for
+    every generator. Held-out splits keep one wording per computation (each problem is an
+    independent unit of the bootstrap); the train split keeps every distinct wording.
 
     ``exhaust=True`` is for large pools (pretraining corpora): a level that yields nothing
     new in ``budget`` draws in a row is dropped instead of failing, so the result holds every
     distinct question of a small level and fills up with the others (it may be under ``n``)."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    check_split(split)
     levels = tuple(levels)
     bad = [lv for lv in levels if lv not in set(known_levels)]
     if bad or not levels:
@@ -137,14 +166,18 @@ def generate_distinct(
             )
         lv = live[len(tasks) % len(live)]
         t = draw(lv)
-        if t.question in seen or split_of(t.question) != split:
+        key = t.meta["key"]
+        unit = t.question if split == "train" else key
+        if unit in seen or split_of(key, bool(t.meta.get("ood"))) != split:
             dry[lv] += 1
             if exhaust and dry[lv] >= budget:
                 live.remove(lv)
             continue
         dry[lv] = 0
-        seen.add(t.question)
+        seen.add(unit)
         tasks.append(t)
+    if not tasks:
+        raise ValueError(f"no {split} {name} tasks exist at levels {levels}")
     return TaskSet(tasks, name=name, split=split)
 
 

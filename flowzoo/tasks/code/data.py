@@ -16,14 +16,21 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from flowzoo.tasks.base import Task, TaskSet, generate_distinct, parse_levels, stable_hash
+from flowzoo.tasks.base import (
+    Task,
+    TaskSet,
+    check_split,
+    generate_distinct,
+    parse_levels,
+    stable_hash,
+)
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
 #: (description, entry point, canonical solution, argument expressions for test cases)
 
 
 def _t_add(r: random.Random):
-    n = r.randint(2, 199)
+    n = r.randint(2, 499)
     return (
         f"returns x plus {n}",
         "add_n",
@@ -33,7 +40,7 @@ def _t_add(r: random.Random):
 
 
 def _t_sub(r: random.Random):
-    n = r.randint(2, 199)
+    n = r.randint(2, 499)
     return (
         f"returns x minus {n}",
         "sub_n",
@@ -43,7 +50,7 @@ def _t_sub(r: random.Random):
 
 
 def _t_mod(r: random.Random):
-    n = r.randint(2, 40)
+    n = r.randint(2, 99)
     return (
         f"returns the remainder of x divided by {n}",
         "rem",
@@ -53,7 +60,7 @@ def _t_mod(r: random.Random):
 
 
 def _t_mul(r: random.Random):
-    n = r.randint(2, 40)
+    n = r.randint(2, 99)
     return (
         f"returns x times {n}",
         "times_n",
@@ -63,7 +70,7 @@ def _t_mul(r: random.Random):
 
 
 def _t_div(r: random.Random):
-    n = r.randint(2, 40)
+    n = r.randint(2, 99)
     return (
         f"returns True if x is divisible by {n}, else False",
         "divisible",
@@ -72,43 +79,45 @@ def _t_div(r: random.Random):
     )
 
 
-def _ints(r: random.Random, k: int = 5) -> str:
-    return repr([r.randint(-9, 20) for _ in range(r.randint(0, k))])
+def _ints(r: random.Random, k: int = 5, lo: int = -9, hi: int = 20) -> str:
+    """A list of up to ``k`` ints in ``lo..hi``: templates centre it on their constant, so the
+    tests tell different constants apart."""
+    return repr([r.randint(lo, hi) for _ in range(r.randint(0, k))])
 
 
 def _t_sum_gt(r: random.Random):
-    n = r.randint(0, 40)
+    n = r.randint(0, 99)
     return (
         f"returns the sum of the numbers in xs that are greater than {n}",
         "sum_gt",
         f"def sum_gt(xs):\n    return sum(x for x in xs if x > {n})\n",
-        [_ints(r) for _ in range(4)],
+        [_ints(r, 6, n - 10, n + 10) for _ in range(4)],
     )
 
 
 def _t_count_mult(r: random.Random):
-    n = r.randint(2, 20)
+    n = r.randint(2, 40)
     return (
         f"returns how many numbers in xs are multiples of {n}",
         "count_mult",
         f"def count_mult(xs):\n    return sum(1 for x in xs if x % {n} == 0)\n",
-        [_ints(r) for _ in range(4)],
+        [_ints(r, 6, 0, 3 * n) for _ in range(3)] + [repr([n, 2 * n + 1, 3 * n])],
     )
 
 
 def _t_sum_between(r: random.Random):
-    lo = r.randint(0, 10)
-    hi = lo + r.randint(1, 15)
+    lo = r.randint(0, 20)
+    hi = lo + r.randint(1, 20)
     return (
         f"returns the sum of the numbers in xs from {lo} to {hi} inclusive",
         "sum_between",
         f"def sum_between(xs):\n    return sum(x for x in xs if {lo} <= x <= {hi})\n",
-        [_ints(r) for _ in range(4)],
+        [_ints(r, 6, lo - 5, hi + 5) for _ in range(4)],
     )
 
 
 def _t_min_or(r: random.Random):
-    n = r.randint(-30, 30)
+    n = r.randint(-99, 99)
     return (
         f"returns the smallest number in xs, or {n} if xs is empty",
         "min_or",
@@ -118,7 +127,7 @@ def _t_min_or(r: random.Random):
 
 
 def _t_max_or(r: random.Random):
-    n = r.randint(-30, 30)
+    n = r.randint(-99, 99)
     return (
         f"returns the largest number in xs, or {n} if xs is empty",
         "max_or",
@@ -130,22 +139,25 @@ def _t_max_or(r: random.Random):
 _WORDS = ["apple", "banana", "kiwi", "plum", "fig", "cherry", "lime", "melon", "pear", "grape"]
 
 
+_LETTERS = "".join(sorted(set("".join(_WORDS))))
+
+
 def _text(r: random.Random) -> str:
     return repr(" ".join(r.choice(_WORDS) for _ in range(r.randint(1, 4))))
 
 
 def _t_count_char(r: random.Random):
-    c = r.choice("abcdefghiklmnoprstuwy")
+    c = r.choice(_LETTERS)  # a letter the words hold: the count is not always 0
     return (
         f"returns how many times the letter '{c}' occurs in the string s",
         "count_char",
         f"def count_char(s):\n    return s.count('{c}')\n",
-        [_text(r) for _ in range(4)],
+        [_text(r) for _ in range(3)] + [repr(r.choice([w for w in _WORDS if c in w]))],
     )
 
 
 def _t_long_words(r: random.Random):
-    n = r.randint(2, 8)
+    n = r.randint(2, 5)  # the longest word has 6 letters
     return (
         f"returns the list of words in the string s that are longer than {n} letters",
         "long_words",
@@ -171,12 +183,12 @@ def _t_repeat(r: random.Random):
         f"returns the string s repeated {n} times, separated by '{sep}'",
         "repeat",
         f"def repeat(s):\n    return '{sep}'.join([s] * {n})\n",
-        [repr(r.choice(_WORDS)) for _ in range(3)],
+        [repr(w) for w in r.sample(_WORDS, 3)],
     )
 
 
 def _t_running(r: random.Random):
-    n = r.randint(0, 20)
+    n = r.randint(0, 99)
     return (
         f"returns the running sums of xs, starting from {n}",
         "running",
@@ -186,8 +198,8 @@ def _t_running(r: random.Random):
 
 
 def _t_clamp(r: random.Random):
-    lo = r.randint(-10, 10)
-    hi = lo + r.randint(2, 15)
+    lo = r.randint(-20, 20)
+    hi = lo + r.randint(2, 20)
     return (
         f"returns xs with every number below {lo} replaced by {lo} and above {hi} by {hi}",
         "clamp",
@@ -197,13 +209,13 @@ def _t_clamp(r: random.Random):
 
 
 def _t_fizz(r: random.Random):
-    a = r.randint(2, 12)
+    a = r.randint(2, 20)
     w = r.choice(["Fizz", "Buzz", "Bang"])
     return (
         f"returns the list 1..n where multiples of {a} are replaced by '{w}'",
         "fizz",
         f"def fizz(n):\n    return ['{w}' if i % {a} == 0 else i for i in range(1, n + 1)]\n",
-        [str(r.randint(0, 12)) for _ in range(3)],
+        [str(r.randint(0, 12)), str(r.randint(a, 2 * a + 2)), str(r.randint(a, 3 * a))],
     )
 
 
@@ -213,6 +225,14 @@ LEVELS: dict[int, tuple[Template, ...]] = {
     3: (_t_count_char, _t_long_words, _t_replace, _t_repeat),
     4: (_t_running, _t_clamp, _t_fizz),
 }
+#: templates held out whole, one per level: the ``ood`` split (a function never trained);
+#: every other template's tasks split into train and test by template x constants
+OOD_TEMPLATES = frozenset({"div", "sum_between", "long_words", "clamp"})
+
+
+def template_name(template: Callable) -> str:
+    """A template's name (``_t_add`` -> ``add``): with its constants, what a task solves."""
+    return template.__name__.removeprefix("_t_")
 
 
 def _make_task(level: int, desc: str, entry: str, solution: str, args: list[str]) -> Task:
@@ -236,16 +256,53 @@ def _make_task(level: int, desc: str, entry: str, solution: str, args: list[str]
     return Task(id=tid, question=question, answer=solution, family="code", meta=meta)
 
 
+def expected_outputs(task: Task) -> list[str]:
+    """What a generated task's tests expect, one entry per case (``assert f(a) == E``'s E, a
+    stdin/stdout case's output)."""
+    if task.meta.get("format") == "stdio":
+        return [out for _, out in task.meta["tests"]]
+    return [t.rsplit(" == ", 1)[1] for t in task.meta["tests"]]
+
+
+def strong_draw(
+    r: random.Random, templates, make: Callable[[Callable], Task], ood: frozenset[str]
+) -> Task:
+    """A keyed task from one of ``templates`` whose tests expect at least two different
+    outputs: a program printing one constant must not pass them. Templates centre their
+    inputs on their constants, so this redraws rarely (measured in the tests)."""
+    while True:
+        tpl = r.choice(templates)
+        task = make(tpl)
+        if len(set(expected_outputs(task))) >= 2:
+            return keyed(task, template_name(tpl), ood)
+
+
+def keyed(task: Task, template: str, ood_templates: frozenset[str]) -> Task:
+    """``task`` with its canonical key (template x constants: the canonical solution fixes
+    both) and, for a held-out template, the ``ood`` mark."""
+    task.meta["key"] = f"{template}:{stable_hash(task.answer):016x}"
+    task.meta["template"] = template
+    if template in ood_templates:
+        task.meta["ood"] = True
+    return task
+
+
 def function_tasks(
-    n: int = 200, split: str = "train", seed: int = 0, levels=(1, 2, 3, 4), exhaust: bool = False
+    n: int = 200,
+    split: str = "train",
+    seed: int = 0,
+    levels=None,
+    exhaust: bool = False,
 ) -> TaskSet:
-    """``n`` distinct generated function-writing tasks with unit tests (split by question
-    hash; ``exhaust=True``: up to ``n``, small levels used up)."""
+    """``n`` distinct generated function-writing tasks with unit tests (split by template x
+    constants, held-out templates in ``ood``; ``exhaust=True``: up to ``n``, small levels
+    used up)."""
     r = random.Random(f"funcs:{seed}")
 
     def draw(lv: int) -> Task:
-        return _make_task(lv, *r.choice(LEVELS[lv])(r))
+        return strong_draw(r, LEVELS[lv], lambda tpl: _make_task(lv, *tpl(r)), OOD_TEMPLATES)
 
+    levels = tuple(LEVELS) if levels is None else levels
     return generate_distinct(n, split, levels, LEVELS, draw, "funcs", budget=500, exhaust=exhaust)
 
 
@@ -439,6 +496,8 @@ def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
         from flowzoo.tasks.code.stdio_data import stdio_tasks
 
         return stdio_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
+    if check_split(split) == "ood":
+        raise ValueError(f"code dataset {spec!r} has no out-of-distribution split (funcs, stdio)")
     if kind == "humaneval" and not arg:
         return humaneval_tasks()
     style = {"lcb": "livecodebench", "file": "auto"}.get(kind, kind)

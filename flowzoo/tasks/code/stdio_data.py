@@ -1,6 +1,7 @@
 """Generated stdin/stdout tasks (no download): small programs in the study's
 competitive-programming format, so the format is exercised end to end and the tiny models
-can learn it. Train and test splits are disjoint by question hash, as for ``funcs``.
+can learn it. Splits as for ``funcs``: train and test by template x constants, held-out
+templates (one per level) in ``ood``.
 
 A template gives (what the program reads and prints, the canonical program, the function
 computing the expected output from an input, the inputs); the canonical program is never
@@ -13,6 +14,7 @@ import random
 from collections.abc import Callable
 
 from flowzoo.tasks.base import Task, TaskSet, generate_distinct, stable_hash
+from flowzoo.tasks.code.data import strong_draw
 
 StdioTemplate = Callable[[random.Random], tuple[str, str, Callable[[str], str], list[str]]]
 
@@ -24,13 +26,13 @@ def _int_line(r: random.Random, lo: int = -20, hi: int = 60) -> str:
     return f"{r.randint(lo, hi)}\n"
 
 
-def _ints_line(r: random.Random, k: int = 6, hi: int = 20) -> str:
-    return " ".join(str(r.randint(-9, hi)) for _ in range(r.randint(0, k))) + "\n"
+def _ints_line(r: random.Random, k: int = 6, hi: int = 20, lo: int = -9) -> str:
+    return " ".join(str(r.randint(lo, hi)) for _ in range(r.randint(0, k))) + "\n"
 
 
 def _arith(op: str, word: str) -> StdioTemplate:
     def make(r: random.Random):
-        k = r.randint(2, 199)
+        k = r.randint(2, 499)
         fn = {"+": lambda n: n + k, "-": lambda n: n - k, "*": lambda n: n * k}[op]
         return (
             f"an integer n and prints n {word} {k}",
@@ -39,11 +41,12 @@ def _arith(op: str, word: str) -> StdioTemplate:
             [_int_line(r) for _ in range(4)],
         )
 
+    make.__name__ = f"_t_{word}"
     return make
 
 
 def _t_rem(r: random.Random):
-    k = r.randint(2, 30)
+    k = r.randint(2, 99)
     return (
         f"an integer n and prints the remainder of n divided by {k}",
         f"{_READ_N}print(n % {k})\n",
@@ -53,12 +56,12 @@ def _t_rem(r: random.Random):
 
 
 def _t_sum_gt(r: random.Random):
-    k = r.randint(-10, 60)
+    k = r.randint(-20, 99)
     return (
         f"a line of integers and prints the sum of those greater than {k}",
         f"{_READ_XS}print(sum(x for x in xs if x > {k}))\n",
         lambda s: str(sum(x for x in map(int, s.split()) if x > k)),
-        [_ints_line(r) for _ in range(4)],
+        [_ints_line(r, 6, k + 10, k - 10) for _ in range(4)],
     )
 
 
@@ -85,22 +88,25 @@ def _t_max_or(r: random.Random):
 _WORDS = ["apple", "banana", "kiwi", "plum", "fig", "cherry", "lime", "melon", "pear", "grape"]
 
 
+_LETTERS = "".join(sorted(set("".join(_WORDS))))
+
+
 def _words_line(r: random.Random) -> str:
     return " ".join(r.choice(_WORDS) for _ in range(r.randint(1, 4))) + "\n"
 
 
 def _t_count_char(r: random.Random):
-    c = r.choice("abcegiklmnprtu")
+    c = r.choice(_LETTERS)
     return (
         f"a line of text and prints how many times the letter '{c}' occurs in it",
         f"s = input()\nprint(s.count('{c}'))\n",
         lambda s: str(s.rstrip("\n").count(c)),
-        [_words_line(r) for _ in range(4)],
+        [_words_line(r) for _ in range(3)] + [r.choice([w for w in _WORDS if c in w]) + "\n"],
     )
 
 
 def _t_long_words(r: random.Random):
-    k = r.randint(2, 6)
+    k = r.randint(2, 5)
     return (
         f"a line of words and prints how many words are longer than {k} letters",
         f"s = input()\nprint(sum(1 for w in s.split() if len(w) > {k}))\n",
@@ -116,7 +122,7 @@ def _t_repeat(r: random.Random):
         f"a word and prints it {k} times, separated by '{sep}'",
         f"s = input()\nprint('{sep}'.join([s] * {k}))\n",
         lambda s: sep.join([s.rstrip("\n")] * k),
-        [r.choice(_WORDS) + "\n" for _ in range(3)],
+        [w + "\n" for w in r.sample(_WORDS, 3)],
     )
 
 
@@ -136,7 +142,7 @@ def _lines_input(r: random.Random) -> str:
 
 
 def _t_running(r: random.Random):
-    k = r.randint(0, 199)
+    k = r.randint(0, 499)
     prog = f"t = {k}\nfor _ in range(int(input())):\n    t += int(input())\n    print(t)\n"
 
     def solve(s: str) -> str:
@@ -156,7 +162,7 @@ def _t_running(r: random.Random):
 
 
 def _t_pairs(r: random.Random):
-    k = r.randint(1, 199)
+    k = r.randint(1, 499)
     prog = "for _ in range(int(input())):\n    a, b = map(int, input().split())\n"
     prog += f"    print(a * b + {k})\n"
 
@@ -183,6 +189,8 @@ STDIO_LEVELS: dict[int, tuple[StdioTemplate, ...]] = {
     3: (_t_count_char, _t_long_words, _t_repeat, _t_replace),
     4: (_t_running, _t_pairs),
 }
+#: held out whole (the ``ood`` split), one per level
+STDIO_OOD_TEMPLATES = frozenset({"rem", "max_or", "long_words", "pairs"})
 
 
 def _make_task(level: int, desc: str, program: str, solve, inputs: list[str]) -> Task:
@@ -194,14 +202,17 @@ def _make_task(level: int, desc: str, program: str, solve, inputs: list[str]) ->
 
 
 def stdio_tasks(
-    n: int = 200, split: str = "train", seed: int = 0, levels=(1, 2, 3, 4), exhaust: bool = False
+    n: int = 200, split: str = "train", seed: int = 0, levels=None, exhaust: bool = False
 ) -> TaskSet:
-    """``n`` distinct generated stdin/stdout tasks (split by question hash)."""
+    """``n`` distinct generated stdin/stdout tasks (split by template x constants)."""
     r = random.Random(f"stdio:{seed}")
 
     def draw(lv: int) -> Task:
-        return _make_task(lv, *r.choice(STDIO_LEVELS[lv])(r))
+        return strong_draw(
+            r, STDIO_LEVELS[lv], lambda tpl: _make_task(lv, *tpl(r)), STDIO_OOD_TEMPLATES
+        )
 
+    levels = tuple(STDIO_LEVELS) if levels is None else levels
     return generate_distinct(
         n, split, levels, STDIO_LEVELS, draw, "stdio", budget=500, exhaust=exhaust
     )

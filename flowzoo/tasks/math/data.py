@@ -1,8 +1,11 @@
 """Math task sources: a procedural generator (no download) and loaders for local files.
 
-The generator is what the tiny models learn on: graded difficulty, deterministic for a
-seed, and a train/test split decided by a hash of the question text, so no question can
-ever appear in both splits whatever the seeds or sizes asked for.
+The generator is what the tiny models learn on: graded difficulty, deterministic for a seed,
+and a split decided by the *computation* (the chain of operands and operators, which fixes
+the worked solution and the answer), never by the wording: "Compute 6 + 6", "What is 6 + 6?"
+and a word problem with the same steps are one computation and always land on one side.
+Levels 1-4 make the train and test splits; level 5 (four-step chains, a step count never
+trained) is the out-of-distribution split. Sizes of each space: docs/envs.md.
 """
 
 from __future__ import annotations
@@ -13,7 +16,14 @@ import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from flowzoo.tasks.base import SPLITS, Task, TaskSet, generate_distinct, parse_levels, stable_hash
+from flowzoo.tasks.base import (
+    Task,
+    TaskSet,
+    check_split,
+    generate_distinct,
+    parse_levels,
+    stable_hash,
+)
 from flowzoo.tasks.math.extract import extract_answer, find_boxed
 
 _NAMES = ["Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
@@ -41,11 +51,25 @@ def solve_steps(
     return lines, prev
 
 
+def computation_key(steps: Iterable[Step]) -> str:
+    """The canonical computation of a worked solution: operands of ``+`` and ``*`` in a fixed
+    order (``3 * 4`` is ``4 * 3``; the previous result first), ``_`` for the previous result.
+    Two problems with one key are paraphrases: the split keeps them on one side."""
+    parts = []
+    for a, op, b in steps:
+        x, y = ("_" if a is None else str(a)), ("_" if b is None else str(b))
+        if op in "+*" and (y == "_" or (x != "_" and int(x) > int(y))):
+            x, y = y, x
+        parts.append(f"{x}{op}{y}")
+    return "|".join(parts)
+
+
 _ASK = ("What is {e}?", "Compute {e}.", "Find {e}.", "Calculate {e}.")
+Draw = tuple[str, list[Step]]
 
 
-def _level1(r: random.Random) -> tuple[str, list[Step]]:
-    a, b = r.randint(1, 9), r.randint(1, 9)
+def _level1(r: random.Random) -> Draw:
+    a, b = r.randint(1, 30), r.randint(1, 30)
     ask = r.choice(_ASK)
     if r.random() < 0.5:
         return ask.format(e=f"{a} + {b}"), [(a, "+", b)]
@@ -53,26 +77,44 @@ def _level1(r: random.Random) -> tuple[str, list[Step]]:
     return ask.format(e=f"{a} - {b}"), [(a, "-", b)]
 
 
-def _level2(r: random.Random) -> tuple[str, list[Step]]:
-    a, b, c = r.randint(2, 5), r.randint(2, 5), r.randint(1, 9)
-    op = "+" if r.random() < 0.5 else "-"
-    return r.choice(_ASK).format(e=f"{a} * {b} {op} {c}"), [(a, "*", b), (None, op, c)]
+def _level2(r: random.Random) -> Draw:
+    if r.random() < 0.5:
+        a, b, c = r.randint(2, 9), r.randint(2, 9), r.randint(1, 20)
+        op = "+" if r.random() < 0.5 else "-"
+        return r.choice(_ASK).format(e=f"{a} * {b} {op} {c}"), [(a, "*", b), (None, op, c)]
+    a, b, c = _gain_lose(r)
+    return r.choice(_ASK).format(e=f"{a} + {b} - {c}"), [(a, "+", b), (None, "-", c)]
 
 
-def _level3(r: random.Random) -> tuple[str, list[Step]]:
+def _gain_lose(r: random.Random) -> tuple[int, int, int]:
+    """Operands of ``a + b - c`` with a non-negative result."""
+    a, b = r.randint(1, 20), r.randint(1, 20)
+    return a, b, r.randint(1, min(15, a + b - 1))
+
+
+def _level3(r: random.Random) -> Draw:
+    """Word problems: the same computations as level 2, in other words (so a split by wording
+    would put paraphrases on both sides; the split by computation does not)."""
     name, thing = r.choice(_NAMES), r.choice(_THINGS)
-    boxes, each, gone = r.randint(2, 4), r.randint(2, 5), r.randint(1, 5)
+    if r.random() < 0.5:
+        boxes, each, gone = r.randint(2, 9), r.randint(2, 9), r.randint(1, 20)
+        q = (
+            f"{name} has {boxes} bags with {each} {thing} in each bag. "
+            f"{name} gives away {gone} {thing}. How many {thing} are left?"
+        )
+        return q, [(boxes, "*", each), (None, "-", gone)]
+    a, b, c = _gain_lose(r)
     q = (
-        f"{name} has {boxes} bags with {each} {thing} in each bag. "
-        f"{name} gives away {gone} {thing}. How many {thing} are left?"
+        f"{name} has {a} {thing} and gets {b} more, then gives away {c}. "
+        f"How many {thing} does {name} have now?"
     )
-    return q, [(boxes, "*", each), (None, "-", gone)]
+    return q, [(a, "+", b), (None, "-", c)]
 
 
-def _level4(r: random.Random) -> tuple[str, list[Step]]:
+def _level4(r: random.Random) -> Draw:
     a, b = r.sample(_NAMES, 2)
     thing = r.choice(_THINGS)
-    x, k, y = r.randint(2, 9), r.randint(2, 3), r.randint(1, 5)
+    x, k, y = r.randint(2, 20), r.randint(2, 5), r.randint(1, 15)
     q = (
         f"{a} has {x} {thing}. {b} has {k} times as many {thing} as {a}, "
         f"then finds {y} more. How many {thing} do they have together?"
@@ -80,32 +122,49 @@ def _level4(r: random.Random) -> tuple[str, list[Step]]:
     return q, [(k, "*", x), (x, "+", None), (None, "+", y)]
 
 
-LEVELS: dict[int, Callable[[random.Random], tuple[str, list[Step]]]] = {
+def _level5(r: random.Random) -> Draw:
+    """Out of distribution: four-step chains (no trained problem has more than three)."""
+    a, b, c, d, e = (r.randint(2, 9), r.randint(2, 9), r.randint(1, 20), r.randint(1, 9),
+                     r.randint(1, 12))
+    op1, op2 = r.choice("+-"), r.choice("+-")
+    steps: list[Step] = [(a, "*", b), (None, op1, c), (None, op2, d), (None, "+", e)]
+    return r.choice(_ASK).format(e=f"{a} * {b} {op1} {c} {op2} {d} + {e}"), steps
+
+
+LEVELS: dict[int, Callable[[random.Random], Draw]] = {
     1: _level1,
     2: _level2,
     3: _level3,
     4: _level4,
+    5: _level5,
 }
+#: the levels whose structure is held out whole: the ``ood`` split
+OOD_LEVELS = (5,)
+#: the levels a split is drawn from when none are named
+DEFAULT_LEVELS = {"train": (1, 2, 3, 4), "test": (1, 2, 3, 4), "ood": OOD_LEVELS}
 
 
 def arithmetic_tasks(
     n: int = 200,
     split: str = "train",
     seed: int = 0,
-    levels: Iterable[int] = (1, 2, 3, 4),
+    levels: Iterable[int] | None = None,
     exhaust: bool = False,
 ) -> TaskSet:
-    """``n`` distinct generated problems of the given split, evenly over ``levels``
-    (``exhaust=True``: up to ``n``, small levels used up; see ``generate_distinct``)."""
+    """``n`` distinct generated problems of the given split, evenly over ``levels`` (None:
+    the split's defaults; ``exhaust=True``: up to ``n``, small levels used up; see
+    ``generate_distinct``)."""
     r = random.Random(f"arith:{seed}")
+    levels = DEFAULT_LEVELS[check_split(split)] if levels is None else tuple(levels)
 
     def draw(lv: int) -> Task:
         q, steps = LEVELS[lv](r)
         _, a = solve_steps(steps)
         tid = f"arith-{lv}-{stable_hash(q) % 10**10:010d}"
-        return Task(
-            id=tid, question=q, answer=str(a), family="math", meta={"level": lv, "steps": steps}
-        )
+        meta = {"level": lv, "steps": steps, "key": computation_key(steps)}
+        if lv in OOD_LEVELS:
+            meta["ood"] = True
+        return Task(id=tid, question=q, answer=str(a), family="math", meta=meta)
 
     return generate_distinct(n, split, levels, LEVELS, draw, "arith", budget=200, exhaust=exhaust)
 
@@ -217,8 +276,8 @@ def reasoning_gym_tasks(name: str, n: int = 200, split: str = "train", seed: int
             f"dataset 'reasoning-gym:{name}' needs the reasoning-gym package: "
             "pip install 'flowzoo[tasks]'"
         ) from e
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    if check_split(split) == "ood":
+        raise ValueError(f"reasoning-gym:{name} has no out-of-distribution split")
 
     def draw(s: int) -> list[dict]:
         return list(reasoning_gym.create_dataset(name, size=n, seed=s))
@@ -252,6 +311,8 @@ def load_math_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
     kind, _, arg = spec.partition(":")
     if kind == "arith":
         return arithmetic_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
+    if check_split(split) == "ood" and kind != "reasoning-gym":
+        raise ValueError(f"math dataset {spec!r} has no out-of-distribution split (only arith)")
     if kind in ("jsonl", "gsm8k", "math") and arg:
         return load_math_file(arg, style=kind)
     if kind == "hf" and arg:
