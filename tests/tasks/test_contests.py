@@ -264,6 +264,32 @@ def test_bad_rows_get_clear_errors(tmp_path):
         load_code_dataset("lcb:/no/such/file.jsonl")
 
 
+def test_a_row_is_data_a_name_with_code_in_it_is_refused(tmp_path):
+    """A row's function name is written into the trusted test source: anything but an
+    identifier is a clear error naming the row, and nothing of it runs."""
+    marker = tmp_path / "ran"
+    payloads = [
+        f"addAll(*[]) or open({str(marker)!r}, 'w') or addAll",
+        "__import__('os').system('touch /tmp/x')#",
+        "class",
+        "",
+        7,
+    ]
+    for i, name in enumerate(payloads):
+        row = {**lcb_functional_row(), "metadata": json.dumps({"func_name": name})}
+        with pytest.raises(ValueError, match=r"row 0: .*(identifier|needs? a function name)"):
+            load_code_file(write_jsonl(tmp_path / f"inj{i}.jsonl", [row]), "livecodebench")
+    he = {
+        "task_id": "he/x",
+        "prompt": "def f(x):\n",
+        "entry_point": "f); open('/tmp/pwn', 'w'",
+        "test": "def check(candidate):\n    assert candidate(1) == 1\n",
+    }
+    with pytest.raises(ValueError, match="entry_point must be a Python identifier"):
+        load_code_file(write_jsonl(tmp_path / "he.jsonl", [he]), "humaneval")
+    assert not marker.exists()
+
+
 def test_an_env_runs_on_a_loaded_file(tmp_path):
     from flowzoo.envs.scripted import play_episode
 

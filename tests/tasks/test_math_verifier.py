@@ -3,6 +3,7 @@ import time
 
 import pytest
 
+from flowzoo.tasks.base import Task
 from flowzoo.tasks.math import (
     MathFamily,
     arithmetic_tasks,
@@ -198,3 +199,40 @@ def test_every_in_process_path_is_bounded(pred):
     each is decided in microseconds)."""
     for gold in ("3", "3\\%", "\\frac{1}{2}"):
         assert check(gold, pred).correct is False
+
+
+def test_scientific_notation_is_one_number_and_read_exactly():
+    fam = MathFamily()
+    t = Task("avogadro", "q", "602000000000000000000000")
+    assert extract_answer("so it is roughly 6.02e23") == "6.02e23"  # not "23"
+    assert extract_answer("x = 5e3.") == "5e3"
+    for text in ("so it is 6.02e23", r"\boxed{6.02 \times 10^{23}}", r"\boxed{6.02\cdot10^{23}}"):
+        assert fam.score(t, text).correct, text
+    assert not fam.score(t, r"\boxed{6.02 \times 10^{22}}").correct
+
+
+def test_a_decimal_approximation_of_an_irrational_gold_scores_zero():
+    """Policy: answers are exact. A finite decimal is rational, so it never equals a closed
+    form with an irrational value, however many digits it has; rational golds still accept
+    their decimals."""
+    fam = MathFamily()
+    for gold, pred in (
+        (r"\sqrt{2}", "1.41421356"),
+        (r"2\pi", "6.2832"),
+        (r"\frac{\sqrt{3}}{2}", "0.866"),
+    ):
+        assert not fam.score(Task("t", "q", gold), rf"\boxed{{{pred}}}").correct, gold
+    for gold, pred in ((r"\sqrt{4}", "2.0"), (r"\frac{1}{2}", "0.5"), ("1.41", "1.41")):
+        assert fam.score(Task("t", "q", gold), rf"\boxed{{{pred}}}").correct, gold
+
+
+def test_one_answer_repeated_is_one_answer():
+    fam = MathFamily()
+    t = Task("t", "q", "840")
+    for text in (
+        r"So \boxed{840}. **Final Answer** \boxed{840}",
+        r"\boxed{840}. **Final Answer:** 840",
+        r"The answer is 840. Final answer: \boxed{840}",
+    ):
+        assert fam.score(t, text).correct, text
+    assert not fam.score(t, r"\boxed{840} or maybe \boxed{841}").correct

@@ -178,6 +178,13 @@ def _increasing(lo: Closed, hi: Closed) -> bool:
     return b - a > 1e-9 * max(1.0, abs(a), abs(b))
 
 
+def irrational(s: str) -> bool:
+    """Whether ``s`` is a closed form with a non-zero irrational value (``\\sqrt{2}``,
+    ``3\\pi``): no finite decimal equals it, so a decimal answer is an approximation."""
+    c = closed_form(s)
+    return c is not None and c[0] != 0 and (c[1] != 1 or c[2] != 0)
+
+
 def exact_check(gold: str, pred: str) -> bool | None:
     """True/False when both normalised answers are closed forms, or sets/intervals/tuples of
     them with the same brackets; None otherwise (the symbolic check decides)."""

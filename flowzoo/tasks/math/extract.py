@@ -13,7 +13,8 @@ from fractions import Fraction
 #: regexes over megabytes of garbage would stall a rollout.
 MAX_SCAN_CHARS = 20_000
 
-_NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[-+]?\.\d+"
+#: a number as a completion writes it; an exponent stays attached (``6.02e23`` is one number)
+_NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+(?![\w])|/\d+)?|[-+]?\.\d+"
 _NUMBER_RE = re.compile(_NUMBER)
 _HASHES_RE = re.compile(r"####\s*([^\n]+)")
 _ANSWER_RE = re.compile(
@@ -97,6 +98,9 @@ _UNITS = (
 )
 _UNIT_SUFFIX_RE = re.compile(rf"(?<=[\d}}])\s*(?:{_UNITS})\s*\.?$", re.IGNORECASE)
 _ASSIGN_RE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\s*=\s*(?!=)")
+_SCI_RE = re.compile(
+    r"^([-+]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x|×)\s*10\s*\^\s*\{?\s*([-+]?\d{1,4})\s*\}?$"
+)
 
 
 def normalize(ans: str) -> str:
@@ -120,6 +124,8 @@ def normalize(ans: str) -> str:
     s = _UNIT_SUFFIX_RE.sub("", s).strip()
     s = s.rstrip(".").strip()
     s = re.sub(r"\s+", " ", s)
+    # scientific notation is read as its exact value: 6.02 \times 10^{23} -> 6.02e23
+    s = _SCI_RE.sub(r"\1e\2", s)
     # thousands separators: 1,234,567 -> 1234567 (only when every group has 3 digits)
     s = re.sub(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])", lambda m: m.group(1).replace(",", ""), s)
     return s

@@ -25,7 +25,7 @@ import time
 from fractions import Fraction
 
 from flowzoo.tasks.base import Verdict
-from flowzoo.tasks.math.exact import exact_check
+from flowzoo.tasks.math.exact import exact_check, irrational
 from flowzoo.tasks.math.extract import _UNITS, decimal_key, normalize, to_number
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -115,6 +115,8 @@ def fast_check(gold: str, pred: str) -> bool | None:
             return False  # 1e999999999 against a symbolic gold: never handed to sympy
     if gnum is not None and pnum is None and _looks_like_mixed(npred):
         return False
+    if pnum is not None and gnum is None and irrational(ng):
+        return False  # a decimal is rational: an approximation of an irrational gold scores 0
     if hedged(ng, npred):
         return False
     return exact_check(ng, npred)
