@@ -201,7 +201,9 @@ def summary(
         if ood:
             # the second number: structure never trained, read by the same rules
             t = trajectory(ood, cfg.cliff_window, cfg.cliff_margin).as_dict()
-            s["ood"] = {k: t[k] for k in ("base", "base_ci", "final", "final_ci", "gain", "gain_ci")}
+            s["ood"] = {
+                k: t[k] for k in ("base", "base_ci", "final", "final_ci", "gain", "gain_ci")
+            }
             s["ood"]["problems"] = ood[0][1].get("episodes")
     s["mean_grad_share"] = mean_grad_share(metrics)
     return s

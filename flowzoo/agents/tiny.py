@@ -427,8 +427,9 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
                     "rng": rng.getstate(),
                     "torch_rng": torch.get_rng_state(),
                 },
-                ckpt,
+                ckpt.with_suffix(".tmp"),
             )
+            os.replace(ckpt.with_suffix(".tmp"), ckpt)  # a kill mid-write leaves the old one
     model.save_pretrained(out)
     tok.save_pretrained(out)
     meta = {

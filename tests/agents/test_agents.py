@@ -25,6 +25,7 @@ def _cfg(tiny_model, tmp_path, **kw):
         problems_per_step=2,
         group_size=4,
         eval_every=0,
+        eval_ood_episodes=0,
         save_every=0,
         max_new_tokens=40,
         filter_groups=False,  # every turn trains (the protocol options are tested apart)

@@ -20,6 +20,7 @@ def _cfg(tiny_model, out, **kw):
         group_size=2,
         eval_every=1,
         eval_episodes=4,
+        eval_ood_episodes=3,
         save_every=1,
         max_new_tokens=24,
         out_dir=str(out),
@@ -66,7 +67,10 @@ def test_ctrl_c_anywhere_loses_nothing(tiny_model, tmp_path, where):
     assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
     s = Trainer(_cfg(tiny_model, out), progress=False).train()
     assert s["status"] == "completed" and s["resumed"]
+    # the out-of-distribution split is evaluated beside the held-out one, resumed exactly
+    assert s["ood"]["problems"] == 3 and 0.0 <= s["ood"]["final"] <= 1.0
     got = read_metrics(out / "metrics.jsonl")
+    assert all(len(r["eval"]["ood"]["per_problem"]) == 3 for r in got if "eval" in r)
     assert [r["step"] for r in got] == [r["step"] for r in want]
     for a, b in zip(got, want, strict=True):
         assert _no_cost(a.get("eval")) == _no_cost(b.get("eval"))
@@ -78,8 +82,9 @@ def _no_cost(ev: dict | None) -> dict | None:
     if ev is None:
         return None
     out = {k: v for k, v in ev.items() if k != "cost"}
-    if "greedy" in out:
-        out["greedy"] = _no_cost(out["greedy"])
+    for part in ("greedy", "ood"):
+        if part in out:
+            out[part] = _no_cost(out[part])
     return out
 
 

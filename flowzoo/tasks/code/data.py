@@ -361,7 +361,9 @@ def humaneval_task(row: dict, source: str = "humaneval") -> Task:
             raise ValueError(f"{source}: HumanEval row lacks {k!r}")
         if not isinstance(row[k], str):
             raise ValueError(f"{source}: HumanEval field {k!r} must be text, got {row[k]!r:.60}")
-    entry = row["entry_point"]
+    from flowzoo.tasks.code.contests import identifier
+
+    entry = identifier(row["entry_point"], "entry_point")
     setup, tests = split_check_function(row["test"], entry)
     canonical = row["prompt"] + row.get("canonical_solution", "")
     question = f"Complete this Python function:\n{row['prompt'].strip()}"

@@ -124,8 +124,13 @@ def _level4(r: random.Random) -> Draw:
 
 def _level5(r: random.Random) -> Draw:
     """Out of distribution: four-step chains (no trained problem has more than three)."""
-    a, b, c, d, e = (r.randint(2, 9), r.randint(2, 9), r.randint(1, 20), r.randint(1, 9),
-                     r.randint(1, 12))
+    a, b, c, d, e = (
+        r.randint(2, 9),
+        r.randint(2, 9),
+        r.randint(1, 20),
+        r.randint(1, 9),
+        r.randint(1, 12),
+    )
     op1, op2 = r.choice("+-"), r.choice("+-")
     steps: list[Step] = [(a, "*", b), (None, op1, c), (None, op2, d), (None, "+", e)]
     return r.choice(_ASK).format(e=f"{a} * {b} {op1} {c} {op2} {d} + {e}"), steps
