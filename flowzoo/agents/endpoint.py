@@ -7,7 +7,8 @@ server applies the model's chat template; thinking is switched off with
 ``chat_template_kwargs``, as the study runs Qwen3), ``openai-completions:<base url>#<model>``
 the completions API (the prompt is sent as text). Requests run on a bounded pool (at most
 ``concurrency`` in flight), each with a timeout; 429, 5xx and connection failures are retried
-with exponential backoff (``Retry-After`` honoured). A request that still fails raises
+with exponential backoff (``Retry-After`` honoured); one deadline covers connect, headers and
+body, redirects stay within the origin, and log-probs must be finite and non-positive. A request that still fails raises
 :class:`EndpointError` naming the URL and the server's answer, or with ``on_error="empty"``
 becomes an empty completion flagged ``error`` (the env then scores it as a parse failure).
 Log-probs are the server's (vLLM: of the raw distribution) where it returns them.
@@ -15,13 +16,16 @@ Log-probs are the server's (vLLM: of the raw distribution) where it returns them
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
+import math
 import os
 import random
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -58,6 +62,74 @@ def _read_bounded(resp, deadline: float) -> bytes:
         size += len(chunk)
         if size > MAX_REPLY_BYTES:
             raise EndpointError(f"the answer is larger than {MAX_REPLY_BYTES >> 20} MiB")
+
+
+#: redirects followed at most (same origin only)
+MAX_REDIRECTS = 3
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    u = urllib.parse.urlsplit(url)
+    return u.scheme, (u.hostname or "").lower(), u.port or (443 if u.scheme == "https" else 80)
+
+
+def _shut(conn: http.client.HTTPConnection) -> None:
+    """Wake whatever read or write the request is blocked in: its deadline has passed."""
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def http_post(url: str, data: bytes, headers: dict, timeout_s: float) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of one POST under one deadline over connect, headers and body:
+    a watchdog shuts the socket when it passes, so a server that drips its status line or
+    headers (each byte inside the socket timeout) cannot hold the caller. Redirects are
+    followed within the same origin only: credentials never go to another host."""
+    deadline = time.monotonic() + timeout_s
+    for _ in range(MAX_REDIRECTS + 1):
+        u = urllib.parse.urlsplit(url)
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the answer took longer than the timeout to arrive")
+        conn = cls(u.hostname, u.port, timeout=left)
+        watchdog = threading.Timer(left, _shut, args=(conn,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            conn.request("POST", path, body=data, headers=headers)
+            resp = conn.getresponse()
+            body = _read_bounded(resp, deadline)
+            status, got = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+        except (OSError, http.client.HTTPException) as e:
+            if time.monotonic() >= deadline:
+                raise TimeoutError("the answer took longer than the timeout to arrive") from None
+            raise ConnectionError(f"{type(e).__name__}: {e}") from None
+        finally:
+            watchdog.cancel()
+            conn.close()
+        if status in (301, 302, 303, 307, 308) and "location" in got:
+            nxt = urllib.parse.urljoin(url, got["location"])
+            if _origin(nxt) != _origin(url):
+                raise EndpointError(
+                    f"{url} redirected to another origin ({nxt}); not followed, so the "
+                    "credentials stay with the endpoint named"
+                )
+            url = nxt
+            continue
+        return status, got, body
+    raise EndpointError(f"{url}: more than {MAX_REDIRECTS} redirects")
+
+
+def _logprob(x) -> float:
+    """A server's log-prob as a float, or ValueError: NaN, infinities and positive values are
+    not log-probabilities (Python's JSON reader accepts ``NaN`` and ``Infinity``)."""
+    v = float(x)
+    if not math.isfinite(v) or v > 1e-6:
+        raise ValueError(f"malformed log-prob {x!r}")
+    return v
 
 
 def is_endpoint_spec(spec: str) -> bool:
@@ -167,23 +239,23 @@ class EndpointPolicy:
         for attempt in range(self.retries + 1):
             wait = self.backoff_s * 2**attempt * (0.5 + random.random())
             try:
-                req = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                    raw = _read_bounded(r, time.monotonic() + self.timeout_s)
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    raise EndpointError(f"{url} answered with non-JSON: {raw[:200]!r}") from None
-            except urllib.error.HTTPError as e:
-                detail = e.read(500).decode(errors="replace")
-                last = f"HTTP {e.code}: {detail}"
-                if e.code not in RETRY_STATUS:
-                    raise EndpointError(f"{url} refused the request ({last})") from None
-                after = e.headers.get("Retry-After") if e.headers else None
+                status, got, raw = http_post(url, data, headers, self.timeout_s)
+            except (TimeoutError, ConnectionError, OSError) as e:
+                last = f"{type(e).__name__}: {e}"
+            else:
+                if status < 300:
+                    try:
+                        return json.loads(raw)
+                    except ValueError:
+                        raise EndpointError(
+                            f"{url} answered with non-JSON: {raw[:200]!r}"
+                        ) from None
+                last = f"HTTP {status}: {raw[:500].decode(errors='replace')}"
+                if status not in RETRY_STATUS:
+                    raise EndpointError(f"{url} refused the request ({last})")
+                after = got.get("retry-after")
                 if after and after.replace(".", "", 1).isdigit():
                     wait = min(float(after), 60.0)
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
             if attempt < self.retries:
                 self.retried += 1
                 time.sleep(wait)
@@ -198,10 +270,12 @@ class EndpointPolicy:
             if self.spec.api == "chat":
                 text = choice["message"]["content"] or ""
                 content = (choice.get("logprobs") or {}).get("content") or []
-                lps = [float(t["logprob"]) for t in content]
+                lps = [_logprob(t["logprob"]) for t in content]
             else:
                 text = choice["text"]
-                lps = [float(x) for x in (choice.get("logprobs") or {}).get("token_logprobs") or []]
+                lps = [
+                    _logprob(x) for x in (choice.get("logprobs") or {}).get("token_logprobs") or []
+                ]
             if not isinstance(text, str):
                 raise TypeError(f"text is {type(text).__name__}")
         except (KeyError, IndexError, TypeError, ValueError) as e:

@@ -80,6 +80,27 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
             except OSError:
                 pass
             return
+        if kind == "driphead":  # the status line and headers trickle in, a byte at a time
+            try:
+                for b in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 60:
+                    self.wfile.write(bytes([b]))
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
+        if kind == "elsewhere":  # a redirect to another origin: credentials must not follow
+            return self._send(307, b"", {"Location": "http://127.0.0.2:9/v1/completions"})
+        if kind == "samehost":
+            return self._send(307, b"", {"Location": "/fine/completions"})
+        if kind == "nanlogprob":
+            bad = {
+                "text": "4",
+                "finish_reason": "stop",
+                "logprobs": {"token_logprobs": [-0.1, "NaN"]},
+            }
+            return self._send(200, json.dumps({"choices": [bad]}).encode())
         if kind == "garbage":
             return self._send(200, b"<html>not json")
         if kind == "nochoices":
@@ -112,6 +133,12 @@ def _pol(url, kind, **kw):
     return EndpointPolicy(f"openai-completions:{url}/{kind}#m", **kw)
 
 
+def test_a_same_origin_redirect_is_followed_with_its_credentials(bad_server):
+    pol = _pol(bad_server, "samehost", api_key="sk-test")
+    (g,) = pol.generate(["2+2?"], max_new_tokens=8)
+    assert g.text == "\\boxed{4}" and g.error is None
+
+
 def test_retries_ride_out_overload_and_rate_limits(bad_server):
     pol = _pol(bad_server, "fail5xx")
     (g,) = pol.generate(["2+2?"], max_new_tokens=8)
@@ -128,6 +155,9 @@ def test_retries_ride_out_overload_and_rate_limits(bad_server):
         ("always5xx", "failed after 3 tries"),
         ("hang", "timed out|TimeoutError"),
         ("drip", "longer than the timeout"),
+        ("driphead", "longer than the timeout"),
+        ("elsewhere", "another origin"),
+        ("nanlogprob", "malformed log-prob"),
         ("garbage", "non-JSON"),
         ("nochoices", "without a usable completion"),
         ("bad400", "refused the request.*400"),
