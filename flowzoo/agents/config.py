@@ -57,6 +57,33 @@ NOT_SHAPING = (
 )
 
 
+#: the longest turn a role may be given (Qwen3's context is 40,960 tokens)
+MAX_NEW_TOKENS = 32_768
+#: episodes one step may sample (problems_per_step x group_size)
+MAX_EPISODES_PER_STEP = 65_536
+#: upper bounds of sizes, counts and the seed (numpy and torch take seeds below 2**32)
+UPPER_BOUNDS = {
+    "seed": 2**32 - 1,
+    "steps": 10**7,
+    "problems_per_step": 65_536,
+    "group_size": 4096,
+    "micro_batch": 65_536,
+    "minibatches": 65_536,
+    "ppo_epochs": 1000,
+    "ppo_mini_batch": 65_536,
+    "lora_r": 4096,
+    "cliff_window": 10_000,
+    "eval_samples": 4096,
+    "eval_every": 10**7,
+    "save_every": 10**7,
+    "eval_episodes": 1_000_000,
+    "eval_ood_episodes": 1_000_000,
+    "warmup_steps": 10**7,
+    "resample_rounds": 1000,
+    "max_new_tokens": MAX_NEW_TOKENS,
+}
+
+
 def eval_temperature(eval_temp: float, temperature: float) -> float:
     """The temperature an evaluation samples at: ``eval_temp``, where -1 means the training
     ``temperature`` (also read from a run record's plain config by the report)."""
@@ -278,6 +305,15 @@ class TrainConfig:
             v = getattr(self, k)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{k} must be a finite number >= 0, got {v}")
+        for k, top in UPPER_BOUNDS.items():  # a size fails here, not as an allocation deep inside
+            v = getattr(self, k)
+            if not 0 <= v <= top:
+                raise ValueError(f"{k} must be in 0..{top:,}, got {v:,}")
+        if self.problems_per_step * self.group_size > MAX_EPISODES_PER_STEP:
+            raise ValueError(
+                f"problems_per_step x group_size must be <= {MAX_EPISODES_PER_STEP:,} episodes "
+                f"per step, got {self.problems_per_step} x {self.group_size}"
+            )
         if not (math.isfinite(self.lr) and 0 < self.lr <= 1):
             raise ValueError(f"lr must be in (0, 1], got {self.lr}")
         if self.resample_rounds > 0 and not self.filter_groups:
@@ -285,9 +321,10 @@ class TrainConfig:
         if self.eval_temperature < 0 and self.eval_temperature != -1:
             raise ValueError(f"eval_temperature must be -1 or >= 0, got {self.eval_temperature}")
         for role, v in self.max_new_tokens_per_role.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_NEW_TOKENS:
                 raise ValueError(
-                    f"max_new_tokens_per_role[{role!r}] must be an int >= 1, got {v!r}"
+                    f"max_new_tokens_per_role[{role!r}] must be an int in 1..{MAX_NEW_TOKENS:,}, "
+                    f"got {v!r}"
                 )
         for k in ("damper_decay", "gamma", "gae_lambda", "min_lr_ratio"):
             if not 0 <= getattr(self, k) <= 1:

@@ -38,7 +38,7 @@ def prepare_dir(out: Path, cfg: TrainConfig) -> None:
             same = old.identity() == cfg.identity()
         except (ValueError, TypeError, json.JSONDecodeError):
             same = False
-        if not same and (out / "checkpoint").exists():
+        if not same:  # with or without a checkpoint: its records are another run's
             raise ValueError(
                 f"{out} holds a run of a different configuration; use another out_dir, or "
                 "resume=False to start over there (its checkpoint and metrics are removed)"

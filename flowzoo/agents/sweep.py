@@ -87,22 +87,33 @@ def expand(spec: SweepSpec, subset: dict[str, str] | None = None) -> list[RunSpe
     for i, e in enumerate(spec.extra):
         rid = "extra" + str(i) + "-" + "-".join(f"{k}={_slug(v)}" for k, v in e.items())
         runs.append(RunSpec(rid, {**spec.base, **e}))
-    # ids cut or folded to the same slug get the hash of their settings: no two runs share a dir
+    # every run's config as parsed: two runs equal after parsing ("1e-4" and 0.0001) are one
+    # run named twice, refused; ids cut or folded to one slug get the hash of the parsed config
+    parsed: dict[str, str] = {}
+    keys_of: dict[int, str] = {}
+    for r in runs:
+        try:
+            c = TrainConfig.from_dict(r.config, source=f"sweep {spec.name!r}, run {r.run_id}")
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"sweep {spec.name!r}, run {r.run_id}: {e}") from None
+        key = json.dumps(dataclasses.asdict(c), sort_keys=True, default=str)
+        if key in parsed:
+            raise ValueError(
+                f"sweep {spec.name!r}: runs {parsed[key]} and {r.run_id} are the same "
+                "configuration once parsed; drop one"
+            )
+        parsed[key] = r.run_id
+        keys_of[id(r)] = key
     seen: dict[str, int] = {}
     for r in runs:
         seen[r.run_id] = seen.get(r.run_id, 0) + 1
     for r in runs:
         if seen[r.run_id] > 1:
-            h = hashlib.sha256(json.dumps(r.config, sort_keys=True, default=str).encode())
-            r.run_id += "-" + h.hexdigest()[:8]
+            r.run_id += "-" + hashlib.sha256(keys_of[id(r)].encode()).hexdigest()[:8]
     if subset:
         runs = [r for r in runs if all(str(r.config.get(k)) == v for k, v in subset.items())]
     for r in runs:
         r.config["out_dir"] = str(Path(spec.out_dir) / r.run_id)
-        try:
-            TrainConfig.from_dict(r.config, source=f"sweep {spec.name!r}, run {r.run_id}")
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"sweep {spec.name!r}, run {r.run_id}: {e}") from None
     return runs
 
 

@@ -451,8 +451,8 @@ class Trainer:
             self.eval_curve.append((self.step, m["eval"]["accuracy"]))
         log.append(m)
         self._phase = "between"
-        if cfg.save_every > 0 and (self.step % cfg.save_every == 0 or self.step == cfg.steps):
-            self.save_checkpoint()
+        if self.step == cfg.steps or (cfg.save_every > 0 and self.step % cfg.save_every == 0):
+            self.save_checkpoint()  # always at the end: a finished run is resumable too
 
     def train(self) -> dict:
         """Run (or resume) to ``cfg.steps``; write config.json, metrics.jsonl, summary.json
@@ -464,25 +464,28 @@ class Trainer:
         main = self.dist.main
         if main:
             runlog.prepare_dir(self.out, cfg)
-        resumed, pending = checkpoint.load(self) if cfg.resume else (False, None)
-        log = runlog.RunLog(self.out, main, cfg)
-        log.start(self.step if resumed else None)
-        if resumed and self.progress:
-            print(
-                f"flowzoo: resumed {self.out} at step {self.step} of {cfg.steps}", file=sys.stderr
-            )
+        # from here on whatever fails (a resume, a tracker's start) is recorded as failed
         t_start = time.time()
         status, error = "completed", None
-        self._phase = "between"
-        bar = tqdm(
-            total=cfg.steps,
-            initial=self.step,
-            desc=f"train {cfg.env} {cfg.policy}/{cfg.param}",
-            disable=not self.progress,
-            file=sys.stderr,
-        )
-        m: dict | None = pending
+        resumed, log, bar = False, None, None
+        m: dict | None = None
         try:
+            resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
+            log = runlog.RunLog(self.out, main, cfg)
+            log.start(self.step if resumed else None)
+            if resumed and self.progress:
+                print(
+                    f"flowzoo: resumed {self.out} at step {self.step} of {cfg.steps}",
+                    file=sys.stderr,
+                )
+            self._phase = "between"
+            bar = tqdm(
+                total=cfg.steps,
+                initial=self.step,
+                desc=f"train {cfg.env} {cfg.policy}/{cfg.param}",
+                disable=not self.progress,
+                file=sys.stderr,
+            )
             if m is not None:  # a step that was interrupted before its evaluation or line
                 self._phase = "log"
                 self._finish_step(m, log)
@@ -510,8 +513,10 @@ class Trainer:
             status, error = f"failed: {type(e).__name__}", f"{type(e).__name__}: {e}"
             raise
         finally:
-            bar.close()
-            log.close(status)
+            if bar is not None:
+                bar.close()
+            if log is not None:
+                log.close(status)
             wall = time.time() - t_start
             summary = runlog.summary(
                 cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error

@@ -28,6 +28,15 @@ from flowzoo.agents.sweep import SweepSpec, expand
         ({"env_options": "x"}, "env_options"),
         ({"algo": "dpo"}, "algo"),
         ({"precision": "fp8"}, "precision"),
+        # sizes and seeds have upper bounds: refused here, not as an allocation or a numpy
+        # seed error deep inside
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**40}, "seed"),
+        ({"group_size": 10**6}, "group_size"),
+        ({"max_new_tokens": 10**9}, "max_new_tokens"),
+        ({"max_new_tokens_per_role": {"solver": 10**8}}, "max_new_tokens_per_role"),
+        ({"problems_per_step": 4096, "group_size": 4096}, "episodes per step"),
+        ({"eval_samples": 10**6}, "eval_samples"),
     ],
 )
 def test_bad_values_are_refused_naming_the_field(bad, field):
@@ -55,6 +64,10 @@ def test_sweep_cells_are_validated_before_launch_and_get_distinct_dirs(tmp_path)
     bad = SweepSpec("s", str(tmp_path), grid={"lr": [1e-4, -1.0]})
     with pytest.raises(ValueError, match="lr"):
         expand(bad)
+    # one run written twice (equal once parsed) would share a dir: refused, naming both
+    twice = SweepSpec("s", str(tmp_path), grid={"lr": [1e-4, 0.0001]}, extra=[{"seed": 0}])
+    with pytest.raises(ValueError, match="same configuration once parsed"):
+        expand(twice)
 
 
 def _cli(*args: str, block_torch: bool = False) -> subprocess.CompletedProcess:

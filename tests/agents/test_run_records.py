@@ -97,6 +97,52 @@ def test_another_config_is_refused_before_the_dir_is_touched(tiny_model, tmp_pat
     assert (out / "config.json").read_text() == before
 
 
+def test_a_run_killed_before_its_first_checkpoint_is_not_taken_over(tiny_model, tmp_path):
+    class Crashes(Trainer):
+        def _rollout(self, step):
+            raise RuntimeError("killed before any checkpoint")
+
+    out = tmp_path / "r"
+    with pytest.raises(RuntimeError):
+        Crashes(_cfg(tiny_model, out, save_every=5), progress=False).train()
+    assert not (out / "checkpoint").exists()
+    with pytest.raises(ValueError, match="different configuration"):
+        Trainer(_cfg(tiny_model, out, lr=5e-4), progress=False).train()
+
+
+def test_save_every_zero_saves_at_the_end_and_the_run_extends(tiny_model, tmp_path):
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1, save_every=0, eval_every=0), progress=False).train()
+    assert (out / "checkpoint").exists()
+    s = Trainer(_cfg(tiny_model, out, steps=2, save_every=0, eval_every=0), progress=False).train()
+    assert s["resumed"] and s["steps_done"] == 2
+
+
+def test_a_failed_resume_and_a_failing_tracker_are_recorded_as_failed(
+    tiny_model, tmp_path, monkeypatch
+):
+    from flowzoo.agents import runlog
+
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
+    for f in (out / "checkpoint").rglob("*"):
+        if f.is_file():
+            f.write_bytes(b"torn")
+    with pytest.raises(Exception):
+        Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
+    assert json.loads((out / "summary.json").read_text())["status"].startswith("failed")
+
+    def refuses(self, resumed_at):
+        raise ConnectionError("tracker server unreachable")
+
+    monkeypatch.setattr(runlog.RunLog, "start", refuses)
+    out = tmp_path / "t"
+    with pytest.raises(ConnectionError):
+        Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed: ConnectionError" and "unreachable" in s["error"]
+
+
 def test_resume_false_starts_over_and_a_later_resume_continues_the_new_run(tiny_model, tmp_path):
     out = tmp_path / "r"
     Trainer(_cfg(tiny_model, out, steps=2, seed=1), progress=False).train()
