@@ -142,6 +142,24 @@ def test_expected_exceptions_prompt_helpers_and_opaque_objects(fam):
     assert v.correct, v.details["cases"]
 
 
+def test_behaviour_classes_never_merge_different_outputs(fam):
+    """Voting reads programs' behaviour classes: outputs that differ only past the record's
+    cut, and handles to objects of different types, are different behaviours."""
+    task = _task(["assert f(1) == 0", "assert g(1) == 0"], entry="f")
+
+    def cls(tail: str, kind: str) -> tuple:
+        src = (
+            f"def f(x):\n    return 'a' * 300 + {tail!r}\n"
+            f"class {kind}:\n    pass\n"
+            f"def g(x):\n    return {kind}()\n"
+        )
+        return fam.answer_class(task, fam.score(task, f"```python\n{src}```"))
+
+    assert cls("x", "Box") == cls("x", "Box")
+    assert cls("x", "Box") != cls("y", "Box")  # differs after 300 characters
+    assert cls("x", "Box") != cls("x", "Crate")  # a handle of another type
+
+
 def test_the_judge_never_shows_expected_values_to_the_candidate(fam):
     secret = 987654321
     task = _task([f"assert f(1) == {secret}"])

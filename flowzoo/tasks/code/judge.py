@@ -36,7 +36,7 @@ from typing import Any
 
 from flowzoo.sandbox import ExecResult, Job
 from flowzoo.tasks.code.testcode import _HELPERS, JudgeSpec, Pending
-from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode
+from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode, shortened
 
 RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_text()
 #: the tamper signals a verdict can carry (``details["tamper"]``)
@@ -92,7 +92,11 @@ class Outcome:
         raise CandidateLost(self.name or self.kind)
 
     def summary(self) -> str:
-        return repr(self.value) if self.kind == "value" else f"{self.kind}:{self.name}"
+        if self.kind == "value":
+            return repr(self.value)
+        if self.kind == "ref":  # a handle: its type, as the candidate's process named it
+            return f"ref:{self.name}"
+        return f"{self.kind}:{self.name}"
 
 
 # ------------------------------------------------------------------------------ replay
@@ -283,7 +287,7 @@ def _run(code, ns: dict, session: _Session, case: bool = False) -> CaseResult | 
         return None if err is None else CaseResult(False, None, f"setup:{err}")
     value = None
     if session.case_outcomes:
-        value = ", ".join(o.summary() for o in session.case_outcomes)[:200]
+        value = shortened(", ".join(o.summary() for o in session.case_outcomes), 200)
     return CaseResult(err is None, value, err)
 
 
@@ -409,8 +413,8 @@ class JudgeRun(RunRecord):
                 return Outcome("value", decode(msg["v"]))
             except WireError as e:
                 raise WireError(f"value: {e}") from None
-        if keys == {"r"} and type(msg["r"]) is int:
-            return Outcome("ref", msg["r"])
+        if keys == {"r", "t"} and type(msg["r"]) is int and type(msg["t"]) is str:
+            return Outcome("ref", msg["r"], name=msg["t"][:100])
         if keys == {"e"} and type(msg["e"]) is str:
             return Outcome("raise", name=msg["e"][:100])
         if keys == {"x"} and msg["x"] in ("timeout", "too_big"):

@@ -137,6 +137,7 @@ def main():
             except (_Unencodable, RecursionError, TypeError, ValueError):
                 refs.append(value)
                 reply["r"] = len(refs) - 1
+                reply["t"] = type(value).__name__[:100]
             setitimer(REAL, 0)
         except _CallTimeout:
             reply = {"i": i, "x": "timeout"}

@@ -15,7 +15,6 @@ the whole verdict; cases left unrun fail with the reason.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from flowzoo.sandbox import ExecResult, Job
 from flowzoo.tasks.code.judge import CaseResult, RunRecord, channel_lines
+from flowzoo.tasks.code.wire import shortened
 
 STDIO_RUNNER_SOURCE = Path(__file__).with_name("stdio_runner.py").read_text()
 FIRST_CHUNK = 8
@@ -70,11 +70,7 @@ def outputs_match(got: str, expected: str, float_tol: float | None = None) -> bo
 
 def preview(text: str) -> str:
     """A case's output as a verdict records it: normalised, short, distinct per output."""
-    norm = "\n".join(_lines(text))
-    if len(norm) <= PREVIEW_CHARS:
-        return norm
-    digest = hashlib.sha1(norm.encode("utf-8", "replace")).hexdigest()[:12]
-    return f"{norm[: PREVIEW_CHARS - 16]}...#{digest}"
+    return shortened("\n".join(_lines(text)), PREVIEW_CHARS)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from typing import Any
 
 MAX_DEPTH = 64
@@ -162,3 +163,12 @@ def strict_in(item: Any, container: Any) -> bool:
     if type(container) not in (list, tuple, set, frozenset, range):
         return item in container
     return any(strict_eq(item, c) for c in container)
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for a record, with a digest of the whole when cut:
+    two outputs that differ past the cut never read as one behaviour."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    return f"{text[: limit - 20]}...#{digest}"
