@@ -142,6 +142,14 @@ def test_expected_exceptions_prompt_helpers_and_opaque_objects(fam):
     assert v.correct, v.details["cases"]
 
 
+def test_a_control_flow_exception_from_the_candidate_cannot_pass_a_test(fam):
+    tests = ["assert all(map(f, [1, 2, 3]))", "assert list(map(f, [1])) == [True]"]
+    for exc in ("StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt"):
+        src = f"def f(x):\n    raise {exc}\n"
+        v = fam.score(_task(tests), f"```python\n{src}```")
+        assert not v.correct and v.details["passed"] == 0, (exc, v.details.get("cases"))
+
+
 def test_behaviour_classes_never_merge_different_outputs(fam):
     """Voting reads programs' behaviour classes: outputs that differ only past the record's
     cut, and handles to objects of different types, are different behaviours."""
