@@ -299,3 +299,38 @@ def test_an_env_runs_on_a_loaded_file(tmp_path):
         env, lambda env, agent: fence(ADD_PROGRAM) if "solver" in agent else "Candidate 1"
     )
     assert out["correct"] is True
+
+
+def test_rows_are_bounded_and_malformed_rows_are_named(tmp_path):
+    from flowzoo.tasks.code import CodeFamily
+    from flowzoo.tasks.code.contests import MAX_CASES
+
+    many = [{"input": "1", "output": "1"} for _ in range(MAX_CASES + 1)]
+    big = {"question_content": "x", "public_test_cases": json.dumps(many)}
+    with pytest.raises(ValueError, match=r"row 0: .*cases \(at most"):
+        load_code_file(write_jsonl(tmp_path / "many.jsonl", [big]), "livecodebench")
+    for secs in (-1, 0.0, "nan", 1e9):
+        row = {
+            "description": "x",
+            "public_tests": {"input": ["1"], "output": ["1"]},
+            "time_limit": {"seconds": secs},
+        }
+        if secs == 0.0:
+            continue  # no seconds: the family's own limit applies
+        with pytest.raises(ValueError, match="time limit"):
+            load_code_file(write_jsonl(tmp_path / "t.jsonl", [row]), "codecontests")
+    # wrongly shaped fields deep in a row: the row's ValueError, not a raw TypeError
+    for row in (
+        {"question_content": "x", "public_test_cases": [["a"]]},
+        {"question": "x", "input_output": {"inputs": 5, "outputs": 5}},
+        {"description": "x", "public_tests": {"input": [1], "output": [{"a": [[]]}]}},
+    ):
+        try:
+            load_code_file(write_jsonl(tmp_path / "m.jsonl", [row]))
+        except ValueError as e:
+            assert "row 0" in str(e)
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="time_budget_s"):
+            CodeFamily(time_budget_s=bad)
+    with pytest.raises(ValueError, match="case_timeout_s"):
+        CodeFamily(case_timeout_s=0)

@@ -78,6 +78,10 @@ def is_stdio(task: Task) -> bool:
     return task.meta.get("format") == "stdio"
 
 
+#: the longest any verifier time limit may be (seconds)
+MAX_LIMIT_S = 3600.0
+
+
 class CodeFamily:
     """Score a completion by running the task's tests on its program in a sandbox: test
     statements (asserts, function calls) through the call judge, stdin/stdout pairs through
@@ -111,13 +115,18 @@ class CodeFamily:
         if self._backend is not None:
             check_sandbox_options(self._backend, self.sandbox_options)
         self.partial_credit = bool(partial_credit)
+        for name, v in (
+            ("test_timeout_s", test_timeout_s),
+            ("case_timeout_s", case_timeout_s),
+            ("time_budget_s", time_budget_s),
+        ):  # every verdict is bounded: no limit may be 0 (none), negative, NaN or infinite
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if not ok or not 0 < v <= MAX_LIMIT_S:
+                raise ValueError(f"{name} must be a number in (0, {MAX_LIMIT_S:g}], got {v!r}")
         self.test_timeout_s = float(test_timeout_s)
-        for name, v in (("case_timeout_s", case_timeout_s), ("time_budget_s", time_budget_s)):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
-                raise ValueError(f"{name} must be a number >= 0, got {v!r}")
-        #: stdio tests: seconds per case (a task's own ``time_limit`` wins), seconds per task
-        #: (0: none), and whether a task stops at its first failing case (the study's grader)
-        self.case_timeout_s = float(case_timeout_s) or 4.0
+        #: stdio tests: seconds per case (a task's own ``time_limit`` wins), seconds per task,
+        #: and whether a task stops at its first failing case (the study's grader)
+        self.case_timeout_s = float(case_timeout_s)
         self.time_budget_s = float(time_budget_s)
         self.early_stop = bool(early_stop)
         self._memo: dict[tuple, Verdict] = {}

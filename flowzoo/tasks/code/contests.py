@@ -29,6 +29,12 @@ from flowzoo.tasks.base import Task, stable_hash
 
 #: the most bytes a compressed test field may inflate to
 MAX_INFLATED = 256 << 20
+#: per row: the most test cases, and the most characters of test data once decoded (a
+#: 106 KiB compressed row once decoded into 1.34 M cases and 434 MiB)
+MAX_CASES = 5_000
+MAX_TEST_CHARS = 32 << 20
+#: a row's time limit must be a finite number of seconds in (0, MAX_TIME_LIMIT_S]
+MAX_TIME_LIMIT_S = 60.0
 #: pickle opcodes a test field may use: framing, memo and one string/bytes value
 _SAFE_OPS = {
     "PROTO",
@@ -161,6 +167,17 @@ def _make(
         meta = {"format": "stdio", "tests": tuple(stdio), "entry_point": "", "source": src}
     if not meta["tests"]:
         raise ValueError(f"{src}: task {tid} has no test cases")
+    if len(meta["tests"]) > MAX_CASES:
+        raise ValueError(
+            f"{src}: task {tid} has {len(meta['tests']):,} cases (at most {MAX_CASES:,})"
+        )
+    size = sum(len(a) + len(b) for a, b in stdio) + sum(
+        len(t) for t in (calls or {}).get("tests", ())
+    )
+    if size > MAX_TEST_CHARS:
+        raise ValueError(
+            f"{src}: task {tid} has {size:,} characters of tests (at most {MAX_TEST_CHARS:,})"
+        )
     if starter.strip():
         question += f"\nStarter code:\n{starter.strip()}"
     return Task(id=tid, question=question, answer="", family="code", meta=meta)
@@ -277,8 +294,20 @@ def codecontests_task(row: dict, source: str = "codecontests", generated: bool =
     task = _make(tid, row["description"].strip(), "", stdio, None, source)
     limit = row.get("time_limit")
     if isinstance(limit, dict) and limit.get("seconds"):
-        task.meta["time_limit"] = float(limit["seconds"]) + float(limit.get("nanos", 0)) / 1e9
+        try:
+            secs = float(limit["seconds"]) + float(limit.get("nanos", 0)) / 1e9
+        except (TypeError, ValueError):
+            secs = math.nan
+        task.meta["time_limit"] = time_limit(secs, source)
     return task
+
+
+def time_limit(secs: float, source: str) -> float:
+    """A row's time limit, or ValueError: negative, zero, NaN or huge limits would make a task
+    unsolvable (or a verdict unbounded)."""
+    if not (math.isfinite(secs) and 0 < secs <= MAX_TIME_LIMIT_S):
+        raise ValueError(f"{source}: time limit must be in (0, {MAX_TIME_LIMIT_S:g}] s, got {secs}")
+    return secs
 
 
 CONVERTERS = {

@@ -457,6 +457,11 @@ def convert_rows(rows, style: str, source: str) -> list[Task]:
         except ValueError as e:
             why = str(e).removeprefix(f"{source}: ")
             raise ValueError(f"{source}: row {i}: {why}") from None
+        except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as e:
+            # a field of the wrong shape deep in a row: still the row's error, named
+            raise ValueError(
+                f"{source}: row {i}: malformed ({type(e).__name__}: {e})"[:300]
+            ) from None
     return out
 
 

@@ -82,7 +82,7 @@ class StdioRun(RunRecord):
     tests: tuple[tuple[str, str], ...]
     program: str
     case_timeout_s: float = 4.0
-    #: seconds of sandbox time for the whole task (0: no budget)
+    #: seconds of sandbox time for the whole task (always bounded)
     time_budget_s: float = 60.0
     early_stop: bool = True
     float_tol: float | None = None
@@ -100,7 +100,7 @@ class StdioRun(RunRecord):
         self._chunk = FIRST_CHUNK if self.early_stop else len(self.tests)
 
     def _budget_left(self) -> float:
-        return float("inf") if self.time_budget_s <= 0 else self.time_budget_s - self.spent_s
+        return self.time_budget_s - self.spent_s
 
     def job(self, timeout_s: float) -> Job | None:
         """The next chunk as a sandbox run; ``timeout_s`` bounds the run (also the budget)."""
