@@ -283,7 +283,18 @@ class DockerSandbox(ConcurrentRunMixin):
                 "-I",
                 "-S",
             ]
-            args = ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"]
+            # /dev/mqueue: a file opened there is a POSIX message queue (no mq_open call for
+            # the seccomp filter to deny) that would outlive the run
+            args = [
+                "/box",
+                "--wipe",
+                "/tmp",
+                "--wipe",
+                "/dev/shm",
+                "--wipe",
+                "/dev/mqueue",
+                "--ipc",
+            ]
             args += ["--max-files", str(self.limits.max_files)]
             srv = ForkServer(argv, args, dict(os.environ), self.limits.memory_mb)
             self._servers[c.id] = srv

@@ -300,6 +300,57 @@ def _collect(pid, out_r, err_r, deadline, cap, watch=None):
     return bytes(bufs[out_r]), err, truncated, timed_out, status
 
 
+def _server_state():
+    """What a run could change about this server that later runs would inherit: every resource
+    limit (a run may lower its parent's with ``prlimit``) and its scheduling priority (a run
+    may renice its parent). Compared after every run: a change makes the server unclean and
+    the host replaces it (a lowered hard limit cannot be raised back unprivileged)."""
+    limits = []
+    for name in sorted(n for n in dir(resource) if n.startswith("RLIMIT_")):
+        try:
+            limits.append((name, resource.getrlimit(getattr(resource, name))))
+        except (ValueError, OSError):
+            pass
+    try:
+        nice = os.getpriority(os.PRIO_PROCESS, 0)
+    except OSError:
+        nice = None
+    return limits, nice
+
+
+def _dir_state(path):
+    """A scratch dir's own metadata a run could leave a message in: mode, times, xattrs."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    try:
+        xattrs = sorted(os.listxattr(path))
+    except (OSError, AttributeError):
+        xattrs = []
+    return st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns, xattrs
+
+
+def _restore_dir(path, state):
+    """Put a scratch dir's mode, xattrs and times back as they were; True when it matches."""
+    mode, atime, mtime, xattrs = state
+    try:
+        os.chmod(path, mode)
+    except OSError:
+        pass
+    try:
+        for name in os.listxattr(path):
+            if name not in xattrs:
+                os.removexattr(path, name)
+    except (OSError, AttributeError):
+        pass
+    try:
+        os.utime(path, ns=(atime, mtime))
+    except OSError:
+        pass
+    return _dir_state(path) == state
+
+
 def serve(root, wipe, private_ipc, max_files=0):
     ctl_in = os.fdopen(os.dup(0), "rb")
     ctl_out = os.fdopen(os.dup(1), "wb")
@@ -315,6 +366,8 @@ def serve(root, wipe, private_ipc, max_files=0):
         ctl_out.flush()
 
     send({"ready": True, "pid": me, "subreaper": subreaper})
+    baseline = _server_state()
+    dirs = {d: _dir_state(d) for d in [root, *wipe]}
     n = 0
     for line in ctl_in:
         req = json.loads(line)
@@ -350,6 +403,8 @@ def serve(root, wipe, private_ipc, max_files=0):
         _reap()
         # nothing a run wrote anywhere it could write may reach the next run
         clean = all([_wipe(d) for d in [root, *wipe]])
+        clean = all([_restore_dir(d, st) for d, st in dirs.items() if st]) and clean
+        clean = clean and _server_state() == baseline
         if private_ipc:
             _remove_sysv_ipc()
         rc = sig = None
@@ -403,7 +458,8 @@ def main(argv):
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    serve(root, wipe, private_ipc, max_files)
+    # a scratch dir this system does not have (no /dev/mqueue outside Docker) is nothing to wipe
+    serve(root, [d for d in wipe if os.path.isdir(d)], private_ipc, max_files)
 
 
 if __name__ == "__main__":

@@ -94,9 +94,9 @@ def _bwrap_prefix(prefix: str, disk_mb: int, inputs: str | None) -> list[str]:
         args += ["--size", size, "--tmpfs", d]
     if inputs is not None:
         args += ["--ro-bind", inputs, "/in"]
-    # bubblewrap's new root is itself a writable tmpfs: without this a run could leave files
-    # in /var, /home or / for the next run of the same fork-server
-    return args + ["--remount-ro", "/", "--chdir", "/box"]
+    # bubblewrap's new root is itself a writable tmpfs, and so is its /dev: without these a
+    # run could leave files in /var, /home, / or /dev for the next run of the same fork-server
+    return args + ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/box"]
 
 
 def _unshare_prefix() -> list[str]:

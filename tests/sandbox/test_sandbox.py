@@ -399,6 +399,66 @@ def test_forkserver_runs_cannot_tamper_with_the_server(fsrv):
     assert r.stdout.strip() == "[]", r
 
 
+_LEAVE = """
+import os, resource
+done = []
+for how, act in [
+    ("renice", lambda: os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)),
+    ("prlimit", lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (12, 12))),
+    ("prlimit-cpu", lambda: resource.prlimit(os.getppid(), resource.RLIMIT_CPU, (1, 1))),
+]:
+    try:
+        act(); done.append(how)
+    except (OSError, AttributeError, ValueError):
+        pass
+for d in ("/tmp", "/dev/shm", "/dev", "/dev/mqueue", "/var/tmp", "/"):
+    for how, act in [
+        ("file", lambda: open(os.path.join(d, "fz-left"), "w").write("42")),
+        ("mode", lambda: os.chmod(d, 0o777)),
+        ("xattr", lambda: os.setxattr(d, "user.fz", b"42")),
+        ("mtime", lambda: os.utime(d, (42, 42))),
+    ]:
+        try:
+            act(); done.append(how + ":" + d)
+        except (OSError, AttributeError):
+            pass
+print(done)
+"""
+
+_READ = """
+import os, resource
+seen = []
+try:
+    if os.getpriority(os.PRIO_PROCESS, os.getppid()) != 0: seen.append("nice")
+except OSError:
+    pass
+if resource.getrlimit(resource.RLIMIT_CPU)[0] == 1: seen.append("cpu")
+files = [open("/dev/null") for _ in range(30)]  # more than 12 descriptors
+for d in ("/tmp", "/dev/shm", "/dev", "/dev/mqueue", "/var/tmp", "/"):
+    if not os.path.isdir(d):
+        continue
+    st = os.stat(d)
+    if os.path.exists(os.path.join(d, "fz-left")): seen.append("file:" + d)
+    if st.st_mtime == 42: seen.append("mtime:" + d)
+    if st.st_mode & 0o777 == 0o777 and d in ("/tmp", "/dev/shm"): seen.append("mode:" + d)
+    try:
+        if "user.fz" in os.listxattr(d): seen.append("xattr:" + d)
+    except OSError:
+        pass
+print(seen)
+"""
+
+
+def test_a_run_leaves_nothing_the_next_run_inherits(sbx):
+    """Nothing a run changes reaches a later run: not its server's priority or limits, not a
+    file, mode bit, xattr or time stamp on any path it can write (every backend)."""
+    left = sbx.run(_LEAVE)
+    assert left.status == "ok", left
+    for _ in range(2):
+        r = sbx.run(_READ)
+        assert r.status == "ok" and r.stdout.strip() == "[]", (left.stdout, r)
+
+
 def test_forkserver_replaces_a_lost_server_and_honours_bigger_memory(fsrv):
     r = fsrv.run(
         "import os, signal; os.kill(os.getppid(), signal.SIGKILL); import time; time.sleep(5)"
