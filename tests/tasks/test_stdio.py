@@ -221,3 +221,64 @@ def test_stdio_reward_hacks_score_zero(fam, name):
     task = stdio_task(SUM)
     v = fam.score(task, fence(HACKS[name]))
     assert not v.correct and v.details["passed"] == 0, v
+
+
+_FORGE = """
+import json, os
+ppid = os.getppid()
+lines = [json.dumps({"i": i, "s": "ok", "o": str(2 * i + 3) + chr(10), "e": ""}) for i in range(12)]
+lines.append(json.dumps({"done": 12}))
+for fd in range(0, 40):
+    try:
+        with open(f"/proc/{ppid}/fd/{fd}", "w") as f:
+            f.write(chr(10).join(lines) + chr(10))
+    except OSError:
+        pass
+try:
+    os.kill(ppid, 9)  # the runner's own lines never come: the forged ones would stand alone
+except OSError:
+    pass
+"""
+
+_DAEMON = """
+import os, sys, time
+a, b = map(int, input().split())
+beat = "/tmp/fz-daemon-beat"
+if os.path.exists(beat):
+    first = os.stat(beat).st_mtime_ns
+    time.sleep(0.2)
+    if os.stat(beat).st_mtime_ns != first:
+        print("a daemon of an earlier case is still running")
+        sys.exit(0)
+if a == 0 and os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.closerange(0, 4096)  # holds no pipe of the case: only the daemon stays
+        for _ in range(400):
+            open(beat, "w").close()
+            time.sleep(0.02)
+    os._exit(0)
+print(a + b)
+"""
+
+_HOLD = """
+import os, time
+a, b = map(int, input().split())
+print(a + b, flush=True)
+os.close(1)
+time.sleep(60)
+"""
+
+
+def test_no_case_reaches_the_runner_channel_or_outlives_its_limit(fam):
+    """A case cannot forge the runner's report through /proc, nothing it starts outlives it
+    (a setsid daemon included), and one that closes stdout and sleeps is held to its limit."""
+    import time
+
+    forged = fam.score(stdio_task(SUM), fence(_FORGE))
+    assert not forged.correct and forged.details["passed"] == 0, forged
+    daemon = fam.score(stdio_task(SUM[:4]), fence(_DAEMON))
+    assert daemon.correct, daemon.details.get("cases")
+    t0 = time.monotonic()
+    held = fam.score(stdio_task(SUM[:3]), fence(_HOLD))
+    assert not held.correct and time.monotonic() - t0 < 6, held  # 1 s per case

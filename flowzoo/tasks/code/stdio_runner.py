@@ -22,6 +22,9 @@ import signal
 import sys
 import time
 
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
 
 def _child(code, in_r, out_w, err_w):
     """Run the program once as ``__main__`` with its stdin/stdout on the case's pipes."""
@@ -58,6 +61,56 @@ def _kill_group(pid):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _prctl(option, value):
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError, ImportError):
+        return False
+
+
+def _children(me):
+    """Direct children of ``me``: /proc's children list, or (kernels without it) every process
+    whose parent is ``me`` (this file runs alone in the sandbox: it cannot import the
+    fork-server's twin)."""
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    kids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        kids.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids
+
+
+def _kill_descendants():
+    """SIGKILL every process this runner still has below it: orphans (a case's ``setsid``
+    daemon) are re-parented here (child subreaper), so none outlives its case."""
+    me = os.getpid()
+    for _ in range(100):
+        kids = _children(me)
+        if not kids:
+            return
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in kids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 
 def _run_case(code, data, timeout, cap, chan):
@@ -111,8 +164,19 @@ def _run_case(code, data, timeout, cap, chan):
     if status is not None:
         _kill_group(pid)
     os.close(out_r)
-    _, code_ = os.waitpid(pid, 0)
-    _kill_group(pid)  # anything the case left running
+    # a case that closed its stdout and went on running is still held to its deadline
+    while True:
+        got, code_ = os.waitpid(pid, os.WNOHANG)
+        if got:
+            break
+        if time.monotonic() >= deadline:
+            status = status or "timeout"
+            _kill_group(pid)
+            _, code_ = os.waitpid(pid, 0)
+            break
+        time.sleep(0.002)
+    _kill_group(pid)  # anything the case left running in its group
+    _kill_descendants()  # and anything that left the group (setsid): we are its subreaper
     err = os.read(err_r, 200).decode("utf-8", "replace")
     os.close(err_r)
     if status is None:
@@ -123,6 +187,10 @@ def _run_case(code, data, timeout, cap, chan):
 
 
 def main():
+    # not dumpable: a case (same uid) cannot open /proc/<this>/fd/<channel> to forge lines,
+    # nor read this process's memory; a subreaper: a case's orphans come back here to be killed
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
     with open("cases.json", encoding="utf-8") as f:
         spec = json.load(f)
     with open("solution.py", encoding="utf-8", errors="surrogatepass") as f:
