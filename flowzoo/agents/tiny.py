@@ -34,7 +34,7 @@ import torch
 from flowzoo.envs.registry import study_envs
 
 #: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
-RECIPE_VERSION = 5
+RECIPE_VERSION = 6
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 CHARSET = [c for c in string.printable if c not in "\x0b\x0c\r"]
 

@@ -145,9 +145,10 @@ def generate_distinct(
     every generator. Held-out splits keep one wording per computation (each problem is an
     independent unit of the bootstrap); the train split keeps every distinct wording.
 
-    ``exhaust=True`` is for large pools (pretraining corpora): a level that yields nothing
-    new in ``budget`` draws in a row is dropped instead of failing, so the result holds every
-    distinct question of a small level and fills up with the others (it may be under ``n``)."""
+    A level that yields nothing new in ``budget`` draws in a row is used up: it is dropped and
+    the others fill in (a small level of a held-out split holds few computations). Then
+    ``exhaust=False`` fails when every level is used up before ``n``; ``exhaust=True`` (large
+    pools: pretraining corpora) returns what there is (it may be under ``n``)."""
     check_split(split)
     levels = tuple(levels)
     bad = [lv for lv in levels if lv not in set(known_levels)]
@@ -160,24 +161,24 @@ def generate_distinct(
     attempts = 0
     while len(tasks) < n and live:
         attempts += 1
-        if not exhaust and attempts > budget * n + 20_000:
-            raise ValueError(
-                f"cannot generate {n} distinct {split} {name} tasks at levels {levels}; ask for fewer"
-            )
+        if attempts > budget * n + 20_000:
+            break
         lv = live[len(tasks) % len(live)]
         t = draw(lv)
         key = t.meta["key"]
         unit = t.question if split == "train" else key
         if unit in seen or split_of(key, bool(t.meta.get("ood"))) != split:
             dry[lv] += 1
-            if exhaust and dry[lv] >= budget:
+            if dry[lv] >= budget:
                 live.remove(lv)
             continue
         dry[lv] = 0
         seen.add(unit)
         tasks.append(t)
-    if not tasks:
-        raise ValueError(f"no {split} {name} tasks exist at levels {levels}")
+    if len(tasks) < n and not exhaust or not tasks:
+        raise ValueError(
+            f"cannot generate {n} distinct {split} {name} tasks at levels {levels}; ask for fewer"
+        )
     return TaskSet(tasks, name=name, split=split)
 
 

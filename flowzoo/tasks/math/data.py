@@ -68,8 +68,17 @@ _ASK = ("What is {e}?", "Compute {e}.", "Find {e}.", "Calculate {e}.")
 Draw = tuple[str, list[Step]]
 
 
+def _digit(r: random.Random) -> int:
+    return r.randint(1, 9)
+
+
+def _small_product(r: random.Random) -> tuple[int, int]:
+    """Factors of the products every level uses (2..5: the facts stay few and well trained)."""
+    return r.randint(2, 5), r.randint(2, 5)
+
+
 def _level1(r: random.Random) -> Draw:
-    a, b = r.randint(1, 30), r.randint(1, 30)
+    a, b = _digit(r), _digit(r)
     ask = r.choice(_ASK)
     if r.random() < 0.5:
         return ask.format(e=f"{a} + {b}"), [(a, "+", b)]
@@ -79,7 +88,7 @@ def _level1(r: random.Random) -> Draw:
 
 def _level2(r: random.Random) -> Draw:
     if r.random() < 0.5:
-        a, b, c = r.randint(2, 9), r.randint(2, 9), r.randint(1, 20)
+        (a, b), c = _small_product(r), _digit(r)
         op = "+" if r.random() < 0.5 else "-"
         return r.choice(_ASK).format(e=f"{a} * {b} {op} {c}"), [(a, "*", b), (None, op, c)]
     a, b, c = _gain_lose(r)
@@ -88,8 +97,8 @@ def _level2(r: random.Random) -> Draw:
 
 def _gain_lose(r: random.Random) -> tuple[int, int, int]:
     """Operands of ``a + b - c`` with a non-negative result."""
-    a, b = r.randint(1, 20), r.randint(1, 20)
-    return a, b, r.randint(1, min(15, a + b - 1))
+    a, b = _digit(r), _digit(r)
+    return a, b, r.randint(1, min(9, a + b))
 
 
 def _level3(r: random.Random) -> Draw:
@@ -97,7 +106,7 @@ def _level3(r: random.Random) -> Draw:
     would put paraphrases on both sides; the split by computation does not)."""
     name, thing = r.choice(_NAMES), r.choice(_THINGS)
     if r.random() < 0.5:
-        boxes, each, gone = r.randint(2, 9), r.randint(2, 9), r.randint(1, 20)
+        (boxes, each), gone = _small_product(r), _digit(r)
         q = (
             f"{name} has {boxes} bags with {each} {thing} in each bag. "
             f"{name} gives away {gone} {thing}. How many {thing} are left?"
@@ -112,25 +121,31 @@ def _level3(r: random.Random) -> Draw:
 
 
 def _level4(r: random.Random) -> Draw:
-    a, b = r.sample(_NAMES, 2)
-    thing = r.choice(_THINGS)
-    x, k, y = r.randint(2, 20), r.randint(2, 5), r.randint(1, 15)
-    q = (
-        f"{a} has {x} {thing}. {b} has {k} times as many {thing} as {a}, "
-        f"then finds {y} more. How many {thing} do they have together?"
-    )
-    return q, [(k, "*", x), (x, "+", None), (None, "+", y)]
+    """Three steps: a word problem, or a chain of three small steps (the level's size comes
+    from composing small, well-trained step facts, not from large operands)."""
+    roll = r.random()
+    if roll < 0.2:
+        a, b = r.sample(_NAMES, 2)
+        thing = r.choice(_THINGS)
+        x, k, y = r.randint(2, 9), r.randint(2, 3), _digit(r)
+        q = (
+            f"{a} has {x} {thing}. {b} has {k} times as many {thing} as {a}, "
+            f"then finds {y} more. How many {thing} do they have together?"
+        )
+        return q, [(k, "*", x), (x, "+", None), (None, "+", y)]
+    if roll < 0.6:
+        a, b, c, d = _digit(r), _digit(r), _digit(r), _digit(r)
+        e = f"{a} + {b} + {c} - {d}"
+        return r.choice(_ASK).format(e=e), [(a, "+", b), (None, "+", c), (None, "-", d)]
+    (a, b), c, d = _small_product(r), _digit(r), _digit(r)
+    op1, op2 = ("+", "-") if r.random() < 0.5 else ("-", "+")
+    steps: list[Step] = [(a, "*", b), (None, op1, c), (None, op2, d)]
+    return r.choice(_ASK).format(e=f"{a} * {b} {op1} {c} {op2} {d}"), steps
 
 
 def _level5(r: random.Random) -> Draw:
     """Out of distribution: four-step chains (no trained problem has more than three)."""
-    a, b, c, d, e = (
-        r.randint(2, 9),
-        r.randint(2, 9),
-        r.randint(1, 20),
-        r.randint(1, 9),
-        r.randint(1, 12),
-    )
+    (a, b), c, d, e = _small_product(r), _digit(r), _digit(r), _digit(r)
     op1, op2 = r.choice("+-"), r.choice("+-")
     steps: list[Step] = [(a, "*", b), (None, op1, c), (None, op2, d), (None, "+", e)]
     return r.choice(_ASK).format(e=f"{a} * {b} {op1} {c} {op2} {d} + {e}"), steps
@@ -165,7 +180,7 @@ def arithmetic_tasks(
     def draw(lv: int) -> Task:
         q, steps = LEVELS[lv](r)
         _, a = solve_steps(steps)
-        tid = f"arith-{lv}-{stable_hash(q) % 10**10:010d}"
+        tid = f"arith-{lv}-{stable_hash(q):016x}"  # 64 bits: ~100k wordings never collide
         meta = {"level": lv, "steps": steps, "key": computation_key(steps)}
         if lv in OOD_LEVELS:
             meta["ood"] = True
