@@ -85,7 +85,8 @@ def _wipe_script() -> str:
     return (
         "import os\n"
         + inspect.getsource(forkserver_main._wipe)
-        + 'print("clean" if all([_wipe(d) for d in ("/box", "/tmp", "/dev/shm")]) else "dirty")\n'
+        + 'dirs = [d for d in ("/box", "/tmp", "/dev/shm", "/dev/mqueue") if os.path.isdir(d)]\n'
+        + 'print("clean" if all([_wipe(d) for d in dirs]) else "dirty")\n'
     )
 
 

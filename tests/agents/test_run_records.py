@@ -241,6 +241,9 @@ def test_eval_rebuilds_a_runs_frozen_roles_and_takes_per_role_models(tiny_model,
     assert "aggregator: scripted:0.5" in r.stdout and str(res) in r.stdout
     rows = json.loads(res.read_text())
     assert rows[0]["env"] == "voting-math" and rows[0]["episodes"] == 3
+    # held-out and out-of-distribution side by side (--split both, the default)
+    assert rows[0]["split"] == "test" and rows[0]["ood"]["episodes"] == 3
+    assert "voting-math          ood " in r.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "flowzoo.cli", "eval", "--model", "openai:ftp://x#m"],
         capture_output=True, text=True, timeout=120,
