@@ -96,13 +96,6 @@ def split_of(key: str, ood: bool = False) -> str:
     return "test" if stable_hash(key) % TEST_FRACTION_DEN == 0 else "train"
 
 
-def task_key(task: Task) -> str:
-    """What a task asks to be solved: a generator's canonical key (``meta["key"]``), else the
-    normalised statement (loaded datasets carry no key)."""
-    key = task.meta.get("key")
-    return str(key) if key else "text:" + normalise_statement(task.question)
-
-
 def normalise_statement(text: str) -> str:
     """A statement with case and spacing folded and closing punctuation dropped, for duplicate
     detection (operators and symbols stay: ``3 * 4 - 2`` is not ``3 * 4 + 2``)."""

@@ -378,7 +378,7 @@ def test_isolated_policies_take_their_own_devices(tiny_model, tmp_path):
     _varied_rewards(records)  # rewards with variance, so the update has a direction
     per_policy, _ = tr.update(records)
     assert set(per_policy) == {"solver", "aggregator"}
-    assert per_policy["solver"]["roles"]["solver"]["kl"] >= 0
+    assert per_policy["solver"]["roles"]["solver"]["kl"] >= -1e-6  # >= 0 up to float error
     after = tr.router.policies["solver"].model.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     with pytest.raises(ValueError, match="policies are"):

@@ -82,7 +82,7 @@ def test_two_process_update_equals_the_single_process_update(tiny_model, tmp_pat
 def test_torchrun_flowzoo_train_runs_with_process_zero_logging(tiny_model, tmp_path):
     out = tmp_path / "ddp"
     argv = _train_argv(tiny_model, out, "--steps", "2", "--group-size", "2", "--eval-every", "1")
-    argv += ["--eval-temperature", "0", "--save-every", "2"]
+    argv += ["--eval-temperature", "0", "--save-every", "2", "--eval-ood-episodes", "0"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
