@@ -113,6 +113,28 @@ def _kill_descendants():
                 pass
 
 
+def _exited_by(pid, deadline):
+    """Whether ``pid`` exits before ``deadline`` (it is not reaped here): a pidfd wakes at the
+    exit itself; without one (old kernels), a poll every millisecond."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if fd is not None:
+                return bool(select.select([fd], [], [], max(0.0, left))[0])
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+            if left <= 0:
+                return False
+            time.sleep(0.001)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def _run_case(code, data, timeout, cap, chan):
     """(status, output bytes, exception class) of one case."""
     in_r, in_w = os.pipe()
@@ -165,16 +187,10 @@ def _run_case(code, data, timeout, cap, chan):
         _kill_group(pid)
     os.close(out_r)
     # a case that closed its stdout and went on running is still held to its deadline
-    while True:
-        got, code_ = os.waitpid(pid, os.WNOHANG)
-        if got:
-            break
-        if time.monotonic() >= deadline:
-            status = status or "timeout"
-            _kill_group(pid)
-            _, code_ = os.waitpid(pid, 0)
-            break
-        time.sleep(0.002)
+    if not _exited_by(pid, deadline):
+        status = status or "timeout"
+        _kill_group(pid)
+    _, code_ = os.waitpid(pid, 0)
     _kill_group(pid)  # anything the case left running in its group
     _kill_descendants()  # and anything that left the group (setsid): we are its subreaper
     err = os.read(err_r, 200).decode("utf-8", "replace")
