@@ -319,7 +319,10 @@ def _server_state():
 
 
 def _dir_state(path):
-    """A scratch dir's own metadata a run could leave a message in: mode, times, xattrs."""
+    """A scratch dir's own metadata a run could leave a message in: mode, xattrs and, on a dir
+    this server owns (and so a run of the same uid could ``utime``), its times. A dir owned
+    by another uid (Docker's root-owned 1777 dirs) keeps its times out: no run can set them,
+    and the wipe moves them anyway."""
     try:
         st = os.stat(path)
     except OSError:
@@ -328,12 +331,13 @@ def _dir_state(path):
         xattrs = sorted(os.listxattr(path))
     except (OSError, AttributeError):
         xattrs = []
-    return st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns, xattrs
+    times = (st.st_atime_ns, st.st_mtime_ns) if st.st_uid == os.getuid() else None
+    return st.st_mode & 0o7777, times, xattrs
 
 
 def _restore_dir(path, state):
     """Put a scratch dir's mode, xattrs and times back as they were; True when it matches."""
-    mode, atime, mtime, xattrs = state
+    mode, times, xattrs = state
     try:
         os.chmod(path, mode)
     except OSError:
@@ -344,10 +348,11 @@ def _restore_dir(path, state):
                 os.removexattr(path, name)
     except (OSError, AttributeError):
         pass
-    try:
-        os.utime(path, ns=(atime, mtime))
-    except OSError:
-        pass
+    if times is not None:
+        try:
+            os.utime(path, ns=times)
+        except OSError:
+            pass
     return _dir_state(path) == state
 
 
