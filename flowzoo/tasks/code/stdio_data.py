@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 
 from flowzoo.tasks.base import Task, TaskSet, generate_distinct, stable_hash
-from flowzoo.tasks.code.data import strong_draw
+from flowzoo.tasks.code.data import _LETTERS, _WORDS, strong_draw
 
 StdioTemplate = Callable[[random.Random], tuple[str, str, Callable[[str], str], list[str]]]
 
@@ -83,12 +83,6 @@ def _t_max_or(r: random.Random):
         lambda s: str(max(map(int, s.split()), default=k)),
         [_ints_line(r) for _ in range(3)] + ["\n"],
     )
-
-
-_WORDS = ["apple", "banana", "kiwi", "plum", "fig", "cherry", "lime", "melon", "pear", "grape"]
-
-
-_LETTERS = "".join(sorted(set("".join(_WORDS))))
 
 
 def _words_line(r: random.Random) -> str:
