@@ -76,7 +76,7 @@ def _train_config_from_args(args: argparse.Namespace):
     """The flags given (only those) over the config file over a preset over the defaults."""
     import dataclasses
 
-    from flowzoo.agents.config import TrainConfig, load_config_file
+    from flowzoo.config import TrainConfig, load_config_file
 
     given = {
         k: v
@@ -90,26 +90,24 @@ def _train_config_from_args(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg = _train_config_from_args(args)  # checked before torch is even imported
-    from flowzoo.agents.trainer import Trainer, TrainingDiverged
+    from flowzoo.train.trainer import Trainer, TrainingDiverged
 
-    if cfg.out_dir == "runs/default":
-        cfg.out_dir = f"runs/{cfg.env}-{cfg.policy}-{cfg.param}-{cfg.algo}-{cfg.model.replace('/', '_')}-s{cfg.seed}"
     if os.environ.get("RANK", "0") == "0":  # under torchrun, process 0 speaks
         print(
-            f"flowzoo train: {cfg.env} | policy {cfg.policy}/{cfg.param} | {cfg.algo} | model {cfg.model} | {cfg.steps} steps -> {cfg.out_dir}"
+            f"flowzoo train: {cfg.env} | policy {cfg.policy}/{cfg.param} | {cfg.algo} | model {cfg.model} | {cfg.steps} steps -> {cfg.run_dir}"
         )
     try:
         trainer = Trainer(cfg)
         summary = trainer.train()
     except TrainingDiverged as e:
         print(
-            f"flowzoo: training stopped: {e}; the last good checkpoint is in {cfg.out_dir}/checkpoint",
+            f"flowzoo: training stopped: {e}; the last good checkpoint is in {cfg.run_dir}/checkpoint",
             file=sys.stderr,
         )
         return 3
     if trainer.dist.main:  # under torchrun, one summary (process 0's)
         _print_summary(summary)
-        print(f"weights: {summary['weights']}  |  metrics: {cfg.out_dir}/metrics.jsonl")
+        print(f"weights: {summary['weights']}  |  metrics: {cfg.run_dir}/metrics.jsonl")
     return 0
 
 
@@ -153,8 +151,8 @@ def _print_summary(summary: dict) -> None:
 def _cmd_eval(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.agents.evaluate import evaluate_env, is_run_dir, model_policies
     from flowzoo.envs.registry import has_ood, study_envs
+    from flowzoo.train.evaluate import evaluate_env, is_run_dir, model_policies
 
     role_models = {}
     for item in args.role_model or []:
@@ -215,7 +213,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.agents.tiny import PretrainConfig, ensure_tiny, fast_config, ship
+    from flowzoo.models.tiny import PretrainConfig, ensure_tiny, fast_config, ship
 
     for scale in args.scale:
         cfg = (
@@ -237,7 +235,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from flowzoo.agents.sweep import load_sweep, parse_subset, run_sweep
+    from flowzoo.train.sweep import load_sweep, parse_subset, run_sweep
 
     spec = load_sweep(args.config)
     if args.out_dir:
@@ -346,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--ship",
         action="store_true",
-        help="copy the built model into the package (flowzoo/agents/weights) with its hashes",
+        help="copy the built model into the package (flowzoo/models/weights) with its hashes",
     )
     pt.add_argument("--steps", type=int, default=None)
     pt.add_argument("--cache-dir", default=None)
@@ -407,7 +405,7 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     import dataclasses
     import typing
 
-    from flowzoo.agents.config import TrainConfig
+    from flowzoo.config import TrainConfig
 
     hints = typing.get_type_hints(TrainConfig)
     defaults = TrainConfig()

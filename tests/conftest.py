@@ -1,4 +1,4 @@
-"""Shared fixtures. The tiny model is built by flowzoo.agents.tiny in fast mode (cached under
+"""Shared fixtures. The tiny model is built by flowzoo.models.tiny in fast mode (cached under
 $FLOWZOO_CACHE or ~/.cache/flowzoo, keyed by its recipe) and loaded through from_pretrained."""
 
 import pytest
@@ -7,13 +7,13 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_model():
     pytest.importorskip("torch")
-    from flowzoo.agents.tiny import ensure_tiny, fast_config
+    from flowzoo.models.tiny import ensure_tiny, fast_config
 
     return ensure_tiny(fast_config("tiny-s"), progress=False)
 
 
 @pytest.fixture(scope="session")
 def tiny_policy(tiny_model):
-    from flowzoo.agents.policy import Policy
+    from flowzoo.models.policy import Policy
 
     return Policy(tiny_model)

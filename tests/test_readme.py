@@ -15,7 +15,7 @@ def test_the_readme_has_snippets():
 
 @pytest.mark.parametrize("i", range(len(SNIPPETS)))
 def test_readme_snippet_runs(i, tmp_path, monkeypatch):
-    if "flowzoo.agents" in SNIPPETS[i]:
+    if re.search(r"flowzoo\.(train|models|integrations)", SNIPPETS[i]):
         pytest.importorskip("torch")
     monkeypatch.chdir(tmp_path)
     exec(compile(SNIPPETS[i], f"README.md snippet {i}", "exec"), {"__name__": "__readme__"})

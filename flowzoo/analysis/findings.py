@@ -11,7 +11,7 @@ import math
 from collections import defaultdict
 from statistics import mean, stdev
 
-from flowzoo.analysis.readings import PARALLEL_ROLES, capture, norm_around_peak, role_norms
+from flowzoo.analysis.readings import capture, norm_around_peak, readings_of, role_norms
 from flowzoo.analysis.stats import t95
 
 #: the least evidence a claim is decided on: runs on each compared side, evaluations per run
@@ -154,7 +154,9 @@ def _falls(pairs: list) -> str | None:
 
 def _capture(multi: list) -> str | None:
     shared = [c for c in multi if c.key[3] == "shared"]
-    reads = [(c, capture(c.key[1], r.metrics)) for c in shared for r in c.runs]
+    reads = [
+        (c, capture(readings_of(r.summary, c.key[1]), r.metrics)) for c in shared for r in c.runs
+    ]
     reads = [(c, x) for c, x in reads if x is not None]
     if not reads:
         return None
@@ -217,8 +219,9 @@ def _mean_norms(runs: list, role: str, shared: bool) -> list[float]:
 def _amplification(pairs: list) -> str | None:
     rows, usable = [], []
     for i, s in pairs:
+        parallel = readings_of(i.runs[0].summary, i.key[1]).get("parallel", [])
         role = next(
-            (r for r in PARALLEL_ROLES if any(r in m.get("roles", {}) for m in i.runs[0].metrics)),
+            (r for r in parallel if any(r in m.get("roles", {}) for m in i.runs[0].metrics)),
             None,
         )
         if role is None:

@@ -25,14 +25,6 @@ from statistics import mean
 
 from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_diff_ci
 
-#: the roles played by several agents in parallel (where Isolated-Policy amplifies)
-PARALLEL_ROLES = ("solver", "worker")
-#: per workflow: (the non-dominant role, how its decision quality is read from an eval)
-PARTNER = {
-    "voting": ("aggregator", "accuracy - majority_correct"),
-    "eval-opt": ("evaluator", "evaluator_accuracy"),
-    "orch-workers": ("synthesizer", "accuracy - any_worker_correct"),
-}
 #: capture: how far a role's gradient share must exceed its token share
 CAPTURE_EXCESS = 0.05
 
@@ -155,11 +147,23 @@ def evals_of(metrics: list[dict]) -> list[tuple[int, dict]]:
     return [(m["step"] + 1, m["eval"]) for m in metrics if "eval" in m]
 
 
-def partner_quality(workflow: str, ev: dict) -> float | None:
-    """The non-dominant role's decision quality in one evaluation (see ``PARTNER``)."""
-    if workflow not in PARTNER:
+def readings_of(summary: dict, workflow: str) -> dict:
+    """What the study reads from a run: the workflow's readings the run recorded in its
+    ``summary.json``; a run written before runs recorded them gets the registered
+    workflow's declaration."""
+    if isinstance(summary.get("readings"), dict):
+        return summary["readings"]
+    from flowzoo.envs.registry import workflow_readings
+
+    return workflow_readings(workflow)
+
+
+def partner_quality(readings: dict, ev: dict) -> float | None:
+    """The non-dominant role's decision quality in one evaluation (``readings``'
+    ``partner_quality``: an eval key, or ``a - b``)."""
+    rule = readings.get("partner_quality")
+    if not rule:
         return None
-    _, rule = PARTNER[workflow]
     if " - " in rule:
         a, b = rule.split(" - ")
         if a not in ev or b not in ev:
@@ -168,7 +172,7 @@ def partner_quality(workflow: str, ev: dict) -> float | None:
     return float(ev[rule]) if rule in ev else None
 
 
-def capture(workflow: str, metrics: list[dict]) -> dict | None:
+def capture(readings: dict, metrics: list[dict]) -> dict | None:
     """The capture reading of one shared-policy run: the dominant role (by gradient share),
     its share against its token share and against its own early share (first third of the
     steps with gradient vs last third), and its partner's decision quality at base and end."""
@@ -190,8 +194,8 @@ def capture(workflow: str, metrics: list[dict]) -> dict | None:
     early = mean(g.get(dom, 0.0) for g, _ in steps[:third])
     late = mean(g.get(dom, 0.0) for g, _ in steps[-third:])
     ev = evals_of(metrics)
-    q0 = partner_quality(workflow, ev[0][1]) if ev else None
-    q1 = partner_quality(workflow, ev[-1][1]) if len(ev) > 1 else None
+    q0 = partner_quality(readings, ev[0][1]) if ev else None
+    q1 = partner_quality(readings, ev[-1][1]) if len(ev) > 1 else None
     captured = share[dom] - tok > CAPTURE_EXCESS and late > early
     return {
         "role": dom,
@@ -200,7 +204,7 @@ def capture(workflow: str, metrics: list[dict]) -> dict | None:
         "early_share": early,
         "late_share": late,
         "captured": captured,
-        "partner": PARTNER.get(workflow, (None,))[0],
+        "partner": readings.get("partner"),
         "partner_quality_base": q0,
         "partner_quality_final": q1,
     }

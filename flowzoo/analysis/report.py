@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, pstdev, stdev
 
-from flowzoo.agents.config import NOT_SHAPING, TrainConfig, eval_temperature
 from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
+from flowzoo.config import NOT_SHAPING, TrainConfig, eval_temperature
 
 __all__ = ["build_report", "cell_stats", "findings", "load_runs", "mean_ci"]
 from flowzoo.analysis.records import read_metrics

@@ -116,6 +116,18 @@ def register(workflow_cls: type, families: tuple[str, ...] = FAMILIES) -> list[s
     return ids
 
 
+def workflow_readings(name: str) -> dict[str, Any]:
+    """What the study reads from workflow ``name``'s runs (its declared
+    :class:`~flowzoo.envs.workflows.base.Readings`, as runs record them); an unknown name
+    reads nothing rather than guessing."""
+    from flowzoo.envs.workflows.base import Readings
+
+    cls = WORKFLOW_CLASSES.get(name)
+    if cls is None:
+        return Readings().record(frozenset())
+    return cls.readings.record(cls.parallel_roles)
+
+
 def study_envs(family: str) -> tuple[str, ...]:
     """The study's workflow envs on one task family (``voting-math``, ...)."""
     return tuple(f"{w}-{family}" for w in STUDY_WORKFLOWS)

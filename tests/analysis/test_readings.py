@@ -5,8 +5,10 @@ import random
 
 import pytest
 
-from flowzoo.analysis.readings import capture, trajectory
+import flowzoo
+from flowzoo.analysis.readings import capture, readings_of, trajectory
 from flowzoo.analysis.stats import bootstrap_ci, paired_diff_ci
+from flowzoo.envs.registry import workflow_readings
 
 
 def _eval(acc: float, n: int = 400, k: int = 4, seed: int = 0):
@@ -93,19 +95,43 @@ def test_capture_is_read_against_token_share_and_early_share():
     e0 = {"accuracy": 0.40, "majority_correct": 0.38}
     e1 = {"accuracy": 0.40, "majority_correct": 0.45}  # aggregator now below the majority
     growing = [{"solver": 0.8 + 0.015 * i, "aggregator": 0.2 - 0.015 * i} for i in range(9)]
-    c = capture("voting", _metrics(growing, toks, [e0, e1]))
+    voting = workflow_readings("voting")  # what a voting run records in its summary
+    c = capture(voting, _metrics(growing, toks, [e0, e1]))
     assert c["role"] == "solver" and c["captured"]
     assert c["partner"] == "aggregator"
     assert c["partner_quality_base"] == pytest.approx(0.02)
     assert c["partner_quality_final"] == pytest.approx(-0.05)
     # a share that only reflects the solver's tokens (and does not grow) is not capture
     proportional = [{"solver": 0.76, "aggregator": 0.24}] * 9
-    assert not capture("voting", _metrics(proportional, toks, [e0, e1]))["captured"]
+    assert not capture(voting, _metrics(proportional, toks, [e0, e1]))["captured"]
     # a share far above the tokens that shrinks over training is not capture either
     shrinking = [{"solver": 0.95 - 0.01 * i, "aggregator": 0.05 + 0.01 * i} for i in range(9)]
-    assert not capture("voting", _metrics(shrinking, toks, [e0, e1]))["captured"]
+    assert not capture(voting, _metrics(shrinking, toks, [e0, e1]))["captured"]
     # too few steps to read
-    assert capture("voting", _metrics(growing[:2], toks, [e0, e1])) is None
+    assert capture(voting, _metrics(growing[:2], toks, [e0, e1])) is None
+    # a workflow that declares no partner reads none
+    single = capture(workflow_readings("single"), _metrics(growing, toks, [e0, e1]))
+    assert single["partner"] is None and single["partner_quality_final"] is None
+
+
+def test_every_workflow_records_the_readings_the_study_uses():
+    """The readings come from the workflow's own declaration, through the run's summary:
+    every extra a workflow declares appears in its outcome's info, its partner is one of its
+    roles and its parallel roles are played by several agents."""
+    from flowzoo.envs.scripted import expert_policy, play_episode
+
+    for env_id in flowzoo.list_envs():
+        env = flowzoo.make_env(env_id, n_tasks=2)
+        wf = env.workflow
+        rec = wf.readings.record(wf.parallel_roles)
+        roles = {env.role_of(a) for a in env.possible_agents}
+        assert rec["partner"] in roles | {None}, env_id
+        for r in rec["parallel"]:
+            assert sum(env.role_of(a) == r for a in env.possible_agents) > 1, (env_id, r)
+        info = play_episode(env, expert_policy(0.3), seed=0)
+        assert set(rec["extras"]) <= set(info), (env_id, rec["extras"], sorted(info))
+        assert readings_of({"readings": rec}, "no-such-workflow") == rec
+        assert readings_of({}, wf.name) == rec  # runs before the record: the declaration
 
 
 def test_a_run_that_peaks_at_its_last_evaluation_has_not_fallen():

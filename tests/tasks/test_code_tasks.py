@@ -21,7 +21,8 @@ from flowzoo.tasks.code import (
     load_code_file,
 )
 
-CODE_ENVS = ["eval-opt-code", "voting-code", "orch-workers-code"]
+#: every registered code env (a new workflow is tested here without touching this file)
+CODE_ENVS = [e for e in flowzoo.list_envs() if e.endswith("-code")]
 
 
 @pytest.fixture(scope="module")

@@ -78,6 +78,31 @@ class Outcome:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Readings:
+    """What the study reads from a workflow's runs, declared where the workflow is defined
+    (so a new workflow brings its readings with it) and recorded in every run's
+    ``summary.json`` (so the analysis reads them from the run, not from a table of names)."""
+
+    #: ``Outcome.info`` keys (numbers or bools) the evaluation averages: the workflow's own
+    #: decision readings (Voting's majority, Eval-Opt's evaluator accuracy, ...)
+    extras: tuple[str, ...] = ()
+    #: the non-dominant role whose decision quality the capture reading follows
+    partner: str | None = None
+    #: how that quality is read from an evaluation: an extras key, ``accuracy``, or ``a - b``
+    partner_quality: str | None = None
+
+    def record(self, parallel_roles: frozenset[str]) -> dict[str, Any]:
+        """The JSON a run records (``parallel``: the roles played by several agents at once,
+        where Isolated-Policy's amplification is read)."""
+        return {
+            "extras": list(self.extras),
+            "partner": self.partner,
+            "partner_quality": self.partner_quality,
+            "parallel": sorted(parallel_roles),
+        }
+
+
 @dataclass
 class WorkflowOptions:
     """Options shared by every workflow; subclasses add their own fields."""
@@ -100,6 +125,8 @@ class Workflow:
     #: roles whose same-role agents act in a row, each seeing only what came before the run
     #: (none sees another's answer): ``independent_after`` batches them
     parallel_roles: ClassVar[frozenset[str]] = frozenset()
+    #: what the study reads from this workflow's runs (evaluation extras, partner role)
+    readings: ClassVar[Readings] = Readings()
     #: per task family, default options (e.g. Eval-Opt's evaluator rounds: 3 math, 2 code)
     family_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
     #: per task family, each role's token budget: room for the formats the tiny models were

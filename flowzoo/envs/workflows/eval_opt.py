@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow, WorkflowOptions, quote
+from flowzoo.envs.workflows.base import (
+    Episode,
+    Outcome,
+    Readings,
+    Turn,
+    Workflow,
+    WorkflowOptions,
+    quote,
+)
 from flowzoo.envs.workflows.parsing import parse_feedback, parse_verdict
 from flowzoo.tasks.base import Verdict
 
@@ -32,6 +40,11 @@ class EvalOpt(Workflow):
         "evaluator": ("draft", "tests"),
     }
     solving_roles = frozenset({"optimizer"})
+    readings = Readings(
+        extras=("first_draft_correct", "evaluator_accuracy"),
+        partner="evaluator",
+        partner_quality="evaluator_accuracy",
+    )
     turn_tokens = {"math": {"optimizer": 96, "evaluator": 128}}
     parse_flags = frozenset({"verdict_unparsed", "empty_action"})
     #: evaluator rounds as in the study: 3 for math, 2 for code

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from flowzoo.envs.workflows.base import (
     Episode,
     Outcome,
+    Readings,
     Turn,
     Workflow,
     WorkflowOptions,
@@ -49,6 +50,11 @@ class OrchWorkers(Workflow):
         "synthesizer": ("plan", "results", "n"),
     }
     parallel_roles = frozenset({"worker"})
+    readings = Readings(
+        extras=("any_worker_correct",),
+        partner="synthesizer",
+        partner_quality="accuracy - any_worker_correct",
+    )
     solving_roles = frozenset({"worker", "synthesizer"})
     turn_tokens = {
         "math": {"orchestrator": 160, "worker": 96, "synthesizer": 96},

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from flowzoo.envs.workflows.base import (
     Episode,
     Outcome,
+    Readings,
     Turn,
     Workflow,
     WorkflowOptions,
@@ -43,6 +44,11 @@ class Voting(Workflow):
     Options = VotingOptions
     template_fields = {"solver": (), "aggregator": ("candidates", "n")}
     parallel_roles = frozenset({"solver"})
+    readings = Readings(
+        extras=("majority_correct", "any_correct"),
+        partner="aggregator",
+        partner_quality="accuracy - majority_correct",
+    )
     solving_roles = frozenset({"solver"})
     turn_tokens = {"math": {"solver": 96, "aggregator": 64}}
     parse_flags = frozenset({"choice_unparsed", "empty_action"})

@@ -1,1 +1,0 @@
-"""LLM policies and training: the only part of flowzoo that imports torch."""

@@ -1,0 +1,209 @@
+"""What a run writes: ``config.json``, ``metrics.jsonl`` (one line per step), the scalars to
+the trackers of ``report_to`` (:mod:`trackers`), and ``summary.json`` (status, curve
+reading, gradient shares, frozen roles).
+
+Why its own room: a run record must be honest whatever happens to the process (a crash is
+``failed`` with its error, an interrupt says how to resume, a torn last line of
+``metrics.jsonl`` from a kill is skipped, not fatal), and the same rules serve the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowzoo.analysis.curves import mean_grad_share
+from flowzoo.analysis.readings import evals_of, trajectory
+from flowzoo.analysis.records import read_metrics
+from flowzoo.config import TrainConfig
+
+#: what a fresh start (``resume=False``) removes from a run directory before it begins
+RUN_STATE = ("checkpoint", "final", "metrics.jsonl", "summary.json", "tensorboard", "mlruns")
+
+
+def prepare_dir(out: Path, cfg: TrainConfig) -> None:
+    """Check, then claim, a run directory: a directory holding a run of another
+    configuration is refused *before* anything in it changes (unless ``resume=False``, which
+    starts the run over and removes the old run's state)."""
+    cfg_path = out / "config.json"
+    if cfg.resume and cfg_path.exists():
+        try:
+            old = TrainConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+            same = old.identity() == cfg.identity()
+        except (ValueError, TypeError, json.JSONDecodeError):
+            same = False
+        if not same:  # with or without a checkpoint: its records are another run's
+            raise ValueError(
+                f"{out} holds a run of a different configuration; use another out_dir, or "
+                "resume=False to start over there (its checkpoint and metrics are removed)"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    if not cfg.resume:
+        for name in RUN_STATE:
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+    cfg_path.write_text(json.dumps(dataclasses.asdict(cfg), indent=1, default=str))
+
+
+class RunLog:
+    """Appends metrics lines (and tracker scalars) for process 0."""
+
+    def __init__(self, out: Path, main: bool, cfg: TrainConfig | None = None) -> None:
+        from flowzoo.train.trackers import open_trackers
+
+        self.out, self.main = out, main
+        self.path = out / "metrics.jsonl"
+        names = cfg.trackers if (cfg is not None and main) else []
+        config = dataclasses.asdict(cfg) if cfg is not None else {}
+        self.trackers = open_trackers(names, out, config, out.name) if names else []
+
+    def start(self, resumed_at: int | None) -> None:
+        """A resumed run keeps the lines of the steps before ``resumed_at``; a new run none."""
+        if not self.main:
+            return
+        if resumed_at is None:
+            if self.path.exists():
+                self.path.unlink()
+            return
+        keep = [r for r in read_metrics(self.path) if r["step"] < resumed_at]
+        self.path.write_text("".join(json.dumps(r, default=float) + "\n" for r in keep))
+
+    def append(self, row: dict) -> None:
+        if not self.main:
+            return
+        with self.path.open("a") as f:
+            f.write(json.dumps(row, default=float) + "\n")
+        if self.trackers:
+            from flowzoo.train.trackers import flat_scalars
+
+            scalars, step = flat_scalars(row), int(row.get("step", 0)) + 1
+            for t in self.trackers:
+                t.log(scalars, step)
+
+    def close(self, status: str = "completed") -> None:
+        for t in self.trackers:
+            t.finish(status)
+        self.trackers = []
+
+
+def step_metrics(
+    step: int,
+    records: list,
+    turns: list,
+    per_policy: dict,
+    adv_stats: dict,
+    rewards: list[float],
+    envs: list,
+) -> dict:
+    """The metrics line of one step: reward and accuracy; per role the reward, response
+    length, truncation, entropy estimate, the update's statistics and gradient-mass share,
+    parse-flag and tamper rates; cosines between role gradients; group statistics."""
+    role_rows: dict[str, dict[str, float]] = {}
+    by_role: dict[str, list[int]] = defaultdict(list)
+    for i, t in enumerate(turns):
+        by_role[t.role].append(i)
+    norms = {}
+    for role, idx in by_role.items():
+        ts = [turns[i] for i in idx]
+        row = {
+            "reward": float(np.mean([rewards[i] for i in idx])),
+            "role_signal": float(np.mean([t.role_reward for t in ts])),
+            "resp_len": float(np.mean([len(t.completion_ids) for t in ts])),
+            "entropy_est": float(np.mean([-np.mean(t.logprobs) for t in ts if t.logprobs]))
+            if any(t.logprobs for t in ts)
+            else 0.0,
+            "truncated_frac": float(np.mean([not t.finished for t in ts])),
+        }
+        role_rows[role] = row
+        if ts[0].policy.startswith("frozen:"):  # played by a fixed player: no gradient at all
+            row["frozen"] = True
+            continue
+        upd = per_policy.get(ts[0].policy, {}).get("roles", {}).get(role, {})
+        row.update({k: float(v) for k, v in upd.items()})
+        norms[role] = row.get("grad_norm", 0.0)
+    tot = sum(norms.values())
+    for role in norms:
+        role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
+    parse, tamper = defaultdict(int), defaultdict(int)
+    for env in envs:  # this process's share of the step's episodes
+        for t in env.turn_log():
+            parse[t.role] += bool(t.flags)
+            tamper[t.role] += "reward_tamper" in t.flags
+    return {
+        "step": step,
+        "reward": float(
+            np.mean([r.rewards.get(r.turns[0].agent, 0.0) for r in records if r.turns])
+        ),
+        "train_acc": float(np.mean([r.correct for r in records])),
+        "roles": role_rows,
+        "cosine": {k: v for p in per_policy.values() for k, v in p.get("cosine", {}).items()},
+        "policies": {n: p.get("policy", {}) for n, p in per_policy.items()},
+        "adv": adv_stats,
+        "flag_rate": {r: parse[r] / max(1, len(by_role[r])) for r in by_role},
+        # programs caught writing to their judge's channel or faking an exit, per role
+        "tamper_rate": {r: tamper[r] / max(1, len(by_role[r])) for r in by_role},
+    }
+
+
+def summary(
+    cfg: TrainConfig,
+    out: Path,
+    status: str,
+    steps_done: int,
+    wall_s: float,
+    resumed: bool,
+    eval_curve: list[tuple[int, float]],
+    error: str | None = None,
+) -> dict:
+    """The run's summary: how it ended (``completed``, ``interrupted``, ``diverged: ...``,
+    ``failed: ...``), the curve's reading and the mean gradient-mass share per role."""
+    s: dict[str, Any] = {
+        "status": status,
+        "steps_done": steps_done,
+        "wall_s": round(wall_s, 2),
+        "resumed": resumed,
+        "env": cfg.env,
+        "policy": cfg.policy,
+        "param": cfg.param,
+        "algo": cfg.algo,
+        "model": cfg.model,
+    }
+    if error:
+        s["error"] = error
+    if status == "completed":
+        s["weights"] = str(out / "final")
+    metrics = read_metrics(out / "metrics.jsonl")
+    evals = evals_of(metrics)
+    if eval_curve and evals:
+        s["curve"] = trajectory(evals, cfg.cliff_window, cfg.cliff_margin).as_dict()
+        s["eval_curve"] = eval_curve
+        first, last = evals[0][1], evals[-1][1]
+        s["eval"] = {
+            "problems": first.get("episodes"),
+            "samples": first.get("samples", 1),
+            "temperature": first.get("temperature"),
+            "greedy_base": (first.get("greedy") or {}).get("accuracy"),
+            "greedy_last": (last.get("greedy") or {}).get("accuracy"),
+            "cost_s": round(
+                sum(float((e.get("cost") or {}).get("wall_s", 0)) for _, e in evals), 1
+            ),
+        }
+        ood = [(step, e["ood"]) for step, e in evals if "ood" in e]
+        if ood:
+            # the second number: structure never trained, read by the same rules
+            t = trajectory(ood, cfg.cliff_window, cfg.cliff_margin).as_dict()
+            s["ood"] = {
+                k: t[k] for k in ("base", "base_ci", "final", "final_ci", "gain", "gain_ci")
+            }
+            s["ood"]["problems"] = ood[0][1].get("episodes")
+    s["mean_grad_share"] = mean_grad_share(metrics)
+    return s

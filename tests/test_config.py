@@ -1,0 +1,131 @@
+"""TrainConfig (torch-free): values checked at the boundary with the field named, presets
+that never override what the user gave, the CLI built from the fields' help."""
+
+import subprocess
+import sys
+
+import pytest
+
+from flowzoo.config import TrainConfig, load_config_file
+from flowzoo.train.sweep import SweepSpec, expand
+
+
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        ({"micro_batch": 0}, "micro_batch"),
+        ({"eval_episodes": -1}, "eval_episodes"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"lr": 1e30}, "lr"),
+        ({"lr": float("nan")}, "lr"),
+        ({"group_size": 0}, "group_size"),
+        ({"train_tasks": 10**12}, "train_tasks"),
+        ({"max_new_tokens": -1}, "max_new_tokens"),
+        ({"steps": -1}, "steps"),
+        ({"kl_per_role": {"solver": -1}}, "kl_per_role"),
+        ({"damper_decay": 1.5}, "damper_decay"),
+        ({"steps": "10"}, "steps"),
+        ({"env_options": "x"}, "env_options"),
+        ({"algo": "dpo"}, "algo"),
+        ({"precision": "fp8"}, "precision"),
+        # sizes and seeds have upper bounds: refused here, not as an allocation or a numpy
+        # seed error deep inside
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**40}, "seed"),
+        ({"group_size": 10**6}, "group_size"),
+        ({"max_new_tokens": 10**9}, "max_new_tokens"),
+        ({"max_new_tokens_per_role": {"solver": 10**8}}, "max_new_tokens_per_role"),
+        ({"problems_per_step": 4096, "group_size": 4096}, "episodes per step"),
+        ({"eval_samples": 10**6}, "eval_samples"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_field(bad, field):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**bad)
+
+
+def test_explicit_values_win_over_a_preset(tmp_path):
+    assert TrainConfig.from_dict({"preset": "study", "lr": 1e-4}).lr == 1e-4
+    assert TrainConfig.from_dict({"preset": "study"}).lr == 2e-5
+    assert TrainConfig(preset="study", group_size=4).group_size == 4
+    f = tmp_path / "c.toml"
+    f.write_text('preset = "study"\nlr = 3e-4\n')
+    assert load_config_file(f).lr == 3e-4 and load_config_file(f).param == "lora"
+    assert load_config_file(f, lr=1e-3).lr == 1e-3
+    with pytest.raises(ValueError, match="unknown config keys"):
+        TrainConfig.from_dict({"learning_rate": 1e-3})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TrainConfig(preset="study", param="full", lr=5e-5),
+        lambda: TrainConfig.from_preset("study", param="full", lr=5e-5),
+        lambda: TrainConfig.from_dict({"preset": "study", "param": "full", "lr": 5e-5}),
+    ],
+)
+def test_an_explicit_value_equal_to_the_default_still_wins(make):
+    """``param="full"`` and ``lr=5e-5`` are the defaults; given explicitly they must beat the
+    study preset's LoRA and 2e-5 in Python exactly as on the command line."""
+    cfg = make()
+    assert (cfg.param, cfg.lr, cfg.group_size) == ("full", 5e-5, 8)
+
+
+def test_the_default_run_dir_is_one_rule_everywhere(tmp_path):
+    cfg = TrainConfig(env="eval-opt-math", policy="isolated", seed=3)
+    assert cfg.out_dir == "" and cfg.run_dir == "runs/eval-opt-math-isolated-full-grpo-tiny-s-s3"
+    assert TrainConfig(out_dir=str(tmp_path)).run_dir == str(tmp_path)
+    r = _cli("train", "--env", "voting-math", "--steps", "0", "--help", block_torch=True)
+    assert "runs/<env>-<policy>-<param>-<algo>-<model>-s<seed>" in " ".join(r.stdout.split())
+
+
+def test_toml_configs_read_without_tomllib(tmp_path):
+    """Python 3.10 has no ``tomllib``: config and sweep files are read with ``tomli``."""
+    f = tmp_path / "c.toml"
+    f.write_text("lr = 3e-4\n[role_settings.solver]\ntemperature = 0.5\n")
+    code = (
+        "import sys; sys.modules['tomllib'] = None\n"
+        "from flowzoo.config import load_config_file\n"
+        f"c = load_config_file({str(f)!r}); print(c.lr, c.role_settings)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "0.0003" and "'temperature': 0.5" in out.stdout
+
+
+def test_sweep_cells_are_validated_before_launch_and_get_distinct_dirs(tmp_path):
+    long = "x" * 60
+    spec = SweepSpec("s", str(tmp_path), base={}, grid={"out_dir": [long + "a", long + "b"]})
+    runs = expand(spec)
+    assert len({r.run_id for r in runs}) == 2
+    bad = SweepSpec("s", str(tmp_path), grid={"lr": [1e-4, -1.0]})
+    with pytest.raises(ValueError, match="lr"):
+        expand(bad)
+    # one run written twice (equal once parsed) would share a dir: refused, naming both
+    twice = SweepSpec("s", str(tmp_path), grid={"lr": [1e-4, 0.0001]}, extra=[{"seed": 0}])
+    with pytest.raises(ValueError, match="same configuration once parsed"):
+        expand(twice)
+
+
+def _cli(*args: str, block_torch: bool = False) -> subprocess.CompletedProcess:
+    pre = "import sys; sys.modules['torch'] = None; " if block_torch else ""
+    code = pre + "import sys; from flowzoo.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_help_names_every_flag_with_its_help_and_choices():
+    r = _cli("train", "--help", block_torch=True)
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "--group-by {task,task_role,task_role_turn,task_agent_turn}" in text
+    assert "AdamW learning rate (the peak, under a schedule) (default: 5e-05)" in text
+    assert _cli("--version").stdout.startswith("flowzoo ")
+
+
+def test_envs_and_config_need_no_torch():
+    r = _cli("envs", block_torch=True)
+    assert r.returncode == 0 and "voting-math" in r.stdout, r.stderr
+    bad = _cli("train", "--lr", "-1", block_torch=True)
+    assert bad.returncode == 2 and "lr must be" in bad.stderr
