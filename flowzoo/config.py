@@ -126,7 +126,9 @@ class TrainConfig:
         {}, 'role -> its own max_new_tokens (JSON), e.g. {"orchestrator": 160}'
     )
     mask_truncated: bool = _f(True, "truncated turns (cut at max_new_tokens) add no loss")
-    overlong_penalty: float = _f(0.0, "subtracted from the reward of a truncated turn")
+    overlong_penalty: float = _f(
+        0.0, "subtracted by the training env from the reward of a turn cut at its token budget"
+    )
     lr: float = _f(5e-5, "AdamW learning rate (the peak, under a schedule)")
     lr_schedule: str = _f("constant", "learning-rate schedule after warmup", LR_SCHEDULES)
     warmup_steps: int = _f(0, "rollout steps of linear warmup from 0 to lr")
@@ -319,6 +321,8 @@ class TrainConfig:
             )
         if not (math.isfinite(self.lr) and 0 < self.lr <= 1):
             raise ValueError(f"lr must be in (0, 1], got {self.lr}")
+        if "overlong_penalty" in self.env_options:  # one owner: training envs get the field's
+            raise ValueError("set overlong_penalty as its own field, not in env_options")
         if self.resample_rounds > 0 and not self.filter_groups:
             raise ValueError("resample_rounds (dynamic sampling) needs filter_groups=True")
         if self.eval_temperature < 0 and self.eval_temperature != -1:

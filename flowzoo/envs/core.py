@@ -3,8 +3,11 @@
 One episode is one problem. Agents act in the order the workflow dictates; each sees a text
 prompt and answers with a text completion. When the workflow ends, the task family's
 verifier scores the final answer and every agent receives the team reward (plus a per-role
-signal in ``reward_mode="role"``). Whatever an agent emits, the engine never raises on it:
-non-text is coerced, oversize text is cut, and every fallback is flagged in ``infos``.
+signal in ``reward_mode="role"``, less ``overlong_penalty`` for turns cut at their token
+budget). This is the one place rewards are mixed: a trainer trains on what the env gives
+(``infos[agent]["turn_rewards"]``, one per turn). Whatever an agent emits, the engine never
+raises on it: non-text is coerced, oversize text is cut, and every fallback is flagged in
+``infos``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,15 @@ from flowzoo.tasks.base import Task, TaskSet
 
 REWARD_MODES = ("team", "role")
 RENDER_MODES = ("ansi", "human")
+
+
+class Cut(str):
+    """A completion its generator stopped at the token budget. Still a ``str`` (any text
+    action space takes it); the env flags the turn ``cut_at_budget`` and, with
+    ``overlong_penalty``, lowers that turn's reward. A generator that cannot tell passes a
+    plain ``str``."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,7 @@ class WorkflowEnv(AECEnv):
         max_cycles: int | None = None,
         max_prompt_chars: int = 16384,
         max_action_chars: int = 8192,
+        overlong_penalty: float = 0.0,
         render_mode: str | None = None,
         env_id: str = "",
     ) -> None:
@@ -71,11 +84,16 @@ class WorkflowEnv(AECEnv):
             raise ValueError(f"role_weight must be in [0, 1], got {role_weight}")
         if max_prompt_chars < 64 or max_action_chars < 1:
             raise ValueError("max_prompt_chars must be >= 64 and max_action_chars >= 1")
+        if not 0.0 <= overlong_penalty < float("inf"):  # also refuses NaN
+            raise ValueError(
+                f"overlong_penalty must be a finite number >= 0, got {overlong_penalty}"
+            )
         self.workflow = workflow
         self.family = workflow.family
         self.tasks = tasks
         self.reward_mode = reward_mode
         self.role_weight = float(role_weight)
+        self.overlong_penalty = float(overlong_penalty)
         self.max_cycles = int(max_cycles) if max_cycles is not None else workflow.max_turns() + 1
         if self.max_cycles < 1:
             raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
@@ -287,7 +305,9 @@ class WorkflowEnv(AECEnv):
         if action is None:
             text, flags = "", ["none_action"]
         elif isinstance(action, str):
-            text = action
+            text = str(action)
+            if isinstance(action, Cut):
+                flags.append("cut_at_budget")
         elif isinstance(action, (bytes, bytearray)):
             text = bytes(action).decode("utf-8", errors="replace")
             flags.append("bytes_action")
@@ -309,12 +329,10 @@ class WorkflowEnv(AECEnv):
     def _finish(self, out: Outcome) -> None:
         self.episode.data["outcome"] = out
         team = float(out.verdict.score)
-        verdict_flags = getattr(self.family, "flags", None)
-        if verdict_flags is not None:  # e.g. a program caught tampering with its judge
-            for t in self.episode.turns:
-                for f in verdict_flags(self.episode.task, t.action):
-                    if f not in t.flags:
-                        t.flags.append(f)
+        for t in self.episode.turns:  # e.g. a program caught tampering with its judge
+            for f in self.family.flags(self.episode.task, t.action):
+                if f not in t.flags:
+                    t.flags.append(f)
         flags_by_agent = {
             a: sorted({f for t in self.episode.turns_of(a) for f in t.flags}) for a in self.agents
         }
@@ -325,7 +343,12 @@ class WorkflowEnv(AECEnv):
                 r = team
             else:
                 r = (1.0 - self.role_weight) * team + self.role_weight * role_sig
-            self.rewards[a] = r
+            # per turn: a turn cut at its budget pays the penalty (its end is not the model's)
+            pen = self.overlong_penalty
+            turn_r = [
+                r - pen if "cut_at_budget" in t.flags else r for t in self.episode.turns_of(a)
+            ]
+            self.rewards[a] = sum(turn_r) / len(turn_r) if turn_r else r
             self.terminations[a] = True
             info = self.infos[a]
             info.update(out.info)
@@ -336,6 +359,7 @@ class WorkflowEnv(AECEnv):
                 verdict_reason=out.verdict.reason,
                 team_reward=team,
                 role_reward=role_sig,
+                turn_rewards=turn_r,
                 flags=info.get("flags", []),
                 flags_by_agent=flags_by_agent,
                 n_flags=parse_failures,

@@ -21,8 +21,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowzoo.tasks.families import family_spec
+
 ENV_VERSION = 0
-FAMILIES = ("math", "code")
 #: the multi-agent workflows of the study (``single`` is its single-agent control)
 STUDY_WORKFLOWS = ("eval-opt", "voting", "orch-workers")
 
@@ -33,37 +34,13 @@ ENGINE_OPTIONS = (
     "max_cycles",
     "max_prompt_chars",
     "max_action_chars",
+    "overlong_penalty",
     "render_mode",
 )
 #: options choosing the problems
 TASK_OPTIONS = ("dataset", "split", "n_tasks", "task_seed")
-#: options passed to the task family
-FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
-    "math": (),
-    "code": (
-        "sandbox",
-        "sandbox_options",
-        "partial_credit",
-        "test_timeout_s",
-        "case_timeout_s",
-        "time_budget_s",
-        "early_stop",
-    ),
-}
-DEFAULT_DATASET = {"math": "arith", "code": "funcs"}
-#: the dataset kinds with an out-of-distribution split (held-out structure; the generators)
-OOD_DATASETS = ("arith", "funcs", "stdio")
 #: the most problems an env may ask a task source for (more fails here, not in a generator)
 MAX_TASKS = 1_000_000
-#: default number of generated problems per (family, split)
-DEFAULT_N_TASKS = {
-    ("math", "train"): 500,
-    ("math", "test"): 200,
-    ("code", "train"): 200,
-    ("code", "test"): 100,
-    ("math", "ood"): 200,
-    ("code", "ood"): 100,
-}
 
 
 @dataclass(frozen=True)
@@ -89,20 +66,25 @@ def _workflow_cls(name: str):
     return WORKFLOW_CLASSES[name]
 
 
-def register(workflow_cls: type, families: tuple[str, ...] = FAMILIES) -> list[str]:
+def register(workflow_cls: type, families: tuple[str, ...] | None = None) -> list[str]:
     """Make ``workflow_cls`` (a :class:`~flowzoo.envs.workflows.Workflow` subclass with a
     ``name``) available as ``make_env("<name>-<family>")`` and ``pettingzoo.make(
-    "flowzoo/<name>-<family>-v0")`` for each task family; returns the new env ids."""
+    "flowzoo/<name>-<family>-v0")`` for each task family (default: every registered one,
+    :mod:`flowzoo.tasks.families`); returns the new env ids."""
     from flowzoo.envs.workflows.base import Workflow
+    from flowzoo.tasks.families import FAMILIES
+
+    known_families = tuple(FAMILIES)
+    families = known_families if families is None else tuple(families)
 
     if not (isinstance(workflow_cls, type) and issubclass(workflow_cls, Workflow)):
         raise ValueError(f"register() takes a Workflow subclass, got {workflow_cls!r}")
     name = workflow_cls.name
-    if not name or not isinstance(name, str) or "/" in name or name.endswith(FAMILIES):
+    if not name or not isinstance(name, str) or "/" in name or name.endswith(known_families):
         raise ValueError(f"workflow {workflow_cls.__name__} needs a plain `name`, got {name!r}")
-    bad = sorted(set(families) - set(FAMILIES))
+    bad = sorted(set(families) - set(known_families))
     if bad or not families:
-        raise ValueError(f"unknown task families {bad}; valid: {', '.join(FAMILIES)}")
+        raise ValueError(f"unknown task families {bad}; valid: {', '.join(known_families)}")
     known = WORKFLOW_CLASSES.get(name)
     if known is not None and known is not workflow_cls:
         raise ValueError(f"a different workflow is already registered as {name!r}")
@@ -155,8 +137,9 @@ def has_ood(env_id: str, **options: Any) -> bool:
     """Whether ``make_env(env_id, split="ood", **options)`` has problems: the generated
     datasets hold structure out whole; a loaded file or a TaskSet has no such split."""
     spec = _resolve_id(env_id)
-    dataset = {**spec.defaults, **options}.get("dataset", DEFAULT_DATASET[spec.family])
-    return isinstance(dataset, str) and dataset.partition(":")[0] in OOD_DATASETS
+    fam = family_spec(spec.family)
+    dataset = {**spec.defaults, **options}.get("dataset", fam.default_dataset)
+    return isinstance(dataset, str) and dataset.partition(":")[0] in fam.ood_datasets
 
 
 def valid_options(env_id: str) -> list[str]:
@@ -164,19 +147,16 @@ def valid_options(env_id: str) -> list[str]:
     spec = _resolve_id(env_id)
     wf_opts = [f.name for f in dataclasses.fields(_workflow_cls(spec.workflow).Options)]
     return sorted(
-        set(wf_opts) | set(ENGINE_OPTIONS) | set(TASK_OPTIONS) | set(FAMILY_OPTIONS[spec.family])
+        set(wf_opts)
+        | set(ENGINE_OPTIONS)
+        | set(TASK_OPTIONS)
+        | set(family_spec(spec.family).options)
     )
 
 
 @functools.lru_cache(maxsize=64)
 def _load_tasks(family: str, dataset: str, split: str, n_tasks: int, task_seed: int):
-    if family == "math":
-        from flowzoo.tasks.math import load_math_dataset
-
-        return load_math_dataset(dataset, split=split, n=n_tasks, seed=task_seed)
-    from flowzoo.tasks.code import load_code_dataset
-
-    return load_code_dataset(dataset, split=split, n=n_tasks, seed=task_seed)
+    return family_spec(family).load(dataset, split, n_tasks, task_seed)
 
 
 def make_env(env_id: str, **overrides: Any):
@@ -187,7 +167,7 @@ def make_env(env_id: str, **overrides: Any):
     as a spec string or a ``TaskSet``, ``split``, ``n_tasks``, ``task_seed``) and family
     options (``sandbox`` for code). Unknown ones raise ``ValueError`` naming the valid ones."""
     from flowzoo.envs.core import WorkflowEnv
-    from flowzoo.tasks import TaskSet, get_family
+    from flowzoo.tasks import TaskSet
 
     spec = _resolve_id(env_id)
     valid = valid_options(spec.id)
@@ -200,16 +180,15 @@ def make_env(env_id: str, **overrides: Any):
         raise ValueError(f"n_tasks must be an int in 1..{MAX_TASKS:,}, got {n!r}")
     wf_cls = _workflow_cls(spec.workflow)
     wf_fields = {f.name for f in dataclasses.fields(wf_cls.Options)}
-    family = get_family(
-        spec.family, **{k: opts[k] for k in FAMILY_OPTIONS[spec.family] if k in opts}
-    )
+    fam = family_spec(spec.family)
+    family = fam.make(**{k: opts[k] for k in fam.options if k in opts})
     try:
         wf_options = wf_cls.Options(**{k: v for k, v in opts.items() if k in wf_fields})
     except TypeError as e:
         raise ValueError(f"bad workflow options for {spec.id!r}: {e}") from None
     workflow = wf_cls(wf_options, family)
 
-    dataset = opts.get("dataset", DEFAULT_DATASET[spec.family])
+    dataset = opts.get("dataset", fam.default_dataset)
     if isinstance(dataset, TaskSet):
         tasks = dataset
     elif isinstance(dataset, str):
@@ -218,7 +197,7 @@ def make_env(env_id: str, **overrides: Any):
             spec.family,
             dataset,
             split,
-            int(opts.get("n_tasks", DEFAULT_N_TASKS.get((spec.family, split), 200))),
+            int(opts.get("n_tasks", fam.n_tasks.get(split, 200))),
             int(opts.get("task_seed", 0)),
         )
     else:

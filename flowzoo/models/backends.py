@@ -317,7 +317,7 @@ def attach_router(router, backend: str, **options) -> None:
         max_loras=len(router.names),
     )
     for name in router.names:
-        router.policies[name].backend = VLLMLoraBackend(engine, router._peft, name)
+        router.policies[name].backend = VLLMLoraBackend(engine, router.params.peft, name)
 
 
 __all__ = [

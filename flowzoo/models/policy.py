@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from flowzoo.models.fastlm import fast_lm
+from flowzoo.models.sampler import sample
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -222,7 +223,8 @@ class Policy:
     def _sample(self, encoded, max_new_tokens, temperature, generator) -> list[Generation]:
         fl = self._fast_lm()
         if fl is not None:
-            toks, lps = fl.sample(
+            toks, lps = sample(
+                fl,
                 encoded,
                 max_new_tokens,
                 temperature,
@@ -300,10 +302,23 @@ class Policy:
     ) -> list[torch.Tensor]:
         """Per-token log-probs of each completion given its prompt (with grad), under
         ``logits / temperature`` — the distribution ``generate`` sampled from."""
+        return self.score(prompt_ids, completion_ids, temperature)[0]
+
+    def score(
+        self,
+        prompt_ids: list[list[int]],
+        completion_ids: list[list[int]],
+        temperature: float = 1.0,
+        hidden: bool = False,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """The one scoring path (GRPO's log-probs, PPO's log-probs and values): per-token
+        log-probs of each completion and, with ``hidden``, the last hidden state (after the
+        final norm) that predicts each of its tokens. flowzoo's fast forward where the model
+        allows it, else the model's own."""
         fl = self._fast_lm()
         if fl is not None:
             with self.autocast():
-                return fl.logprobs(prompt_ids, completion_ids, temperature, self.device)
+                return fl.logprobs(prompt_ids, completion_ids, temperature, self.device, hidden)
         dev = self.device
         seqs = [p + c for p, c in zip(prompt_ids, completion_ids, strict=True)]
         width = max(len(s) for s in seqs)
@@ -314,15 +329,20 @@ class Policy:
             mask[i, : len(s)] = 1
         ids, mask = ids.to(dev), mask.to(dev)
         with self.autocast():
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
-        logits = logits.float()
+            out = self.model(input_ids=ids, attention_mask=mask, output_hidden_states=hidden)
+        logits = out.logits.float()
         t = temperature if temperature > 0 else 1.0
         logp = F.log_softmax(logits[:, :-1] / t, dim=-1)
         tgt = logp.gather(2, ids[:, 1:, None]).squeeze(2)
-        out = []
-        for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-            out.append(tgt[i, len(p) - 1 : len(p) - 1 + len(c)])
-        return out
+        spans = [
+            slice(len(p) - 1, len(p) - 1 + len(c))
+            for p, c in zip(prompt_ids, completion_ids, strict=True)
+        ]
+        lps = [tgt[i, sl] for i, sl in enumerate(spans)]
+        if not hidden:
+            return lps, None
+        last = out.hidden_states[-1]
+        return lps, [last[i, sl] for i, sl in enumerate(spans)]
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())

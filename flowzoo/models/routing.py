@@ -17,26 +17,38 @@ never updated, never in the gradient diagnostics, reported as frozen.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from flowzoo.models.params import (
+    AdapterPolicy,
+    LoadSettings,
+    LoraSettings,
+    build_params,
+    check_params,
+)
 from flowzoo.models.policy import Policy
-from flowzoo.models.sharding import full_state_dict, local
+from flowzoo.models.sharding import local
 
 SHARING = ("shared", "isolated")
-PARAMETERISATIONS = ("full", "lora")
 
 
 @dataclass
-class LoraSettings:
-    """The study's set-up: rank 64, alpha 32, all linear layers."""
+class Players:
+    """Who plays a role besides a trained policy (:func:`plan_roles`)."""
 
-    r: int = 64
-    alpha: int = 32
-    dropout: float = 0.0
-    target_modules: str | tuple[str, ...] = "all-linear"
+    #: role -> its own local base checkpoint (a trainable policy of its own), or a fixed
+    #: player spec (a served model, the scripted expert)
+    role_models: dict[str, str] = field(default_factory=dict)
+    #: roles played by a fixed copy of their model
+    frozen_roles: tuple[str, ...] = ()
+    #: endpoint options for served players (concurrency, timeout_s, retries, on_error)
+    options: dict = field(default_factory=dict)
+    #: role -> stop strings (a served player's turn may end at one)
+    stops: dict[str, list[str]] = field(default_factory=dict)
+    seed: int = 0
 
 
 def role_map(roles: list[str], sharing: str | dict[str, str]) -> dict[str, str]:
@@ -104,28 +116,9 @@ def plan_roles(
     return mapping, frozen, own
 
 
-class AdapterPolicy(Policy):
-    """A view of a shared PEFT model with one adapter active."""
-
-    def __init__(self, base: Policy, adapter: str) -> None:
-        self.__dict__.update(base.__dict__)
-        self.adapter = adapter
-
-    def activate(self) -> None:
-        if self.model.active_adapter != self.adapter:
-            self.model.set_adapter(self.adapter)
-
-    def generate(self, *a, **kw):
-        self.activate()
-        return super().generate(*a, **kw)
-
-    def logprobs(self, *a, **kw):
-        self.activate()
-        return super().logprobs(*a, **kw)
-
-
 class PolicyRouter:
-    """Owns the policies, their trainable parameters and the reference policy."""
+    """Role -> policy: owns the trainable policies (through their parameterisation,
+    :mod:`flowzoo.models.params`), the fixed players and the reference policy."""
 
     def __init__(
         self,
@@ -134,118 +127,34 @@ class PolicyRouter:
         sharing: str | dict[str, str] = "shared",
         param: str = "full",
         lora: LoraSettings | None = None,
-        device: str = "cpu",
+        load: LoadSettings | None = None,
+        players: Players | None = None,
         need_reference: bool = False,
-        precision: str = "fp32",
-        grad_checkpointing: bool = False,
-        fast: bool = True,
-        devices: dict[str, str] | None = None,
-        role_models: dict[str, str] | None = None,
-        frozen_roles: list[str] | tuple[str, ...] = (),
-        player_options: dict | None = None,
-        seed: int = 0,
-        role_stops: dict[str, list[str]] | None = None,
     ) -> None:
-        from flowzoo.models.endpoint import is_endpoint_spec
-        from flowzoo.models.players import frozen_player
         from flowzoo.models.tiny import resolve_model
 
-        if param not in PARAMETERISATIONS:
-            raise ValueError(
-                f"unknown parameterisation {param!r}; valid: {', '.join(PARAMETERISATIONS)}"
-            )
+        load, players = load or LoadSettings(), players or Players()
         self.model_path = str(model_path)
         self.roles = list(roles)
-        self.map, frozen, own = plan_roles(self.roles, sharing, role_models, frozen_roles)
-        if own and param == "lora":
-            raise ValueError(
-                f"roles {sorted(own)} have their own base checkpoints, but LoRA adapters share "
-                "one base: use param='full', or freeze those roles"
-            )
+        self.map, frozen, own = plan_roles(
+            self.roles, sharing, players.role_models, players.frozen_roles
+        )
+        check_params(param, own)
         #: frozen policy name -> its fixed player (a served model, a scripted expert, a model)
-        self.frozen: dict[str, object] = {}
-        players: dict[tuple, object] = {}
-        stops = {r: list(s) for r, s in (role_stops or {}).items()}
-        for role in stops:
-            if self.map[role] not in frozen or not is_endpoint_spec(frozen[self.map[role]]):
-                raise ValueError(
-                    f"stop strings for role {role!r}: only a served model's turn can end at "
-                    "one (a trained policy's turn ends at EOS or max_new_tokens)"
-                )
-        for name, spec in frozen.items():
-            spec = spec or self.model_path
-            role = name.removeprefix("frozen:")
-            key = (spec, tuple(stops.get(role, ())))
-            if key not in players:  # endpoint options (stop included) reach served models only
-                opts = {**(player_options or {}), "stop": list(key[1])}
-                players[key] = frozen_player(spec, seed=seed, **opts)
-            self.frozen[name] = players[key]
+        self.frozen = _fixed_players(self.map, frozen, self.model_path, players)
         #: trainable policy name -> the checkpoint it starts from
         self.model_paths = {n: resolve_model(spec) for n, spec in own.items()}
         #: the trainable policies (frozen players are routed, never updated)
         self.names = [n for n in dict.fromkeys(self.map.values()) if n not in self.frozen]
         self.param = param
-        self.device = device
         self.lora = lora or LoraSettings()
-        #: policy name -> its device (isolated policies spread over GPUs); others on ``device``
-        self.devices = {n: str((devices or {}).get(n, device)) for n in self.names}
-        bad = sorted(set(devices or {}) - set(self.names))
-        if bad:
-            raise ValueError(f"devices name unknown policies {bad}; policies are {self.names}")
-        if param == "lora" and len(set(self.devices.values())) > 1:
-            raise ValueError(
-                "LoRA adapters share one base model, so every policy sits on one device; "
-                f"got {self.devices}"
-            )
-        #: every policy is loaded with these, on its own device (``self.devices``)
-        self._policy_kw = {
-            "precision": precision,
-            "grad_checkpointing": grad_checkpointing,
-            "fast": fast,
-        }
-        self.policies: dict[str, Policy] = {}
-        self.reference: Policy | None = None
-        self._own_refs: dict[str, Policy] = {}
-        if param == "full":
-            for name in self.names:
-                self.policies[name] = Policy(
-                    self.model_paths.get(name, self.model_path),
-                    device=self.devices[name],
-                    **self._policy_kw,
-                )
-            if need_reference:
-                self.reference = Policy(
-                    self.model_path, device=device, precision=precision, fast=fast
-                )
-                self.reference.model.requires_grad_(False)
-                # a policy with its own base checkpoint is anchored to that base
-                for path in sorted(set(self.model_paths.values())):
-                    ref = Policy(path, device=device, precision=precision, fast=fast)
-                    ref.model.requires_grad_(False)
-                    self._own_refs[path] = ref
-        else:
-            self._build_lora()
-
-    def _build_lora(self) -> None:
-        from peft import LoraConfig, get_peft_model
-
-        base = Policy(self.model_path, device=self.devices[self.names[0]], **self._policy_kw)
-        cfg = LoraConfig(
-            r=self.lora.r,
-            lora_alpha=self.lora.alpha,
-            lora_dropout=self.lora.dropout,
-            target_modules=self.lora.target_modules
-            if isinstance(self.lora.target_modules, str)
-            else list(self.lora.target_modules),
-            init_lora_weights=True,
+        #: the parameterisation: what is trainable, the reference, how policies are saved
+        self.params = build_params(
+            param, self.names, self.model_path, self.model_paths, load, self.lora, need_reference
         )
-        peft_model = get_peft_model(base.model, cfg, adapter_name=self.names[0])
-        for name in self.names[1:]:
-            peft_model.add_adapter(name, cfg)
-        base.model = peft_model
-        for name in self.names:
-            self.policies[name] = AdapterPolicy(base, name)
-        self._peft = peft_model
+        #: policy name -> its device
+        self.devices = {n: str(load.devices.get(n, load.device)) for n in self.names}
+        self.policies: dict[str, Policy] = self.params.policies
 
     # ------------------------------------------------------------------ routing
     def policy_for(self, role: str) -> tuple[str, Policy]:
@@ -263,47 +172,29 @@ class PolicyRouter:
     def roles_of(self, name: str) -> list[str]:
         return [r for r, n in self.map.items() if n == name]
 
+    # ------------------------------------------------------------------ what updates touch
     def trainable(self, name: str) -> list[torch.nn.Parameter]:
         """The parameters an update of policy ``name`` may change."""
-        if self.param == "full":
-            return [p for p in self.policies[name].model.parameters()]
-        return [p for n, p in self._peft.named_parameters() if f".{name}." in n and "lora_" in n]
+        return [p for _, p in self.params.named_trainable(name)]
 
     def named_trainable(self, name: str) -> list[tuple[str, torch.nn.Parameter]]:
-        if self.param == "full":
-            return list(self.policies[name].model.named_parameters())
-        return [
-            (n, p) for n, p in self._peft.named_parameters() if f".{name}." in n and "lora_" in n
-        ]
+        return self.params.named_trainable(name)
 
     def prepare_update(self, name: str) -> Policy:
-        """Activate ``name`` (its adapter for LoRA) with only its parameters requiring grad."""
-        pol = self.policies[name]
-        if self.param == "lora":
-            pol.activate()
-            for n, p in self._peft.named_parameters():
-                p.requires_grad_(f".{name}." in n and "lora_" in n)
-        return pol
+        """Policy ``name`` ready to update: only its parameters require grad."""
+        return self.params.prepare_update(name)
 
-    @torch.no_grad()
     def reference_logprobs(
         self, name: str, prompt_ids, completion_ids, temperature: float
     ) -> list[torch.Tensor]:
-        """Log-probs under the reference policy (base weights; LoRA: adapters off), on policy
-        ``name``'s device (the full-weight reference sits on the router's ``device``)."""
-        pol = self.policies[name]
-        if self.param == "lora":
-            with self._peft.disable_adapter():
-                return [
-                    t.detach()
-                    for t in Policy.logprobs(pol, prompt_ids, completion_ids, temperature)
-                ]
-        if self.reference is None:
-            raise RuntimeError("no reference policy: build the router with need_reference=True")
-        ref = self._own_refs.get(self.model_paths.get(name, ""), self.reference)
-        return [
-            t.detach().to(pol.device) for t in ref.logprobs(prompt_ids, completion_ids, temperature)
-        ]
+        """Log-probs under the reference policy (full: the frozen base; LoRA: adapters off),
+        on policy ``name``'s device."""
+        return self.params.reference_logprobs(name, prompt_ids, completion_ids, temperature)
+
+    @property
+    def reference(self) -> Policy | None:
+        """The full-weight reference policy (None under LoRA or without a KL anchor)."""
+        return getattr(self.params, "reference", None)
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
@@ -330,16 +221,43 @@ class PolicyRouter:
         """Each policy as a loadable checkpoint (full) or PEFT adapter dir (lora). ``sharded``
         (FSDP): every process calls this, the full weights are gathered and ``write`` (process
         0) saves them."""
-        out = Path(out_dir)
-        for name in self.names:
-            pol = self.policies[name]
-            d = out / name
-            if self.param == "full":
-                state = full_state_dict(pol.model) if sharded else None
-                if write:
-                    pol.model.save_pretrained(d, state_dict=state)
-                    pol.tokenizer.save_pretrained(d)
-            elif write:
-                self._peft.save_pretrained(out / "adapters", selected_adapters=[name])
-        if self.param == "lora" and write:
-            self.policies[self.names[0]].tokenizer.save_pretrained(out / "adapters")
+        self.params.save_pretrained(Path(out_dir), sharded, write)
+
+
+def _fixed_players(
+    mapping: dict[str, str], frozen: dict[str, str], base: str, players: Players
+) -> dict[str, object]:
+    """Frozen policy name -> its player; one player per (spec, stop strings)."""
+    from flowzoo.models.endpoint import is_endpoint_spec
+    from flowzoo.models.players import frozen_player
+
+    for role in players.stops:
+        if mapping[role] not in frozen or not is_endpoint_spec(frozen[mapping[role]]):
+            raise ValueError(
+                f"stop strings for role {role!r}: only a served model's turn can end at "
+                "one (a trained policy's turn ends at EOS or max_new_tokens)"
+            )
+    made: dict[tuple, object] = {}
+    out: dict[str, object] = {}
+    for name, spec in frozen.items():
+        spec = spec or base
+        role = name.removeprefix("frozen:")
+        key = (spec, tuple(players.stops.get(role, ())))
+        if key not in made:  # endpoint options (stop included) reach served models only
+            opts = {**players.options, "stop": list(key[1])}
+            made[key] = frozen_player(spec, seed=players.seed, **opts)
+        out[name] = made[key]
+    return out
+
+
+__all__ = [
+    "SHARING",
+    "AdapterPolicy",
+    "LoadSettings",
+    "LoraSettings",
+    "Players",
+    "PolicyRouter",
+    "parse_policy_arg",
+    "plan_roles",
+    "role_map",
+]

@@ -8,6 +8,7 @@ environments only talk to this interface, so a new family is one module.
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -177,11 +178,15 @@ def generate_distinct(
 
 @runtime_checkable
 class TaskFamily(Protocol):
-    """How a family of tasks is presented and scored; the envs use nothing else."""
+    """How a family of tasks is presented and scored; the envs use nothing else. A new family
+    implements every method here and is registered with a
+    :class:`~flowzoo.tasks.families.FamilySpec`."""
 
     name: str
     #: the sentence every solving role's prompt ends with, stating the output format
     answer_format: str
+    #: whether :meth:`test_report` says something (Eval-Opt's ``evaluator_sees_tests``)
+    reports_tests: bool
 
     def extract(self, text: str) -> str | None:
         """The answer inside a completion, or None if there is none."""
@@ -197,4 +202,26 @@ class TaskFamily(Protocol):
 
     def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
         """A key such that equal keys mean 'the same answer', for majority voting."""
+        ...
+
+    def flags(self, task: Task, text: str) -> list[str]:
+        """Flags for a turn's ``infos`` beyond its score (e.g. a program caught tampering
+        with its judge); ``[]`` when there is nothing to say."""
+        ...
+
+    def test_report(self, task: Task, text: str) -> str | None:
+        """What the task's tests say about a completion, for a role allowed to see them
+        (None where the family has no tests)."""
+        ...
+
+    def reference_completion(self, task: Task) -> str:
+        """A correct, well-formed completion (the scripted expert's answer)."""
+        ...
+
+    def noisy_completion(self, task: Task, rng: random.Random) -> str:
+        """A plausible wrong completion (the scripted expert's slip)."""
+        ...
+
+    def wrong_completion(self, task: Task) -> str:
+        """A well-formed completion whose answer is wrong."""
         ...

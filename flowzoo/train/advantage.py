@@ -1,6 +1,7 @@
 """Rewards -> advantages, as arrays aligned with the step's turns (``turn.index``).
 
-GRPO gives one scalar per turn (groups named by ``GroupKey``); PPO gives per-token
+The estimators behind :mod:`flowzoo.train.algorithm`'s seam. GRPO gives one scalar per turn
+(groups named by ``GroupKey``); PPO gives per-token
 advantages, returns and the old values from a critic and GAE over each agent's turns. The
 learner asks :meth:`Advantages.tokens` for a turn and never needs to know which it was.
 """
@@ -47,6 +48,15 @@ class Advantages:
         return self.old_values[t.index], self.returns[t.index]
 
 
+@dataclass
+class Critic:
+    """What a critic-based estimator needs: the router (each policy's forward) and each
+    policy's value head."""
+
+    router: Any
+    heads: dict[str, torch.nn.Module]
+
+
 def index_turns(records: list[EpisodeRecord]) -> list[TurnRecord]:
     """The step's turns in one flat list, each told its position."""
     turns = [t for r in records for t in r.turns]
@@ -87,13 +97,13 @@ def mask_truncated(adv: Advantages, turns: list[TurnRecord]) -> None:
 
 def ppo(
     cfg: TrainConfig,
-    router,
-    heads: dict,
+    critic: Critic,
     records: list[EpisodeRecord],
     turns: list[TurnRecord],
     rewards: list[float],
 ) -> Advantages:
     """GAE over each agent's turns with its policy's critic, normalised per policy."""
+    router, heads = critic.router, critic.heads
     n = len(turns)
     out = Advantages(token=[None] * n, returns=[None] * n, old_values=[None] * n)
     for name in router.names:

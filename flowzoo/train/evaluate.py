@@ -178,9 +178,10 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
     once and each policy's adapter from ``final/adapters``."""
     from flowzoo.config import TrainConfig
     from flowzoo.envs import make_env
+    from flowzoo.models.params import AdapterPolicy
     from flowzoo.models.players import frozen_player
     from flowzoo.models.policy import Policy
-    from flowzoo.models.routing import AdapterPolicy, parse_policy_arg, plan_roles
+    from flowzoo.models.routing import parse_policy_arg, plan_roles
     from flowzoo.models.tiny import resolve_model
 
     run = Path(run_dir)

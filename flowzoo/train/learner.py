@@ -22,9 +22,10 @@ import torch
 
 from flowzoo.config import TrainConfig
 from flowzoo.train import distributed
-from flowzoo.train.advantage import Advantages
-from flowzoo.train.algorithms.grpo import aggregate, clipped_token_loss, k3_kl
-from flowzoo.train.algorithms.ppo import ValueHead, logprobs_and_values, value_loss
+from flowzoo.train.advantage import Advantages, Critic
+from flowzoo.train.algorithm import algorithm_for
+from flowzoo.train.algorithms.grpo import aggregate, k3_kl
+from flowzoo.train.algorithms.ppo import ValueHead, logprobs_and_values
 from flowzoo.train.diagnostics import CoherenceDamper, dot, flat_grad, role_gradient_stats
 from flowzoo.train.rollout import TurnRecord
 
@@ -49,8 +50,10 @@ class Learner:
         self.cfg, self.router, self.dist = cfg, router, dist
         self.roles, self.agents_per_role = roles, agents_per_role
         self.step = 0
+        #: the estimator and objective ``cfg.algo`` names (the one place it is read)
+        self.algorithm = algorithm_for(cfg)
         self.heads: dict[str, ValueHead] = {}
-        if cfg.algo == "ppo":
+        if self.algorithm.critic:
             for name in router.names:
                 hs = router.policies[name].model.config.hidden_size
                 self.heads[name] = ValueHead(hs).to(router.policies[name].device)
@@ -76,6 +79,11 @@ class Learner:
         self.micro_batch: dict[str, int] = {}
         #: per policy, the last update's per-role gradients and their sum (for diagnostics)
         self.last_role_grads: dict[str, dict] = {}
+
+    @property
+    def critic(self) -> Critic | None:
+        """What the estimator needs of the critic (None for a critic-free algorithm)."""
+        return Critic(self.router, self.heads) if self.algorithm.critic else None
 
     def params(self, name: str) -> list[torch.nn.Parameter]:
         """What policy ``name``'s optimizer steps: its trainable weights and its value head."""
@@ -178,7 +186,6 @@ class Learner:
         the micro-batch's mean kl and clip fraction)."""
         cfg = self.cfg
         beta, temp = self._kl_for(role), self._temp(role)
-        clip_low, clip_high = cfg.for_role(role, "clip_low"), cfg.for_role(role, "clip_high")
         p_ids = [t.prompt_ids for t in mb]
         c_ids = [t.completion_ids for t in mb]
         if head is not None:
@@ -190,15 +197,14 @@ class Learner:
         tok_losses = []
         for j, t in enumerate(mb):
             old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
-            a_t = adv.tokens(t, old)
-            pl, clipped = clipped_token_loss(new_lp[j], old, a_t, clip_low, clip_high)
-            if ref_lp is not None:
+            values = (new_v[j], *adv.value_targets(t)) if new_v is not None else None
+            pl, clipped = self.algorithm.objective(
+                cfg, role, new_lp[j], old, adv.tokens(t, old), values
+            )
+            if ref_lp is not None:  # the KL anchor: per role, the same for every algorithm
                 kl = k3_kl(new_lp[j], ref_lp[j])
                 pl = pl + beta * kl
                 local["kl"] += kl.mean().item() / len(mb)
-            if new_v is not None:
-                old_v, ret = adv.value_targets(t)
-                pl = pl + cfg.vf_coef * value_loss(new_v[j], old_v, ret, cfg.value_clip)
             tok_losses.append(pl)
             local["clip_frac"] += float(clipped.mean()) / len(mb)
         loss = aggregate(
@@ -230,33 +236,57 @@ class Learner:
     def _one_update(
         self, name, pol, head, params, batch: list[TurnRecord], adv: Advantages, stats
     ) -> None:
-        cfg = self.cfg
-        dist = self.dist
-        opt = self.opts[name]
-        opt.zero_grad(set_to_none=True)
+        """One optimizer step of policy ``name`` on ``batch``, as named steps: weigh the
+        turns, group them by role, accumulate each role's gradient apart, read the
+        diagnostics, then damp, clip and step."""
+        self.opts[name].zero_grad(set_to_none=True)
+        norm = self._normalisers(batch)
+        by_role = self._group_by_role(name, batch)
+        role_grads, total, sums = self._role_gradients(name, pol, head, params, by_role, adv, norm)
+        self._record_role_sums(sums, stats)
+        total_norm, rg = self._diagnose(name, params, role_grads, total)
+        self._step(name, params, role_grads, total, total_norm, rg, stats)
+
+    def _normalisers(self, batch: list[TurnRecord]) -> tuple[dict[int, float], float, float]:
+        """Each turn's loss weight, and the loss normalisers over the whole batch (every
+        process's share under data parallel): total tokens and sequences."""
         weights = self._weights(batch)
         wmap = {t.index: w for t, w in zip(batch, weights, strict=True)}
-        # loss normalisers over the whole batch (every process's share under data parallel)
         total_tokens, total_seqs = distributed.sum_floats(
-            [sum(len(t.completion_ids) for t in batch), float(len(batch))], dist
+            [sum(len(t.completion_ids) for t in batch), float(len(batch))], self.dist
         )
-        by_role: dict[str, list[TurnRecord]] = defaultdict(list)
+        return wmap, total_tokens, total_seqs
+
+    def _group_by_role(self, name: str, batch: list[TurnRecord]) -> dict[str, list[TurnRecord]]:
+        """The batch's turns per role, in a fixed role order with global counts (so every
+        process makes the same collectives); turns of one prompt side by side (its forward
+        is computed once in a micro-batch), similar lengths too (less padding)."""
+        mine: dict[str, list[TurnRecord]] = defaultdict(list)
         for t in batch:
-            by_role[t.role].append(t)
-        # a fixed role order with global counts, so every process makes the same collectives
+            mine[t.role].append(t)
         roles = [r for r in self.roles if r in self.router.roles_of(name)]
-        n_role = distributed.sum_floats([len(by_role.get(r, [])) for r in roles], dist)
-        roles = [r for r, n in zip(roles, n_role, strict=True) if n > 0]
+        counts = distributed.sum_floats([len(mine.get(r, [])) for r in roles], self.dist)
+        return {
+            r: sorted(
+                mine.get(r, []),
+                key=lambda t: (len(t.prompt_ids), t.prompt_ids, len(t.completion_ids)),
+            )
+            for r, n in zip(roles, counts, strict=True)
+            if n > 0
+        }
+
+    def _role_gradients(
+        self, name, pol, head, params, by_role, adv, norm
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, dict[str, float]]]:
+        """Back-propagate each role's turns in micro-batches, keeping the gradient each role
+        adds apart; (per-role gradients, the accumulated total, per-role sums of this
+        process's loss, tokens, turns, clip fraction and KL)."""
+        cfg, dist = self.cfg, self.dist
+        wmap, total_tokens, total_seqs = norm
         role_grads: dict[str, torch.Tensor] = {}
         sums: dict[str, dict[str, float]] = {}
         prev = flat_grad(params)
-        for role in roles:
-            # turns of one prompt share a micro-batch (its forward is computed once there),
-            # similar lengths too (less padding); the summed gradient is the same
-            rturns = sorted(
-                by_role.get(role, []),
-                key=lambda t: (len(t.prompt_ids), t.prompt_ids, len(t.completion_ids)),
-            )
+        for role, rturns in by_role.items():
             acc: dict[str, float] = defaultdict(float)
             size = self.micro_batch.get(name, cfg.micro_batch)
             # FSDP: every process makes the same number of sharded passes, agreed beforehand
@@ -291,15 +321,25 @@ class Learner:
             # FSDP: each process holds its shard of the summed gradient already
             role_grads[role] = cur - prev if cfg.fsdp else distributed.sum_(cur - prev, dist)
             prev = cur
-        for role in roles:  # global sums; clip_frac and kl become means over the role's turns
+        total = sum(role_grads.values()) if role_grads else prev
+        return role_grads, total, sums
+
+    def _record_role_sums(self, sums: dict[str, dict[str, float]], stats) -> None:
+        """Per role, the global loss, tokens and turns; clip fraction and KL as means over
+        the role's turns."""
+        for role, acc in sums.items():
             keys = ["loss", "tokens", "turns", "clip_frac"]
             keys += ["kl"] if self._kl_for(role) > 0 else []
-            got = distributed.sum_floats([sums[role].get(k, 0.0) for k in keys], dist)
+            got = distributed.sum_floats([acc.get(k, 0.0) for k in keys], self.dist)
             g = dict(zip(keys, got, strict=True))
             rs = stats["roles"][role]
             for k, v in g.items():
                 rs[k] += v / g["turns"] if k in ("clip_frac", "kl") else v
-        total = sum(role_grads.values()) if role_grads else prev
+
+    def _diagnose(self, name, params, role_grads, total) -> tuple[float, dict]:
+        """The role-level diagnostics of this step's gradient: per-role norms and cosines
+        (:func:`role_gradient_stats`) and the total norm; a non-finite gradient ends the run."""
+        cfg, dist = self.cfg, self.dist
         if dist.active and not cfg.fsdp:
             _write_flat_grad(params, total)
         self.last_role_grads[name] = {"roles": role_grads, "total": total.clone()}
@@ -314,6 +354,11 @@ class Learner:
         total_norm = math.sqrt(distributed.sum_floats([sq], dist)[0] if cfg.fsdp else sq)
         if not math.isfinite(total_norm):  # the same verdict on every process
             raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
+        return total_norm, rg
+
+    def _step(self, name, params, role_grads, total, total_norm, rg, stats) -> None:
+        """Damp (the coherence damper re-weights each role's gradient), log the norms the
+        step applies, clip, step."""
         if self.damper is not None:
             total = torch.zeros_like(total)
             for role, g in role_grads.items():
@@ -328,9 +373,9 @@ class Learner:
             stats["cosine"][pair] += c
         stats["policy"]["grad_norm"] += total_norm
         stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-        opt.step()
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        self.opts[name].step()
 
 
 def _accumulate(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:

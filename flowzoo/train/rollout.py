@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from flowzoo.envs.core import Cut
 from flowzoo.models.policy import Policy
 
 
@@ -31,7 +32,7 @@ class TurnRecord:
     logprobs: list[float]
     text: str
     finished: bool
-    #: what training uses: the env's reward for this agent (already mixed by the env)
+    #: what training uses: the env's reward for this turn (mixed by the env, the one place)
     reward: float = 0.0
     #: the env's two parts of it, for metrics only
     team_reward: float = 0.0
@@ -194,7 +195,7 @@ def rollout(
                     )
                 )
                 turn_counts[i][agent] += 1
-                env.step(g.text)
+                env.step(as_action(g))
                 if env.episode_over():
                     _close(records[i], env)
                     live.discard(i)
@@ -210,6 +211,21 @@ def _pending(env) -> list[tuple[str, str]]:
     return [(agent, env.observe(agent)["prompt"])]
 
 
+def as_action(g) -> str:
+    """A generation as the env's action: a completion cut at the token budget is marked
+    (:class:`~flowzoo.envs.core.Cut`), so the env flags it and applies its overlong penalty."""
+    return g.text if g.finished else Cut(g.text)
+
+
+def turn_reward(info: dict, turn: int, agent_reward: float) -> float:
+    """What one turn trains on: the env's reward for that turn of its agent
+    (``infos["turn_rewards"]``), else the agent's reward (an env that gives one per agent)."""
+    per_turn = info.get("turn_rewards")
+    if isinstance(per_turn, list) and 0 <= turn < len(per_turn):
+        return float(per_turn[turn])
+    return float(agent_reward)
+
+
 def _close(rec: EpisodeRecord, env) -> None:
     """Copy a finished episode's rewards and infos onto its record and turns."""
     rec.rewards = {a: float(env.rewards[a]) for a in env.agents}
@@ -217,7 +233,7 @@ def _close(rec: EpisodeRecord, env) -> None:
     by_agent = {a: dict(env.infos[a]) for a in env.agents}
     rec.agent_infos = by_agent
     for t in rec.turns:
-        t.reward = rec.rewards.get(t.agent, 0.0)
+        t.reward = turn_reward(by_agent[t.agent], t.turn, rec.rewards.get(t.agent, 0.0))
         t.team_reward = float(by_agent[t.agent].get("team_reward", 0.0))
         t.role_reward = float(by_agent[t.agent].get("role_reward", 0.0))
     _advance_dead(env)
@@ -272,7 +288,7 @@ def tree_rollout(
             tid = _task_id(env)
             for g in gens:
                 c = copy.deepcopy(env)
-                c.step(g.text)
+                c.step(as_action(g))
                 after.append(copy.deepcopy(c))
                 siblings.append(c)
                 meta.append(
@@ -302,7 +318,7 @@ def tree_rollout(
             reward = float(got.get(agent, 0.0))
             rec.rewards = {agent: reward}
             t = TurnRecord.of(g, rec.index, agent, role, turn_idx, step, name)
-            t.reward = reward
+            t.reward = turn_reward(info, turn_idx, reward)
             t.team_reward = float(info.get("team_reward", 0.0))
             t.role_reward = float(info.get("role_reward", 0.0))
             rec.turns.append(t)

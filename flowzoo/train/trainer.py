@@ -30,12 +30,13 @@ import torch
 from flowzoo.config import TrainConfig, load_config_file
 from flowzoo.envs.registry import has_ood
 from flowzoo.models import sharding
-from flowzoo.models.routing import LoraSettings, PolicyRouter, parse_policy_arg
+from flowzoo.models.params import LoadSettings, LoraSettings
+from flowzoo.models.routing import Players, PolicyRouter, parse_policy_arg
 from flowzoo.train import advantage, checkpoint, distributed, runlog
 from flowzoo.train.advantage import Advantages
 from flowzoo.train.evaluate import evaluate_env
 from flowzoo.train.learner import Learner, TrainingDiverged
-from flowzoo.train.rollout import EpisodeRecord, TurnRecord, rollout, tree_rollout
+from flowzoo.train.rollout import EpisodeRecord, rollout, tree_rollout
 
 __all__ = ["TrainConfig", "Trainer", "TrainingDiverged", "load_config_file"]
 
@@ -99,8 +100,13 @@ class Trainer:
             check_trackers(cfg.trackers)
         torch.manual_seed(cfg.seed)
         self.model_path = resolve_model(cfg.model)
+        # the penalty shapes what training sees; evaluation scores the answer alone
         self.env_factory = lambda split, n: make_env(
-            cfg.env, split=split, n_tasks=n, **cfg.env_options
+            cfg.env,
+            split=split,
+            n_tasks=n,
+            **cfg.env_options,
+            **({"overlong_penalty": cfg.overlong_penalty} if split == "train" else {}),
         )
         probe = self.env_factory("train", cfg.train_tasks)
         self.train_tasks = probe.tasks
@@ -133,22 +139,26 @@ class Trainer:
             sharing=parse_policy_arg(cfg.policy),
             param=cfg.param,
             lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha),
-            device=self.device,
-            need_reference=need_ref,
-            precision=cfg.precision,
-            grad_checkpointing=cfg.grad_checkpointing,
-            fast=cfg.fast_forward,
-            devices=cfg.policy_devices,
-            role_models=cfg.role_models,
-            frozen_roles=cfg.frozen,
-            player_options=dict(
-                concurrency=cfg.endpoint_concurrency,
-                timeout_s=cfg.endpoint_timeout_s,
-                retries=cfg.endpoint_retries,
-                on_error=cfg.endpoint_on_error,
+            load=LoadSettings(
+                device=self.device,
+                devices=dict(cfg.policy_devices),
+                precision=cfg.precision,
+                grad_checkpointing=cfg.grad_checkpointing,
+                fast=cfg.fast_forward,
             ),
-            seed=cfg.seed,
-            role_stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
+            players=Players(
+                role_models=dict(cfg.role_models),
+                frozen_roles=tuple(cfg.frozen),
+                options=dict(
+                    concurrency=cfg.endpoint_concurrency,
+                    timeout_s=cfg.endpoint_timeout_s,
+                    retries=cfg.endpoint_retries,
+                    on_error=cfg.endpoint_on_error,
+                ),
+                stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
+                seed=cfg.seed,
+            ),
+            need_reference=need_ref,
         )
         if cfg.fsdp:
             for pol in self._models():
@@ -250,7 +260,7 @@ class Trainer:
             for t in r.turns:
                 t.episode = i
         keys = advantage.group_keys(self.cfg, records, turns)
-        ok = informative(keys, [self._turn_reward(t) for t in turns])
+        ok = informative(keys, [t.reward for t in turns])
         good = {str(records[t.episode].group) for t, g in zip(turns, ok, strict=True) if g}
         return [g for g in dict.fromkeys(str(r.group) for r in records) if g in good]
 
@@ -307,22 +317,16 @@ class Trainer:
             gen,
         )
 
-    def _turn_reward(self, t: TurnRecord) -> float:
-        """The reward a turn trains on: the env's reward for its agent, as the env mixed it,
-        less the overlong penalty when the turn was cut at its token budget."""
-        return t.reward - (self.cfg.overlong_penalty if not t.finished else 0.0)
-
     def update(self, records: list[EpisodeRecord]) -> tuple[dict, dict]:
         """Advantages, then one update of every policy that played in ``records``;
         (per-policy statistics, group statistics)."""
         turns = advantage.index_turns(records)
-        rewards = [self._turn_reward(t) for t in turns]
+        rewards = [t.reward for t in turns]  # as the env mixed them (overlong penalty included)
         if not all(math.isfinite(x) for x in rewards):
             raise TrainingDiverged(f"non-finite reward at step {self.step}")
-        if self.cfg.algo == "grpo":
-            adv: Advantages = advantage.grpo(self.cfg, records, turns, rewards)
-        else:
-            adv = advantage.ppo(self.cfg, self.router, self.learner.heads, records, turns, rewards)
+        adv: Advantages = self.learner.algorithm.estimate(
+            self.cfg, records, turns, rewards, self.learner.critic
+        )
         if self.cfg.mask_truncated:
             advantage.mask_truncated(adv, turns)
         per_policy = self.learner.update(turns, adv, self.step)

@@ -42,3 +42,29 @@ def test_code_rows_with_non_text_fields_are_refused(tmp_path):
     f.write_text(json.dumps(row) + "\n")
     with pytest.raises(ValueError, match="must be text"):
         load_code_file(f, style="humaneval")
+
+
+def test_the_env_mixes_the_overlong_penalty_per_turn():
+    """A turn its generator cut at the token budget (``Cut``) pays ``overlong_penalty`` in
+    the env, the one place rewards are mixed; the other turns and a plain env do not."""
+    from flowzoo.envs.core import Cut
+    from flowzoo.envs.scripted import oracle_policy
+
+    env = flowzoo.make_env("eval-opt-math", overlong_penalty=0.25)
+    env.reset(seed=0)
+    final, reward = {}, {}
+    for agent in env.agent_iter():
+        _, r, term, trunc, info = env.last()
+        if term or trunc:
+            final[agent], reward[agent] = info, r
+            env.step(None)
+            continue
+        text = oracle_policy(env, agent)
+        env.step(Cut(text) if agent == "optimizer" else text)
+    team = final["optimizer"]["team_reward"]
+    assert team == 1.0 and "cut_at_budget" in final["optimizer"]["flags"]
+    assert final["optimizer"]["turn_rewards"] == [team - 0.25]
+    assert reward["optimizer"] == team - 0.25
+    assert final["evaluator"]["turn_rewards"] == [team] and reward["evaluator"] == team
+    with pytest.raises(ValueError, match="overlong_penalty"):
+        flowzoo.make_env("voting-math", overlong_penalty=float("nan"))

@@ -9,8 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import flowzoo  # noqa: E402
-from flowzoo.models.fastlm import _draw, _RowCache, _SharedCache, fast_lm  # noqa: E402
+from flowzoo.models.fastlm import fast_lm  # noqa: E402
 from flowzoo.models.policy import Policy  # noqa: E402
+from flowzoo.models.sampler import RowCache, SharedCache, draw  # noqa: E402
 from flowzoo.models.tiny import save_random_model  # noqa: E402
 
 
@@ -68,6 +69,15 @@ def test_logprobs_and_gradients_match_transformers(which, shared, tiny_policy, g
     assert [len(x) for x in got] == [len(c) for c in comps]
     for a, b in zip(ref, got, strict=True):
         assert torch.allclose(a, b, atol=2e-5), (a - b).abs().max()
+    # the critic's hidden states come from the same scoring pass, on either forward
+    with torch.no_grad(), _reference(pol):
+        ref_lp, ref_h = pol.score(prompts, comps, 0.7, hidden=True)
+    with torch.no_grad():
+        got_lp, got_h = pol.score(prompts, comps, 0.7, hidden=True)
+    for c, a, b, la, lb in zip(comps, ref_h, got_h, ref_lp, got_lp, strict=True):
+        assert a.shape == b.shape == (len(c), pol.model.config.hidden_size)
+        assert torch.allclose(a, b, atol=1e-4), (a - b).abs().max()
+        assert torch.allclose(la, lb, atol=2e-5)
     for a, b in zip(g_ref, g_got, strict=True):  # float32 sums in another order
         assert (a - b).norm() <= 1e-4 * a.norm() + 1e-6, ((a - b).norm(), a.norm())
 
@@ -75,7 +85,7 @@ def test_logprobs_and_gradients_match_transformers(which, shared, tiny_policy, g
 @pytest.mark.parametrize("copies", [1, 8])  # all prompts distinct: row cache; 8 each: cascade
 def test_greedy_samples_match_transformers(copies, tiny_policy, gqa_policy, monkeypatch):
     used = []
-    for kind in (_RowCache, _SharedCache):
+    for kind in (RowCache, SharedCache):
         orig = kind.__init__
 
         def spy(self, *a, _orig=orig, _kind=kind, **k):
@@ -94,7 +104,7 @@ def test_greedy_samples_match_transformers(copies, tiny_policy, gqa_policy, monk
                 max((abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)), default=0)
                 < 1e-4
             )
-    assert set(used) == {_RowCache if copies == 1 else _SharedCache}
+    assert set(used) == {RowCache if copies == 1 else SharedCache}
     # the trained tiny model ends its turns at different lengths: finished rows were dropped
     lengths = {
         len(g.completion_ids)
@@ -122,7 +132,7 @@ def test_draw_follows_the_distribution():
     n = 20000
     counts = torch.zeros_like(probs)
     for _ in range(n // 100):
-        draws = _draw(probs.repeat(100, 1), gen).view(100, 3)
+        draws = draw(probs.repeat(100, 1), gen).view(100, 3)
         for r in range(3):
             counts[r] += torch.bincount(draws[:, r], minlength=4)
     freq = counts / n

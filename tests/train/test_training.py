@@ -291,8 +291,11 @@ def test_resume_reproduces_the_next_step(tiny_model, tmp_path):
 
 def test_nan_reward_stops_and_keeps_the_last_good_checkpoint(tiny_model, tmp_path):
     class Poisoned(Trainer):
-        def _turn_reward(self, t):
-            return float("nan") if self.step >= 1 else super()._turn_reward(t)
+        def _rollout(self, step):
+            records = super()._rollout(step)
+            for t in (t for r in records for t in r.turns if step >= 1):
+                t.reward = float("nan")
+            return records
 
     tr = Poisoned(_cfg(tiny_model, tmp_path, steps=3, save_every=1), progress=False)
     with pytest.raises(TrainingDiverged, match="non-finite reward"):
@@ -307,8 +310,11 @@ def test_short_run_raises_an_easy_reward(tiny_model, tmp_path):
     """Reward = the completion is at most 12 tokens: GRPO must learn to be brief."""
 
     class Brief(Trainer):
-        def _turn_reward(self, t):
-            return 1.0 if len(t.completion_ids) <= 12 else 0.0
+        def _rollout(self, step):
+            records = super()._rollout(step)
+            for t in (t for r in records for t in r.turns):
+                t.reward = 1.0 if len(t.completion_ids) <= 12 else 0.0
+            return records
 
     tr = Brief(
         _cfg(

@@ -66,7 +66,7 @@ class EvalOpt(Workflow):
     def __init__(self, options: EvalOptOptions, family) -> None:
         if not 1 <= options.max_rounds <= 10:
             raise ValueError(f"max_rounds must be in 1..10, got {options.max_rounds}")
-        if options.evaluator_sees_tests and not hasattr(family, "test_report"):
+        if options.evaluator_sees_tests and not family.reports_tests:
             raise ValueError(
                 f"evaluator_sees_tests needs a task family with test reports (code), not {family.name}"
             )

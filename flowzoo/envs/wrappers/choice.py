@@ -60,11 +60,7 @@ class AggregatorChoiceEnv(gym.Env):
         ep = self.wf.episode
         fam = self.wf.family
         texts = [ep.turns_of(f"solver_{i}")[-1].action for i in range(self.k)]
-        verdicts = (
-            fam.score_many(ep.task, texts)
-            if fam.name == "code"
-            else [fam.score(ep.task, t) for t in texts]
-        )
+        verdicts = fam.score_many(ep.task, texts)
         classes = [fam.answer_class(ep.task, v) for v in verdicts]
         feats = np.zeros((self.k, self.N_FEATURES), dtype=np.float32)
         for i, (t, c) in enumerate(zip(texts, classes, strict=True)):

@@ -88,6 +88,7 @@ class CodeFamily:
     the stdio judge; both decide where the program cannot reach."""
 
     name = "code"
+    reports_tests = True
     answer_format = "Write the complete Python code in a ```python code block."
 
     def __init__(

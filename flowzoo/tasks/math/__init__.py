@@ -39,6 +39,7 @@ class MathFamily:
 
     name = "math"
     answer_format = "End with the final answer as \\boxed{ANSWER}."
+    reports_tests = False
 
     def extract(self, text: str) -> str | None:
         return extract_answer(text)
@@ -48,6 +49,12 @@ class MathFamily:
 
     def score_many(self, task: Task, texts: Sequence[str]) -> list[Verdict]:
         return [self.score(task, t) for t in texts]
+
+    def flags(self, task: Task, text: str) -> list[str]:
+        return []  # the verdict is the whole story: an answer checked against the gold
+
+    def test_report(self, task: Task, text: str) -> str | None:
+        return None  # a math problem has no tests
 
     def reference_completion(self, task: Task) -> str:
         """A correct, well-formed completion (worked steps where the task has them)."""

@@ -9,7 +9,6 @@ surrogate as GRPO's, per token.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 
 class ValueHead(torch.nn.Module):
@@ -26,28 +25,10 @@ class ValueHead(torch.nn.Module):
 
 
 def logprobs_and_values(policy, head: ValueHead, prompt_ids, completion_ids, temperature: float):
-    """Per-token log-probs and values of each completion (one forward pass)."""
-    seqs = [p + c for p, c in zip(prompt_ids, completion_ids, strict=True)]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), policy.pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
-    ids, mask = ids.to(policy.device), mask.to(policy.device)
-    with policy.autocast():
-        out = policy.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-    t = temperature if temperature > 0 else 1.0
-    logp = (
-        F.log_softmax(out.logits[:, :-1].float() / t, dim=-1).gather(2, ids[:, 1:, None]).squeeze(2)
-    )
-    vals = head(out.hidden_states[-1].float())[:, :-1]
-    lps, vs = [], []
-    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-        sl = slice(len(p) - 1, len(p) - 1 + len(c))
-        lps.append(logp[i, sl])
-        vs.append(vals[i, sl])
-    return lps, vs
+    """Per-token log-probs and values of each completion: the policy's one scoring pass
+    (:meth:`~flowzoo.models.policy.Policy.score`), the values read from its hidden states."""
+    lps, hidden = policy.score(prompt_ids, completion_ids, temperature, hidden=True)
+    return lps, [head(h) for h in hidden]
 
 
 def gae(
