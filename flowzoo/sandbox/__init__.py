@@ -2,17 +2,40 @@
 
 ``get_sandbox("process" | "docker" | "sandbox-fusion", **limits)`` returns a backend whose
 ``run(source, timeout_s=..., memory_mb=..., stdin=None)`` runs a Python program and returns an
-:class:`ExecResult`.
+:class:`ExecResult`. The backends are one table (:data:`BACKEND_TABLE`): a new one is a class
+implementing :class:`Sandbox` and a row here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import inspect
+from typing import NamedTuple
+
 from flowzoo.sandbox.base import STATUSES, ExecResult, Job, Sandbox, SandboxUnavailable
 
-BACKENDS = ("process", "docker", "sandbox-fusion")
+
+class Backend(NamedTuple):
+    """Where a backend lives (imported only when used: Docker's client is an extra)."""
+
+    module: str
+    cls: str
+    #: its limits dataclass, whose fields are options too (None: options are the class's own)
+    limits: str | None = None
+
+
+#: name -> backend, in the order the docs list them
+BACKEND_TABLE: dict[str, Backend] = {
+    "process": Backend("flowzoo.sandbox.process", "ProcessSandbox", "ProcessLimits"),
+    "docker": Backend("flowzoo.sandbox.docker", "DockerSandbox", "DockerLimits"),
+    "sandbox-fusion": Backend("flowzoo.sandbox.fusion", "SandboxFusion"),
+}
+BACKENDS = tuple(BACKEND_TABLE)
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_TABLE",
     "STATUSES",
     "ExecResult",
     "Job",
@@ -23,26 +46,21 @@ __all__ = [
 ]
 
 
+def _backend(name: str) -> tuple[type, type | None]:
+    """The backend's class and its limits dataclass; an unknown name names the valid ones."""
+    if name not in BACKEND_TABLE:
+        raise ValueError(f"unknown sandbox backend {name!r}; valid: {', '.join(BACKENDS)}")
+    row = BACKEND_TABLE[name]
+    mod = importlib.import_module(row.module)
+    return getattr(mod, row.cls), (getattr(mod, row.limits) if row.limits else None)
+
+
 def check_sandbox_options(backend: str, options: dict) -> None:
     """A ValueError naming any option ``backend`` does not take (checked when an env is made,
     so a typo fails there, not at the first program run in the middle of training)."""
-    import dataclasses
-    import inspect
-
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown sandbox backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    cls, limits = _backend(backend)
     if not isinstance(options, dict):
         raise ValueError(f"sandbox_options must be a dict, got {type(options).__name__}")
-    if backend == "process":
-        from flowzoo.sandbox.process import ProcessLimits as limits
-        from flowzoo.sandbox.process import ProcessSandbox as cls
-    elif backend == "docker":
-        from flowzoo.sandbox.docker import DockerLimits as limits
-        from flowzoo.sandbox.docker import DockerSandbox as cls
-    else:
-        from flowzoo.sandbox.fusion import SandboxFusion as cls
-
-        limits = None
     valid = {p for p in inspect.signature(cls.__init__).parameters if not p.startswith("_")}
     valid -= {"self", "limits", "options"}
     if limits is not None:
@@ -56,16 +74,5 @@ def check_sandbox_options(backend: str, options: dict) -> None:
 
 def get_sandbox(backend: str = "process", **options) -> Sandbox:
     """A sandbox backend by name (default ``process``); options are its limits/settings."""
-    if backend == "process":
-        from flowzoo.sandbox.process import ProcessSandbox
-
-        return ProcessSandbox(**options)
-    if backend == "docker":
-        from flowzoo.sandbox.docker import DockerSandbox
-
-        return DockerSandbox(**options)
-    if backend == "sandbox-fusion":
-        from flowzoo.sandbox.fusion import SandboxFusion
-
-        return SandboxFusion(**options)
-    raise ValueError(f"unknown sandbox backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    cls, _ = _backend(backend)
+    return cls(**options)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -79,6 +79,38 @@ class EpisodeRecord:
         return bool(self.info.get("correct", False))
 
 
+@runtime_checkable
+class RolloutEnv(Protocol):
+    """What the rollout relies on: PettingZoo's AEC surface plus three of flowzoo's
+    (:class:`~flowzoo.envs.core.WorkflowEnv` has all of it). ``pending()`` is optional: an env
+    without it offers its current agent only (no batched parallel turns)."""
+
+    env_id: str
+    agents: list[str]
+    possible_agents: list[str]
+    agent_selection: str
+    infos: dict[str, dict]
+    rewards: dict[str, float]
+    terminations: dict[str, bool]
+    truncations: dict[str, bool]
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None: ...
+
+    def step(self, action: str | None) -> None: ...
+
+    def observe(self, agent: str) -> dict: ...
+
+    def role_of(self, agent: str) -> str:
+        """The role an agent plays (the policy is chosen by role)."""
+        ...
+
+    def turn_log(self) -> tuple:
+        """The episode's turns so far (each with ``agent``, ``role``, ``flags``)."""
+        ...
+
+    def episode_over(self) -> bool: ...
+
+
 def _advance_dead(env) -> None:
     """Step through terminated agents (reward bookkeeping) until a live one or the end."""
     while env.agents:
@@ -127,7 +159,7 @@ def play(pol, items: list[tuple[Any, str, str]], limit: int, temperature: float,
 
 
 def rollout(
-    envs: Sequence,
+    envs: Sequence[RolloutEnv],
     policy_for: Callable[[str], tuple[str, Policy]],
     reset_options: Sequence[dict[str, Any] | None] | None = None,
     seeds: Sequence[int | None] | None = None,
@@ -245,7 +277,7 @@ def _task_id(env) -> str:
 
 
 def tree_rollout(
-    envs: Sequence,
+    envs: Sequence[RolloutEnv],
     policy_for: Callable[[str], tuple[str, Policy]],
     reset_options: Sequence[dict[str, Any] | None],
     branch: int,

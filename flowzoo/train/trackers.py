@@ -146,6 +146,10 @@ class TrackioTracker(Tracker):
 
 
 _CLASSES = {c.name: c for c in (TensorBoardTracker, WandbTracker, MlflowTracker, TrackioTracker)}
+if set(_CLASSES) != set(TRACKERS):  # the config's choices and what can be opened
+    raise RuntimeError(
+        f"config.TRACKERS {TRACKERS} and the tracker classes {tuple(_CLASSES)} differ"
+    )
 
 
 def _stable_id(out: Path) -> str:

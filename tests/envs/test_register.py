@@ -9,9 +9,10 @@ import pytest
 from pettingzoo.test import api_test
 
 import flowzoo
+from flowzoo.envs.registry import workflow_readings
 from flowzoo.envs.scripted import expert_policy, oracle_policy, play_episode, wrong_policy
 from flowzoo.envs.workflows import Workflow, WorkflowOptions
-from flowzoo.envs.workflows.base import Outcome, quote
+from flowzoo.envs.workflows.base import Outcome, Readings, quote
 
 
 @dataclass
@@ -26,6 +27,11 @@ class Relay(Workflow):
     Options = RelayOptions
     template_fields = {"drafter": (), "checker": ("draft",)}
     solving_roles = frozenset({"drafter", "checker"})
+    #: what the study reads from it: evaluation averages draft_correct; capture follows the
+    #: drafter's decision quality
+    readings = Readings(
+        extras=("draft_correct",), partner="drafter", partner_quality="draft_correct"
+    )
 
     def default_templates(self) -> dict[str, str]:
         return {
@@ -51,7 +57,10 @@ class Relay(Workflow):
         v = self.family.score(ep.task, ep.turns[-1].action)
         first = self.family.score(ep.task, ep.turns[0].action)
         return Outcome(
-            ep.turns[-1].action, v, {"drafter": float(first.score), "checker": float(v.score)}
+            ep.turns[-1].action,
+            v,
+            {"drafter": float(first.score), "checker": float(v.score)},
+            {"draft_correct": bool(first.correct)},
         )
 
 
@@ -67,6 +76,19 @@ def test_a_registered_workflow_is_a_full_env(ids):
     api_test(flowzoo.make_env("relay-math"), num_cycles=20)
     env = pettingzoo.make("aec", "flowzoo/relay-math-v0")
     assert env.possible_agents == ["drafter", "checker"]
+
+
+def test_its_readings_are_declared_with_it(ids):
+    """The study's readings come with the workflow (no table elsewhere to edit): the record
+    every run writes, and the extra its episodes report."""
+    assert workflow_readings("relay") == {
+        "extras": ["draft_correct"],
+        "partner": "drafter",
+        "partner_quality": "draft_correct",
+        "parallel": [],
+    }
+    info = play_episode(flowzoo.make_env("relay-math"), oracle_policy, seed=0)
+    assert info["draft_correct"] is True
 
 
 def test_scripted_experts_and_rewards_work_on_it(ids):

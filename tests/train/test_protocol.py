@@ -154,3 +154,31 @@ def test_group_keys_follow_the_config(tiny_model, tmp_path):
     keys = advantage.group_keys(tr.cfg, records, turns)
     # 2 problems x 2 roles
     assert len(set(keys)) == 4
+
+
+def test_every_env_has_what_the_rollout_relies_on():
+    import flowzoo
+    from flowzoo.train.rollout import RolloutEnv
+
+    for env_id in flowzoo.list_envs():
+        env = flowzoo.make_env(env_id, n_tasks=2)
+        env.reset(seed=0)
+        assert isinstance(env, RolloutEnv), env_id
+    assert not isinstance(object(), RolloutEnv)
+
+
+def test_the_algorithm_is_chosen_once_from_the_config():
+    from flowzoo.config import ALGOS
+    from flowzoo.train.algorithm import ALGORITHMS, algorithm_for
+
+    assert set(ALGORITHMS) == set(ALGOS)
+    ppo, grpo = algorithm_for(TrainConfig(algo="ppo")), algorithm_for(TrainConfig())
+    assert ppo.critic and not grpo.critic and grpo.name == "grpo"
+    # the objective reads the role's clip range: a ratio of 2 with a positive advantage is
+    # clipped at 1 + clip_high, so the loss is -(1.28) per token under the study's clip
+    cfg = TrainConfig(clip_high=0.28)
+    new, old, adv = torch.log(torch.full((3,), 2.0)), torch.zeros(3), torch.ones(3)
+    loss, clipped = grpo.objective(cfg, "solver", new, old, adv, None)
+    assert torch.allclose(loss, torch.full((3,), -1.28)) and clipped.tolist() == [1.0] * 3
+    with pytest.raises(ValueError, match="critic"):
+        ppo.objective(cfg, "solver", new, old, adv, None)
