@@ -113,9 +113,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _print_summary(summary: dict) -> None:
     c = summary.get("curve")
-    print(
-        f"status {summary['status']} after {summary['steps_done']} steps in {summary['wall_s']:.0f}s"
-    )
+    done, at = summary["steps_done"], summary.get("resumed_at") or 0
+    session = f"; this session: steps {at}..{done} in" if at else " in"
+    print(f"status {summary['status']} after {done} steps{session} {summary['wall_s']:.0f}s")
     if c:
         e = summary.get("eval", {})
 
@@ -151,7 +151,11 @@ def _print_summary(summary: dict) -> None:
 def _cmd_eval(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.envs.registry import has_ood, study_envs
+    from flowzoo.envs.registry import has_ood, list_envs, study_envs
+
+    bad = [e for e in args.env or [] if e not in list_envs()]
+    if bad:  # before torch is imported or any model is built or loaded
+        raise ValueError(f"unknown env {bad[0]!r}; valid: {', '.join(list_envs())}")
     from flowzoo.train.evaluate import evaluate_env, is_run_dir, model_policies
 
     role_models = {}
@@ -190,6 +194,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 env_options=env_options,
                 split=split,
+                progress=f"{env_id} {split}",
             )
             fails = ", ".join(f"{k} {v:.2f}" for k, v in r.parse_fail.items())
             lo, hi = r.ci
@@ -207,6 +212,35 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))
     print(f"results (accuracy, CI, per-problem counts, parse failures): {out}")
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from flowzoo.models.serve import VLLMServer
+    from flowzoo.models.tiny import resolve_model
+
+    srv = VLLMServer(
+        resolve_model(args.model),
+        name=args.name,
+        memory=args.memory,
+        max_model_len=args.max_model_len or None,
+        port=args.port,
+    )
+    print(f"flowzoo serve: starting vLLM for {args.model} (log: {srv.log}) ...", flush=True)
+    srv.start()
+    print(
+        f"serving {args.model} as {srv.name!r} at {srv.base_url}\n"
+        f"  chat:        --model {srv.spec('chat')}\n"
+        f"  completions: --model {srv.spec('completions')}\n"
+        "Ctrl-C stops it.",
+        flush=True,
+    )
+    try:
+        srv.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.stop()
     return 0
 
 
@@ -363,6 +397,19 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out-dir", default=None)
     sw.set_defaults(fn=_cmd_sweep)
 
+    sv = sub.add_parser(
+        "serve",
+        help="serve a model (a tiny scale or a local path) with vLLM, OpenAI-compatible, on "
+        "127.0.0.1 (needs FLOWZOO_VLLM_PYTHON: bash .ci/vllm-env.sh)",
+    )
+    sv.add_argument("--model", default="tiny-s", help="tiny-s | tiny-m | tiny-l | a local path")
+    sv.add_argument("--name", default="tiny", help="the served model name (the spec's #name)")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument(
+        "--max-model-len", type=int, default=4096, help="context in tokens (0: the model's own)"
+    )
+    sv.add_argument("--memory", type=float, default=0.1, help="vLLM's memory share (CPU: RAM)")
+    sv.set_defaults(fn=_cmd_serve)
     rp = sub.add_parser(
         "report", help="aggregate runs into report.md with tables, plots and findings"
     )
@@ -414,13 +461,15 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         tp = hints[f.name]
         d = getattr(defaults, f.name)
         shown = json.dumps(d) if isinstance(d, dict) else d
+        # an empty default is explained by the field's help (out_dir: the derived name)
+        default = "" if d == "" else f" (default: {shown})"
         kw: dict = {
             "dest": f.name,
             "default": None,
-            "help": f"{f.metadata['help']} (default: {shown})".replace("%", "%%"),
+            "help": f"{f.metadata['help']}{default}".replace("%", "%%"),
         }
-        if f.metadata.get("choices"):
-            kw["choices"] = [c for c in f.metadata["choices"]]
+        if f.metadata.get("choices"):  # "" means "none": the default, never typed
+            kw["choices"] = [c for c in f.metadata["choices"] if c != ""]
         if tp is bool:
             p.add_argument(flag, type=_bool, metavar="BOOL", **kw)
         elif tp in (int, float, str):
@@ -436,6 +485,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.fn(args) or 0)
     except (ValueError, FileNotFoundError, ImportError) as e:
+        print(f"flowzoo: error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # e.g. no vLLM environment for `serve`: said, not a traceback
+        if type(e).__name__ != "BackendUnavailable":
+            raise
         print(f"flowzoo: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

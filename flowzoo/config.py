@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowzoo.envs.registry import MAX_TASKS  # the most tasks a run may ask an env for
+from flowzoo.envs.registry import MAX_TASKS, list_envs  # MAX_TASKS: the most an env may ask for
 
 #: the experiment trackers ``report_to`` may name (:mod:`flowzoo.train.trackers` opens them)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
@@ -65,6 +65,7 @@ MAX_EPISODES_PER_STEP = 65_536
 #: upper bounds of sizes, counts and the seed (numpy and torch take seeds below 2**32)
 UPPER_BOUNDS = {
     "seed": 2**32 - 1,
+    "vllm_max_model_len": 10**7,
     "steps": 10**7,
     "problems_per_step": 65_536,
     "group_size": 4096,
@@ -244,6 +245,11 @@ class TrainConfig:
         ("transformers", "vllm"),
     )
     vllm_memory: float = _f(0.2, "vLLM's gpu_memory_utilization (CPU build: RAM fraction)")
+    vllm_max_model_len: int = _f(
+        0,
+        "vLLM engine's context in tokens (0: the run's budget, the env's max_prompt_chars plus "
+        "the largest turn budget, capped at the model's own context)",
+    )
     report_to: str = _f(
         "",
         "comma-separated experiment trackers beside metrics.jsonl: tensorboard, wandb "
@@ -321,6 +327,8 @@ class TrainConfig:
             )
         if not (math.isfinite(self.lr) and 0 < self.lr <= 1):
             raise ValueError(f"lr must be in (0, 1], got {self.lr}")
+        if self.env not in list_envs():  # before any model is built or loaded
+            raise ValueError(f"unknown env {self.env!r}; valid: {', '.join(list_envs())}")
         if "overlong_penalty" in self.env_options:  # one owner: training envs get the field's
             raise ValueError("set overlong_penalty as its own field, not in env_options")
         if self.resample_rounds > 0 and not self.filter_groups:

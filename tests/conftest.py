@@ -1,15 +1,54 @@
 """Shared fixtures. The tiny model is built by flowzoo.models.tiny in fast mode (cached under
-$FLOWZOO_CACHE or ~/.cache/flowzoo, keyed by its recipe) and loaded through from_pretrained."""
+$FLOWZOO_CACHE or ~/.cache/flowzoo, keyed by its recipe) and loaded through from_pretrained.
+
+Why the build happens when collection ends: a per-test timeout must time tests, not a model
+build (on a loaded machine a build can take minutes, and one build timing out inside the
+first test that needs it once turned into an error for every test after it). Fixtures are
+outside the per-test timeout as well (``timeout_func_only`` in setup.cfg)."""
+
+import sys
+import time
 
 import pytest
+
+_TINY: dict[str, object] = {}
+
+
+def _build_tiny():
+    from flowzoo.models.tiny import ensure_tiny, fast_config
+
+    return ensure_tiny(fast_config("tiny-s"), progress=False)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the test model once, before any test runs, when a collected test needs it."""
+    if session.config.option.collectonly:
+        return
+    if not any("tiny_model" in getattr(i, "fixturenames", ()) for i in session.items):
+        return
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return
+    t0 = time.monotonic()
+    print(
+        "\nflowzoo: preparing the tiny test model (cached after the first run) ...", file=sys.stderr
+    )
+    try:
+        _TINY["path"] = _build_tiny()
+    except Exception as e:  # reported by every test that needs it, not a crash of the session
+        _TINY["error"] = e
+    print(f"flowzoo: tiny test model ready in {time.monotonic() - t0:.0f}s", file=sys.stderr)
 
 
 @pytest.fixture(scope="session")
 def tiny_model():
     pytest.importorskip("torch")
-    from flowzoo.models.tiny import ensure_tiny, fast_config
-
-    return ensure_tiny(fast_config("tiny-s"), progress=False)
+    if "error" in _TINY:
+        pytest.fail(f"the tiny test model could not be built: {_TINY['error']!r}", pytrace=False)
+    if "path" not in _TINY:  # a run that selected this test in some other way
+        _TINY["path"] = _build_tiny()
+    return _TINY["path"]
 
 
 @pytest.fixture(scope="session")

@@ -129,3 +129,17 @@ def test_envs_and_config_need_no_torch():
     assert r.returncode == 0 and "voting-math" in r.stdout, r.stderr
     bad = _cli("train", "--lr", "-1", block_torch=True)
     assert bad.returncode == 2 and "lr must be" in bad.stderr
+
+
+def test_a_misspelt_env_fails_before_any_model_is_built():
+    """With torch blocked, nothing could build a model: the error comes from the checks."""
+    for cmd in (["train"], ["eval", "--model", "tiny-l"]):
+        r = _cli(*cmd, "--env", "votng-math", block_torch=True)
+        assert r.returncode == 2 and "unknown env 'votng-math'; valid: eval-opt-math" in r.stderr
+
+
+def test_help_shows_no_empty_choice_and_one_default():
+    text = " ".join(_cli("train", "--help", block_torch=True).stdout.split())
+    assert "--preset {study}" in text and "{,study}" not in text
+    out_dir = text[text.rindex("--out-dir OUT_DIR") :][:120]
+    assert out_dir.count("default") == 0 and "runs/<env>-<policy>" in out_dir

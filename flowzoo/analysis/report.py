@@ -113,6 +113,11 @@ def load_runs(root: str | Path | list[str | Path]) -> list[Run]:
     return runs
 
 
+def _pm(g: float, h: float, n: int) -> str:
+    """A mean with its 95% half-width; one run has no interval, and says so."""
+    return f"{g:+.3f} ± {h:.3f}" if n > 1 else f"{g:+.3f} (1 run)"
+
+
 def _ms(xs: list[float]) -> str:
     if not xs:
         return "-"
@@ -332,7 +337,7 @@ def build_report(
             )
             md.append(
                 f"| {wf} | {model} | {pol} | {param} | {lev} | {n} | {_ms(c.base)} | {peak} | "
-                f"{_ms(c.final)} | {_ms(c.ood_final)} | {g:+.3f} ± {h:.3f} | {up}/{down} of {n} | "
+                f"{_ms(c.final)} | {_ms(c.ood_final)} | {_pm(g, h, n)} | {up}/{down} of {n} | "
                 f"{classes} | "
                 f"{c.cliffs}/{n} | {_ms(c.majority)} |"
             )

@@ -15,6 +15,7 @@ agent or role, partners) that SkyRL hands to the env as ``extras``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from skyrl_gym import register
@@ -45,9 +46,9 @@ class FlowzooTextEnv(BaseTextEnv):
         for key in ("env", "task_id", "controlled"):
             if key not in spec:
                 raise ValueError(f"extras['flowzoo'] lacks {key!r}; skyrl_rows() writes it")
-        opts = {"split": spec.get("split", "train"), **spec.get("options", {})}
+        opts = {"split": spec.get("split", "train"), **_table(spec.get("options"))}
         env = make_env(spec["env"], **opts)
-        others = spec.get("others") or {}
+        others = _table(spec.get("others"))
         if others:  # keyed by role or agent: each gets its role's token budget
             budgets = env.turn_tokens()
             budgets |= {a: budgets[env.role_of(a)] for a in env.possible_agents}
@@ -80,6 +81,17 @@ class FlowzooTextEnv(BaseTextEnv):
         )
 
 
+def _table(value: Any) -> dict:
+    """A row's ``options``/``others``: JSON text (what :func:`skyrl_rows` writes, since an
+    empty dict is a struct with no fields, which parquet cannot store) or a dict."""
+    if value is None or value == "":
+        return {}
+    table = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(table, dict):
+        raise ValueError(f"a flowzoo row's options/others must be a JSON object, got {value!r}")
+    return table
+
+
 def skyrl_rows(
     env_id: str,
     controlled: str,
@@ -90,14 +102,16 @@ def skyrl_rows(
     **options: Any,
 ) -> list[dict[str, Any]]:
     """SkyRL dataset rows (``prompt``, ``env_class``, ``flowzoo``) for ``n`` problems of a
-    split (0: all); problem j's episode resets with ``seed + j``."""
+    split (0: all); problem j's episode resets with ``seed + j``. Every field is a string,
+    number or list, so the rows write to parquet as they are (SkyRL's dataset format)."""
     env = make_env(env_id, split=split, **options)
     tasks = env.tasks[:n] if n else env.tasks
     rows = []
     for j, t in enumerate(tasks):
         env.reset(seed=seed + j, options={"task_id": t.id})
         spec = {"env": env_id, "task_id": t.id, "split": split, "seed": seed + j,
-                "options": options, "controlled": controlled, "others": dict(others or {})}  # fmt: skip
+                "options": json.dumps(options), "controlled": controlled,
+                "others": json.dumps(dict(others or {}))}  # fmt: skip
         first = env.observe(env.agent_selection)["prompt"]
         rows.append({"prompt": [{"role": "user", "content": first}], "env_class": ENV_CLASS,
                      "flowzoo": spec})  # fmt: skip

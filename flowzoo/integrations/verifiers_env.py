@@ -151,12 +151,16 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
             task.data.model_copy(update={"prompt": prompt, "name": f"{task.data.name}/{agent}"}),
             task.config,
         )
-        interaction = agents.policy.interaction(turn)
         try:
-            async with interaction as it:
-                segment = await it.turn()
-        except Exception as e:  # a dead endpoint: a flagged empty turn, never a crash
-            return "", getattr(interaction, "trace", None), f"{type(e).__name__}: {e}"[:500]
+            async with agents.policy.interaction(turn) as it:
+                try:
+                    segment = await it.turn()
+                except Exception as e:  # a dead endpoint: a flagged empty turn on its trace
+                    # (caught inside, so the interaction closes normally and its trace is
+                    # the episode's: it gets the team reward like every other turn)
+                    return "", it.trace, f"{type(e).__name__}: {e}"[:500]
+        except Exception as e:  # the interaction could not even open: no trace to score
+            return "", None, f"{type(e).__name__}: {e}"[:500]
         errors = it.trace.errors  # verifiers records a failed model call on the trace
         error = f"{errors[0].type}: {errors[0].message}"[:500] if errors else None
         return ("" if error else segment.last_reply or ""), it.trace, error

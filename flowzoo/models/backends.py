@@ -192,7 +192,12 @@ class VLLMBackend:
     ``gpu_memory_utilization`` (on its CPU build: the fraction of RAM for the KV cache)."""
 
     def __init__(
-        self, policy, python: str | None = None, memory: float = 0.2, seed: int = 0
+        self,
+        policy,
+        python: str | None = None,
+        memory: float = 0.2,
+        seed: int = 0,
+        max_model_len: int = 0,
     ) -> None:
         why = vllm_unavailable_reason(python)
         if why:
@@ -202,9 +207,8 @@ class VLLMBackend:
         policy.model.save_pretrained(self.dir)
         policy.tokenizer.save_pretrained(self.dir)
         dtype = str(next(policy.model.parameters()).dtype).replace("torch.", "")
-        self.engine = VLLMEngine(
-            self.dir, dtype, policy.max_context, python, memory, seed, workdir=self.dir
-        )
+        ctx = context_length(policy.max_context, max_model_len)
+        self.engine = VLLMEngine(self.dir, dtype, ctx, python, memory, seed, workdir=self.dir)
 
     def generate(
         self,
@@ -284,6 +288,13 @@ def lora_rank_for(r: int) -> int:
     raise ValueError(f"LoRA rank {r} is above vLLM's largest ({VLLM_LORA_RANKS[-1]})")
 
 
+def context_length(model_context: int, max_model_len: int = 0) -> int:
+    """The engine's context: the run's budget where one is given, never above the model's
+    (a Qwen3 config says 40,960 tokens, whose KV cache a CPU engine cannot hold at its
+    default memory share; a run needs its longest prompt plus its largest turn budget)."""
+    return min(model_context, max_model_len) if max_model_len > 0 else model_context
+
+
 def attach(policy, backend: str, **options) -> None:
     """Give one full-parameter ``policy`` a generation backend by name (``transformers``
     removes any other)."""
@@ -309,7 +320,7 @@ def attach_router(router, backend: str, **options) -> None:
     engine = VLLMEngine(
         router.model_path,
         "float32",
-        first.max_context,
+        context_length(first.max_context, options.get("max_model_len", 0)),
         options.get("python"),
         options.get("memory", 0.2),
         options.get("seed", 0),

@@ -39,12 +39,13 @@ class VLLMServer:
         max_model_len: int | None = None,
         start_timeout_s: float = 300.0,
         extra_args: tuple[str, ...] = (),
+        port: int | None = None,
     ) -> None:
         self.python = python or vllm_python()
         if self.python is None:
             raise BackendUnavailable("no vLLM environment: set FLOWZOO_VLLM_PYTHON")
         self.model, self.name = str(model), name
-        self.port = free_port()
+        self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.memory, self.max_model_len = memory, max_model_len
         self.start_timeout_s, self.extra_args = start_timeout_s, tuple(extra_args)

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from flowzoo.envs.registry import study_envs
+from flowzoo.models.chat import CHAT_TEMPLATE, add_chat_template, has_chat_template
 
 #: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
 RECIPE_VERSION = 6
@@ -177,6 +178,7 @@ def build_tokenizer():
         unk_token="<unk>",
         clean_up_tokenization_spaces=False,
         model_max_length=4096,
+        chat_template=CHAT_TEMPLATE,  # served tiny models answer chat requests (models/chat.py)
     )
 
 
@@ -553,6 +555,9 @@ def ensure_tiny(
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "tiny"
     path = root / f"{cfg.scale}-{cfg.key()}"
     if _built(path):
+        if not has_chat_template(path):  # a build from before the chat template
+            with build_lock(path, progress):
+                add_chat_template(path)
         return path
     with build_lock(path, progress):
         if _built(path):  # another process finished it while this one waited

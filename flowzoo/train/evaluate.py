@@ -78,6 +78,7 @@ def evaluate_env(
     shard: tuple[int, int] = (0, 1),
     reduce: Callable[[list[float]], list[float]] | None = None,
     samples: int = 1,
+    progress: str = "",
 ) -> EvalResult:
     """Play ``n_episodes`` distinct test problems (0: the whole split), ``samples`` times
     each at ``temperature`` (greedy: one), and score them; per problem the correct count.
@@ -87,7 +88,8 @@ def evaluate_env(
     training evaluates on every process); episode (problem ``j``, sample ``s``) always has
     env seed ``seed + j + n * s``, and sampling draws from a stream seeded by ``seed`` and
     the process's rank, so an evaluation does not depend on what ran before it (base and
-    final see the same noise), and a greedy one not on how episodes are dealt out either."""
+    final see the same noise), and a greedy one not on how episodes are dealt out either.
+    ``progress``: a label for a progress bar over the episodes (stderr; none when empty)."""
     from flowzoo.envs import make_env
 
     t0 = time.time()
@@ -112,6 +114,11 @@ def evaluate_env(
     extra = {k: [0.0, 0.0] for k in extra_keys}
     solving, parse_flags = probe.workflow.solving_roles, probe.workflow.parse_flags
     tokens = 0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(mine), desc=progress, unit="ep", leave=False)
     for start in range(0, len(mine), len(envs)):
         chunk = mine[start : start + len(envs)]
         gen = torch.Generator().manual_seed(seed * 1_000_003 + start + 7919 * rank)
@@ -140,6 +147,10 @@ def evaluate_env(
                 if t.role in solving:
                     row[2] += 1
                     row[3] += fam.extract(t.action) is None
+        if bar is not None:
+            bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
     flat = [
         *correct,
         *(x for r in roles for x in per_role[r]),

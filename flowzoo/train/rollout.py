@@ -246,7 +246,8 @@ def _pending(env) -> list[tuple[str, str]]:
 def as_action(g) -> str:
     """A generation as the env's action: a completion cut at the token budget is marked
     (:class:`~flowzoo.envs.core.Cut`), so the env flags it and applies its overlong penalty."""
-    return g.text if g.finished else Cut(g.text)
+    cut = not g.finished and getattr(g, "error", None) is None  # a failed call is not a cut
+    return Cut(g.text) if cut else g.text
 
 
 def turn_reward(info: dict, turn: int, agent_reward: float) -> float:

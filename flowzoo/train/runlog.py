@@ -117,11 +117,15 @@ def step_metrics(
         row = {
             "reward": float(np.mean([rewards[i] for i in idx])),
             "role_signal": float(np.mean([t.role_reward for t in ts])),
-            "resp_len": float(np.mean([len(t.completion_ids) for t in ts])),
+            # tokens: ids where the policy is ours, the server's log-probs for a served role
+            "resp_len": float(np.mean([len(t.completion_ids) or len(t.logprobs) for t in ts])),
             "entropy_est": float(np.mean([-np.mean(t.logprobs) for t in ts if t.logprobs]))
             if any(t.logprobs for t in ts)
             else 0.0,
-            "truncated_frac": float(np.mean([not t.finished for t in ts])),
+            # cut at the budget: a turn that produced tokens and no EOS (a failed call has none)
+            "truncated_frac": float(
+                np.mean([not t.finished and bool(t.completion_ids or t.logprobs) for t in ts])
+            ),
         }
         role_rows[role] = row
         if ts[0].policy.startswith("frozen:"):  # played by a fixed player: no gradient at all

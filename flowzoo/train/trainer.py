@@ -31,7 +31,7 @@ from flowzoo.config import TrainConfig, load_config_file
 from flowzoo.envs.registry import has_ood
 from flowzoo.models import sharding
 from flowzoo.models.params import LoadSettings, LoraSettings
-from flowzoo.models.routing import Players, PolicyRouter, parse_policy_arg
+from flowzoo.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
 from flowzoo.train import advantage, checkpoint, distributed, runlog
 from flowzoo.train.advantage import Advantages
 from flowzoo.train.evaluate import evaluate_env
@@ -99,7 +99,6 @@ class Trainer:
 
             check_trackers(cfg.trackers)
         torch.manual_seed(cfg.seed)
-        self.model_path = resolve_model(cfg.model)
         # the penalty shapes what training sees; evaluation scores the answer alone
         self.env_factory = lambda split, n: make_env(
             cfg.env,
@@ -122,6 +121,9 @@ class Trainer:
                     f"{what} names roles {unknown} that {cfg.env} does not have; "
                     f"its roles: {', '.join(self.roles)}"
                 )
+        # who plays which role, checked before a model is built or loaded (a build takes minutes)
+        plan_roles(self.roles, parse_policy_arg(cfg.policy), cfg.role_models, cfg.frozen)
+        self.model_path = resolve_model(cfg.model)
         #: each role's token budget: given per role, else given for all, else the workflow's
         defaults = probe.turn_tokens()
         self.token_limits = {
@@ -166,8 +168,16 @@ class Trainer:
         if cfg.generation_backend != "transformers":
             from flowzoo.models.backends import attach_router
 
+            # a prompt of n chars is at most n tokens (+ BOS / template) for any tokenizer
+            budget = cfg.vllm_max_model_len or (
+                probe.max_prompt_chars + max(self.token_limits.values()) + 64
+            )
             attach_router(
-                self.router, cfg.generation_backend, memory=cfg.vllm_memory, seed=cfg.seed
+                self.router,
+                cfg.generation_backend,
+                memory=cfg.vllm_memory,
+                seed=cfg.seed,
+                max_model_len=budget,
             )
         self.learner = Learner(cfg, self.router, self.dist, self.roles, dict(self.agents_per_role))
         self.out = Path(cfg.run_dir)
@@ -357,7 +367,8 @@ class Trainer:
         envs = self.envs[: len(records)] if self.cfg.rollout == "independent" else []
         m = runlog.step_metrics(step, records, turns, per_policy, adv_stats, self._rewards, envs)
         m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
-        m["lr"] = self.cfg.lr_at(step)
+        # what each policy's optimizer stepped at (per-role lrs and the schedule applied)
+        m["lr"] = {n: float(o.param_groups[0]["lr"]) for n, o in self.learner.opts.items()}
         if self._sampling is not None:
             m["sampling"], self._sampling = self._sampling, None
         self.step += 1
@@ -474,8 +485,10 @@ class Trainer:
         status, error = "completed", None
         resumed, log, bar = False, None, None
         m: dict | None = None
+        resumed_at = 0
         try:
             resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
+            resumed_at = self.step if resumed else 0
             log = runlog.RunLog(self.out, main, cfg)
             log.start(self.step if resumed else None)
             if resumed and self.progress:
@@ -527,6 +540,7 @@ class Trainer:
                 cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error
             )
             summary["no_signal_steps"] = self.no_signal_steps
+            summary["resumed_at"] = resumed_at  # wall_s is this session's, from that step
             wf = self.envs[0].workflow  # the analysis reads the workflow's readings from here
             summary["readings"] = wf.readings.record(wf.parallel_roles)
             if self.router.frozen:  # played, never trained, not in the gradient diagnostics

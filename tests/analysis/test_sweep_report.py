@@ -259,3 +259,34 @@ def test_a_killed_sweep_resumes_its_unfinished_runs_from_their_checkpoints(tiny_
     assert s["status"] == "completed" and s["resumed"] and s["steps_done"] == 8
     steps = [m["step"] for m in read_metrics(run / "metrics.jsonl") if m["step"] >= 0]
     assert steps == list(range(8))
+
+
+def test_compare_sweeps_sees_a_changed_evaluation_or_update(tmp_path):
+    """The refactor check can fail: one changed per-problem count, or one changed gradient
+    norm, makes the runs differ."""
+    import json
+
+    from baselines.compare_sweeps import compare
+
+    lines = [
+        {"step": -1, "eval": {"accuracy": 0.5, "per_problem": [1, 0]}},
+        {"step": 0, "roles": {"solver": {"loss": 0.1, "grad_norm": 2.0, "reward": 0.5}}},
+    ]
+
+    def write(root, rows):
+        (root / "run").mkdir(parents=True)
+        (root / "run" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+
+    write(tmp_path / "a", lines)
+    write(tmp_path / "b", lines)
+    assert compare(tmp_path / "a", tmp_path / "b") == 0
+    for i, change in enumerate(
+        [
+            {"eval": {"accuracy": 0.5, "per_problem": [0, 1]}},
+            {"roles": {"solver": {"loss": 0.1, "grad_norm": 2.5, "reward": 0.5}}},
+        ]
+    ):
+        other = [dict(lines[0]), dict(lines[1])]
+        other[i].update(change)
+        write(tmp_path / f"c{i}", other)
+        assert compare(tmp_path / "a", tmp_path / f"c{i}") == 1

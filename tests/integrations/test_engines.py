@@ -277,12 +277,20 @@ def test_textarena_two_player_game():
             players.append(pid)
             done, info = game.step(expert(game.env, game.env.agent_selection))
         assert players[:2] == [0, 1] and info["correct"]
-        assert game.close() == {0: 1.0, 1: 1.0}
+        rewards, game_info = game.close()  # TextArena's convention
+        assert rewards == {0: 1.0, 1: 1.0}
+        assert game_info[0] == {
+            "role": "optimizer",
+            "correct": True,
+            "reason": game_info[0]["reason"],
+        }
+        assert game_info[1]["role"] == "evaluator"
     game = ta.make("FlowzooEvalOptMath-v0")
     game.reset(num_players=2, seed=0)
     done, info = game.step("")  # an empty draft, then a verdict that is no verdict
     while not done:
         done, info = game.step("\x00???")
-    assert game.close() == {0: 0.0, 1: 0.0}
+    rewards, game_info = game.close()
+    assert rewards == {0: 0.0, 1: 0.0} and game_info[0]["correct"] is False
     with pytest.raises(ValueError, match="two-agent"):
         FlowzooArena("voting-math")

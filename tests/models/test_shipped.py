@@ -111,3 +111,32 @@ def test_a_killed_build_resumes_from_its_checkpoint_and_says_so(tmp_path, capsys
     out = ensure_tiny(cfg, cache_dir=tmp_path, shipped=False)
     assert out == path and (path / "flowzoo_tiny.json").exists()
     assert "resuming the tiny-s build from its checkpoint at step 200" in capsys.readouterr().err
+
+
+def test_a_chat_renders_as_the_prompt_the_model_was_pretrained_on(tmp_path):
+    """The tiny models' chat template (thinking off): a chat request's tokens are exactly
+    the completion prompt's (BOS + the role's prompt), for the shipped model and for a build
+    from before the template (which gets it on first use)."""
+    from transformers import AutoTokenizer
+
+    from flowzoo.models.chat import add_chat_template, has_chat_template
+    from flowzoo.models.policy import Policy
+
+    path = ensure_tiny("tiny-s")
+    tok = AutoTokenizer.from_pretrained(path)
+    prompt = "Problem: What is 2 + 3?\nRole: solver. End with \\boxed{ANSWER}.\n"
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "old"},
+            {"role": "assistant", "content": "x"}, {"role": "user", "content": prompt}]  # fmt: skip
+    text = tok.apply_chat_template(
+        chat[-1:], tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
+    assert text == "<s>" + prompt
+    assert tok(text, add_special_tokens=False)["input_ids"] == tok(prompt)["input_ids"]
+    assert tok.apply_chat_template(chat, tokenize=False) == "<s>Be brief.\n" + prompt
+    pol = Policy(str(path))
+    assert pol.use_chat_template and pol.encode_prompt(prompt) == tok(prompt)["input_ids"]
+    old = tmp_path / "old"
+    shutil.copytree(path, old)
+    (old / "chat_template.jinja").unlink()
+    assert not has_chat_template(old) and add_chat_template(old) and has_chat_template(old)
+    assert not add_chat_template(old)  # idempotent
