@@ -195,3 +195,26 @@ def test_endless_trusted_test_code_is_cut_off():
     results, _ = replay(spec, {}, time_limit_s=0.5)
     assert [(c.passed, c.error) for c in results] == [(False, "JudgeLimit")] * 2
     time.sleep(0.3)  # a late asynchronous exception would surface here
+
+
+def test_a_candidate_value_cannot_hold_the_trusted_replay(fam, monkeypatch):
+    """The candidate's answer drives a C-level computation inside the trusted test code (a
+    power of a huge exponent), which an in-thread deadline cannot interrupt: the replay runs
+    in a process of its own, killed at its limit; every case fails, flagged, and the next
+    verdict gets a fresh process."""
+    import time
+
+    from flowzoo.tasks.code import judge, replay_worker
+
+    monkeypatch.setattr(judge, "REPLAY_LIMIT_S", 1.0)
+    monkeypatch.setattr(replay_worker, "GRACE_S", 1.0)
+    task = _task(["assert f(0) ** f(1) > 0", "assert f(0) == 10"])
+    slow = "```python\ndef f(x):\n    return 10 if x == 0 else 10**9\n```"
+    t0 = time.monotonic()
+    v = fam.score(task, slow)
+    assert time.monotonic() - t0 < 30  # in the judge's own thread this ran for minutes
+    assert not v.correct and v.reason == "judge_limit:replay_killed"
+    assert [c[2] for c in v.details["cases"]] == ["JudgeLimit", "JudgeLimit"]
+    assert fam.flags(task, slow) == ["judge_limit"]
+    ok = fam.score(task, "```python\ndef f(x):\n    return 10 if x == 0 else 2\n```")
+    assert ok.correct and fam.flags(task, "x") == []

@@ -184,6 +184,8 @@ class CodeFamily:
             details["stderr"] = run.stderr
         elif run.tamper:
             reason = "tamper:" + ",".join(run.tamper)
+        elif run.status == "replay_killed":  # the tests' replay held past its limit
+            reason = "judge_limit:replay_killed"
         elif run.load_error is not None:
             reason = f"load_error:{run.load_error}"
         elif run.answered == 0 and run.status != "ok":
@@ -241,10 +243,14 @@ class CodeFamily:
         self._memo[key] = verdict
 
     def flags(self, task: Task, text: str) -> list[str]:
-        """Flags of a completion already scored on ``task`` (``reward_tamper`` when its
-        program was caught writing to the judge's channel or faking its exit)."""
+        """Flags of a completion already scored on ``task``: ``reward_tamper`` when its
+        program was caught writing to the judge's channel or faking its exit,
+        ``judge_limit`` when replaying the tests on its answers was killed at the limit."""
         v = self._memo.get(_memo_key(task, text))
-        return ["reward_tamper"] if v is not None and v.details.get("tamper") else []
+        if v is None:
+            return []
+        out = ["reward_tamper"] if v.details.get("tamper") else []
+        return out + (["judge_limit"] if v.details.get("status") == "replay_killed" else [])
 
     def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
         """Behaviour: the values (or error types) the program produced on every test case."""

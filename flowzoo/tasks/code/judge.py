@@ -197,11 +197,17 @@ class CaseResult:
     error: str | None
 
 
+#: a replay pass's bounds: calls the tests may make, and seconds (Python bytecode is
+#: interrupted at the limit; the isolated replay is killed shortly after it)
+REPLAY_CALLS = 20_000
+REPLAY_LIMIT_S = 60.0
+
+
 def replay(
     spec: JudgeSpec,
     known: dict[str, list[Outcome]],
-    max_calls: int = 20_000,
-    time_limit_s: float = 60.0,
+    max_calls: int = REPLAY_CALLS,
+    time_limit_s: float = REPLAY_LIMIT_S,
 ) -> tuple[list[CaseResult | None], _Session]:
     """Run the trusted tests once against the known answers; a case is ``None`` while it
     still waits for an answer (or depends on one)."""
@@ -336,18 +342,37 @@ class JudgeRun(RunRecord):
     max_rounds: int = 4
     known: dict[str, list[Outcome]] = field(default_factory=dict)
     cases: list[CaseResult | None] = field(default_factory=list)
-    _session: _Session | None = None
+    #: replay in a process of its own (:mod:`replay_worker`), which a deadline can always end
+    isolated: bool = True
+    _calls: list = field(default_factory=list)
+    _keys: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._replay()
 
     def _replay(self) -> None:
-        self.cases, self._session = replay(self.spec, self.known)
+        if not (self.isolated and self.spec.source):
+            self.cases, session = replay(self.spec, self.known)
+            self._calls, self._keys = session.calls, session.keys
+            return
+        from flowzoo.tasks.code.replay_worker import ReplayKilled, pool
+
+        try:
+            got = pool().replay(self.spec.source, self.known, REPLAY_CALLS, REPLAY_LIMIT_S)
+            # (module globals read at call time: a test shortens the limit)
+        except ReplayKilled:  # held past its limit (C-level work or a blocking call): killed
+            self.cases = [CaseResult(False, None, "JudgeLimit")] * self.spec.n_cases
+            self._calls, self._keys = [], []
+            self.status = "replay_killed"  # every case fails; not tampering: no one can tell
+            self.done = True
+            return
+        self.cases = [None if c is None else CaseResult(*c) for c in got["cases"]]
+        self._calls, self._keys = got["calls"], got["keys"]
 
     def job(self, timeout_s: float) -> Job | None:
         if self.done:
             return None
-        calls = self._session.calls
+        calls = self._calls
         spec = {
             "calls": calls,
             "call_timeout": float(self.call_timeout_s),
@@ -360,7 +385,7 @@ class JudgeRun(RunRecord):
         """Take a sandbox run's answers; replay; decide whether another round is needed."""
         self.rounds += 1
         self.status, self.stderr = res.status, res.stderr[-500:]
-        keys = self._session.keys
+        keys = self._keys
         answers = self._parse(res, len(keys))
         self.answered = sum(a.kind != "lost" for a in answers)
         seen: dict[str, int] = defaultdict(int)

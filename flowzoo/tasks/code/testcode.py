@@ -219,6 +219,9 @@ class JudgeSpec:
     setup: Any
     cases: tuple[Any, ...]
     n_cases: int
+    #: what it was compiled from (entry point, prompt code, setup, tests): the replay
+    #: process compiles its own copy from it
+    source: tuple = ()
 
 
 #: CPython 3.11 can fail compiling AST objects from several threads at once ("AST constructor
@@ -259,4 +262,5 @@ def _judge_spec(
         setup=_compile(setup or "", "setup.py", True),
         cases=tuple(_compile(t, f"test_{i}.py", True) for i, t in enumerate(tests)),
         n_cases=len(tests),
+        source=(entry_point, prompt_code, setup, tests),
     )
