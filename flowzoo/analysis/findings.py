@@ -33,7 +33,9 @@ RULES = [
     "decision quality at base and at the end (Voting: accuracy - majority of the sampled "
     "solvers; Eval-Opt: evaluator verdict accuracy; Orch-Workers: accuracy - any worker).",
     "**Isolated vs Shared** (peaks, amplification): a matched pair of cells counts as higher "
-    "or lower only when the 95% interval over seeds (Welch) of the difference excludes 0.",
+    "or lower only when the 95% interval over seeds of the difference excludes 0: paired by "
+    "seed (a t interval of the per-seed differences) where both cells ran the same seeds, "
+    "else Welch.",
     "**Amplification**: the parallel role's (solvers', workers') gradient norm per turn of "
     "its policy's batch (a shared policy's norm scaled back by policy turns / role turns, "
     "since its loss is normalised by all its turns) under Isolated vs Shared in matched "
@@ -93,17 +95,37 @@ def welch(a: list[float], b: list[float]) -> tuple[float, float]:
     return d, t95(min(len(a), len(b)) - 1) * math.sqrt(va + vb)
 
 
+def paired_by_seed(
+    a: list[float], a_seeds: list, b: list[float], b_seeds: list
+) -> tuple[float, float, bool]:
+    """mean(a) - mean(b) with its 95% half-width: over the per-seed differences where both
+    sides ran the same seeds (seeds share problems and base evaluations, so pairing removes
+    that noise), else Welch over the two sets; and whether it was paired."""
+    common = sorted(set(a_seeds) & set(b_seeds), key=str)
+    if len(common) >= 2 and len(common) == len(a_seeds) == len(b_seeds):
+        ia, ib = dict(zip(a_seeds, a, strict=True)), dict(zip(b_seeds, b, strict=True))
+        diffs = [ia[k] - ib[k] for k in common]
+        return mean(diffs), t95(len(diffs) - 1) * stdev(diffs) / math.sqrt(len(diffs)), True
+    d, h = welch(a, b)
+    return d, h, False
+
+
+def _seeds(cell) -> list:
+    return [r.config.get("seed") for r in cell.runs]
+
+
 def _versus(pairs: list, values) -> tuple[int, int, float, list[str]]:
-    """Per matched pair, isolated vs shared on ``values(cell)``: (pairs clearly higher,
-    clearly lower, mean difference, each pair's difference with its interval)."""
+    """Per matched pair, isolated vs shared on ``values(cell)`` (one value per run, in run
+    order), paired by seed where both ran the same seeds: (pairs clearly higher, clearly
+    lower, mean difference, each pair's difference with its interval)."""
     higher = lower = 0
     diffs, text = [], []
     for i, s in pairs:
-        d, h = welch(values(i), values(s))
+        d, h, paired = paired_by_seed(values(i), _seeds(i), values(s), _seeds(s))
         higher += d - h > 0
         lower += d + h < 0
         diffs.append(d)
-        text.append(f"{d:+.3f} ± {h:.3f}")
+        text.append(f"{d:+.3f} ± {h:.3f}" + (" paired" if paired else ""))
     return higher, lower, mean(diffs), text
 
 
@@ -210,10 +232,16 @@ def _partner(xs: list[dict]) -> str:
     )
 
 
-def _mean_norms(runs: list, role: str, shared: bool) -> list[float]:
-    """Per run, the mean per-turn gradient norm of ``role`` (runs without one left out)."""
-    norms = [role_norms(r.metrics, role, shared) for r in runs]
-    return [mean(v for _, v in pts) for pts in norms if pts]
+def _mean_norms(runs: list, role: str, shared: bool) -> tuple[list[float], list]:
+    """Per run, the mean per-turn gradient norm of ``role`` and the run's seed (runs without
+    one left out)."""
+    out, seeds = [], []
+    for r in runs:
+        pts = role_norms(r.metrics, role, shared)
+        if pts:
+            out.append(mean(v for _, v in pts))
+            seeds.append(r.config.get("seed"))
+    return out, seeds
 
 
 def _amplification(pairs: list) -> str | None:
@@ -226,11 +254,11 @@ def _amplification(pairs: list) -> str | None:
         )
         if role is None:
             continue
-        ni = _mean_norms(i.runs, role, shared=False)
-        ns = _mean_norms(s.runs, role, shared=True)
+        ni, si = _mean_norms(i.runs, role, shared=False)
+        ns, ss = _mean_norms(s.runs, role, shared=True)
         if not ni or not ns:
             continue
-        d, h = welch(ni, ns)
+        d, h, paired = paired_by_seed(ni, si, ns, ss)
         usable.append((i, s, d, h))
         around = [
             norm_around_peak(r.metrics, role, t.peak_step)
@@ -246,8 +274,8 @@ def _amplification(pairs: list) -> str | None:
         )
         rows.append(
             f"{i.key[1]}-{i.key[0]} {i.key[2]} {i.key[4]}: {role} per-turn gradient norm "
-            f"isolated {mean(ni):.3f} vs shared {mean(ns):.3f} (difference {d:+.3f} ± {h:.3f})"
-            + fall
+            f"isolated {mean(ni):.3f} vs shared {mean(ns):.3f} (difference {d:+.3f} ± {h:.3f}"
+            f"{', paired by seed' if paired else ''})" + fall
         )
     if not usable:
         return None

@@ -138,3 +138,26 @@ def test_a_run_that_peaks_at_its_last_evaluation_has_not_fallen():
     climbing = trajectory(_curve([0.34, 0.36, 0.38, 0.39, 0.40, 0.47]))
     assert climbing.peak_step == 50 and climbing.klass == "rose and held"
     assert climbing.final < climbing.peak  # the window's mean is below its last point
+
+
+def test_isolated_vs_shared_pairs_by_seed_and_can_come_out_either_way():
+    """Seeds share problems and base evaluations: a small consistent per-seed difference on a
+    large seed-to-seed spread is clear when paired and lost by Welch; pairing only happens
+    when both sides ran the same seeds; a difference that changes sign stays unclear."""
+    from flowzoo.analysis.findings import paired_by_seed, welch
+
+    seeds = [0, 1, 2, 3]
+    shared = [0.20, 0.40, 0.30, 0.50]
+    isolated = [x + 0.03 for x in shared]
+    d, h, paired = paired_by_seed(isolated, seeds, shared, seeds)
+    assert paired and d == pytest.approx(0.03) and d - h > 0  # clearly higher
+    dw, hw = welch(isolated, shared)
+    assert dw - hw < 0  # unpaired, the seeds' spread hides it
+    lower = [x - 0.03 for x in shared]
+    d, h, _ = paired_by_seed(lower, seeds, shared, seeds)
+    assert d + h < 0  # clearly lower: the rule comes out the other way
+    mixed = [x + e for x, e in zip(shared, [0.05, -0.05, 0.04, -0.04], strict=True)]
+    d, h, _ = paired_by_seed(mixed, seeds, shared, seeds)
+    assert d - h < 0 < d + h
+    _, _, paired = paired_by_seed(isolated, [0, 1, 2, 4], shared, seeds)
+    assert not paired  # different seeds: Welch
