@@ -222,6 +222,44 @@ def _trivial_rows(sbx, label: str, n: int, ref: float, target: float | None) -> 
 REF = "bare subprocess -I -S"
 
 
+def _replay_rows(sbx, quick: bool) -> list[Row]:
+    """What the killable replay costs: generated function tasks judged with the trusted
+    replay in its own worker process vs in the judge's thread (which a C-level computation
+    driven by a candidate's value could hold)."""
+    from flowzoo.tasks.code import CodeFamily, judge
+    from flowzoo.tasks.code.data import load_code_dataset
+
+    tasks = load_code_dataset("funcs", split="test", n=60 if quick else 200)
+    init = judge.JudgeRun.__init__
+
+    def verdicts(isolated: bool) -> Callable[[], int]:
+        def go() -> int:
+            fam = CodeFamily(sandbox=sbx)  # a family remembers verdicts: each timing starts empty
+            judge.JudgeRun.__init__ = lambda self, *a, **k: init(self, *a, isolated=isolated, **k)
+            try:
+                got = fam.score_pairs([(t, fam.reference_completion(t)) for t in tasks])
+            finally:
+                judge.JudgeRun.__init__ = init
+            assert all(v.correct for v in got)
+            return len(tasks)
+
+        return go
+
+    verdicts(True)()  # start the replay workers
+    ours, ref = rate(verdicts(True)), rate(verdicts(False))
+    return [
+        Row(
+            "sandbox",
+            "function-task verdicts/s, replay in a killable worker",
+            ours,
+            ref,
+            "replay in the judge's thread",
+            "verdicts/s",
+            0.8,
+        )
+    ]
+
+
 def run(quick: bool = False) -> list[Row]:
     n = 30 if quick else 100
     sbx = get_sandbox("process")  # the default: fork-server
@@ -231,6 +269,7 @@ def run(quick: bool = False) -> list[Row]:
     rows = _trivial_rows(sbx, f"{mech} + fork-server", n, ref, 1.0)
     rows += _trivial_rows(spawn, f"{mech}, fresh sandbox per run", n, ref, None)
     rows += _humaneval_rows(sbx, quick)
+    rows += _replay_rows(sbx, quick)
     rows += _stdio_rows(sbx, quick)
     sbx.close()
     rows += _docker_rows(quick)
