@@ -1,4 +1,5 @@
-"""``flowzoo`` command line: ``train``, ``eval``, ``pretrain-tiny``, ``envs``, ``demo``.
+"""``flowzoo`` command line: ``train``, ``eval``, ``serve``, ``sweep``, ``report``,
+``pretrain-tiny``, ``envs``, ``demo``.
 
 Subcommands that need torch import it lazily, so ``flowzoo envs`` works on a plain install.
 """
@@ -219,11 +220,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from flowzoo.models.serve import VLLMServer
     from flowzoo.models.tiny import resolve_model
 
+    path = resolve_model(args.model)
+    cfg = json.loads((Path(path) / "config.json").read_text())
+    own = int(cfg.get("max_position_embeddings") or 4096)
     srv = VLLMServer(
-        resolve_model(args.model),
+        path,
         name=args.name,
         memory=args.memory,
-        max_model_len=args.max_model_len or None,
+        max_model_len=args.max_model_len or min(own, 4096),
         port=args.port,
     )
     print(f"flowzoo serve: starting vLLM for {args.model} (log: {srv.log}) ...", flush=True)
@@ -235,6 +239,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "Ctrl-C stops it.",
         flush=True,
     )
+    import signal
+
+    def _stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    # SIGTERM (kill, a job scheduler) stops the server too: it runs in a session of its own
+    signal.signal(signal.SIGTERM, _stop)
     try:
         srv.proc.wait()
     except KeyboardInterrupt:
@@ -406,7 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--name", default="tiny", help="the served model name (the spec's #name)")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument(
-        "--max-model-len", type=int, default=4096, help="context in tokens (0: the model's own)"
+        "--max-model-len",
+        type=int,
+        default=0,
+        help="context in tokens (default: the model's own, at most 4096: a Qwen3 config's "
+        "40,960 does not fit a CPU engine's default KV-cache share)",
     )
     sv.add_argument("--memory", type=float, default=0.1, help="vLLM's memory share (CPU: RAM)")
     sv.set_defaults(fn=_cmd_serve)

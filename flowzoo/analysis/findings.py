@@ -28,15 +28,25 @@ RULES = [
     "**Gain**: final - base with its 95% CI; a run *improved* (or *worsened*) when the CI "
     "excludes 0.",
     "**Capture** (shared policy): the role with the largest mean gradient-mass share captures "
-    "the policy when its share exceeds its token share by > 0.05 *and* its late share (last "
-    "third of steps) exceeds its early share (first third); beside it, the other role's own "
+    "the policy when the 95% interval over steps of its share minus the share the workflow's "
+    "shape gives it (its turn share under a sequence-mean loss, its token share under a "
+    "token-mean one) lies above 0.05 *and* the interval of its late share (last third of "
+    "steps) minus its early share (first third) lies above 0; beside it, the other role's own "
     "decision quality at base and at the end (Voting: accuracy - majority of the sampled "
     "solvers; Eval-Opt: evaluator verdict accuracy; Orch-Workers: accuracy - any worker).",
     "**Isolated vs Shared** (peaks, amplification): a matched pair of cells counts as higher "
     "or lower only when the 95% interval over seeds of the difference excludes 0: paired by "
     "seed (a t interval of the per-seed differences) where both cells ran the same seeds, "
     "else Welch.",
-    "**Amplification**: the parallel role's (solvers', workers') gradient norm per turn of "
+    "**Control** (per workflow): each of its cells against the single agent trained the same "
+    "way (same task, model, parameterisation, levers), on the final accuracy, paired by seed; "
+    "the workflow ends *above* or *below* its control when most of its cells are clearly so "
+    "(95% interval excludes 0); clearly below contradicts the claim, it does not just fail to "
+    "support it.",
+    "**Amplification**: read on what moves the weights where runs record it: the length of "
+    "the actual update (after clipping and Adam) along the parallel role's descent direction, "
+    "Isolated vs Shared paired by seed; beside it, the parallel role's (solvers', workers') "
+    "gradient norm per turn of "
     "its policy's batch (a shared policy's norm scaled back by policy turns / role turns, "
     "since its loss is normalised by all its turns) under Isolated vs Shared in matched "
     "cells, and, in runs that rose then fell, before vs after the peak.",
@@ -177,7 +187,9 @@ def _falls(pairs: list) -> str | None:
 def _capture(multi: list) -> str | None:
     shared = [c for c in multi if c.key[3] == "shared"]
     reads = [
-        (c, capture(readings_of(r.summary, c.key[1]), r.metrics)) for c in shared for r in c.runs
+        (c, capture(readings_of(r.summary, c.key[1]), r.metrics, r.config.get("loss_agg", "")))
+        for c in shared
+        for r in c.runs
     ]
     reads = [(c, x) for c, x in reads if x is not None]
     if not reads:
@@ -201,8 +213,8 @@ def _capture(multi: list) -> str | None:
             + ("" if c.key[5] == "-" else f" {c.key[5]}")
         ].append(x)
     detail = "; ".join(
-        f"{name}: {xs[0]['role']} share {mean(x['grad_share'] for x in xs):.2f} vs tokens "
-        f"{mean(x['token_share'] for x in xs):.2f}, early {mean(x['early_share'] for x in xs):.2f}"
+        f"{name}: {xs[0]['role']} share {mean(x['grad_share'] for x in xs):.2f} vs its "
+        f"{xs[0]['null']} {mean(x['token_share'] for x in xs):.2f}, early {mean(x['early_share'] for x in xs):.2f}"
         f" -> late {mean(x['late_share'] for x in xs):.2f}, captured {sum(x['captured'] for x in xs)}/{len(xs)}"
         + _partner(xs)
         for name, xs in by_cell.items()
@@ -244,6 +256,22 @@ def _mean_norms(runs: list, role: str, shared: bool) -> tuple[list[float], list]
     return out, seeds
 
 
+def _mean_moved(runs: list, role: str) -> tuple[list[float], list]:
+    """Per run, the mean length of the actual update (after Adam) along ``role``'s descent
+    direction (``update_along``) and the run's seed; runs that did not record it left out."""
+    out, seeds = [], []
+    for r in runs:
+        xs = [
+            float(m["roles"][role]["update_along"])
+            for m in r.metrics
+            if m.get("step", -1) >= 0 and "update_along" in m.get("roles", {}).get(role, {})
+        ]
+        if xs:
+            out.append(mean(xs))
+            seeds.append(r.config.get("seed"))
+    return out, seeds
+
+
 def _amplification(pairs: list) -> str | None:
     rows, usable = [], []
     for i, s in pairs:
@@ -259,6 +287,21 @@ def _amplification(pairs: list) -> str | None:
         if not ni or not ns:
             continue
         d, h, paired = paired_by_seed(ni, si, ns, ss)
+        text = (
+            f"{i.key[1]}-{i.key[0]} {i.key[2]} {i.key[4]}: {role} per-turn gradient norm "
+            f"isolated {mean(ni):.3f} vs shared {mean(ns):.3f} (difference {d:+.3f} ± {h:.3f}"
+            f"{', paired by seed' if paired else ''})"
+        )
+        # what moves the weights (Adam normalises step sizes): the verdict is read on it
+        # where every run recorded it
+        mi, mis = _mean_moved(i.runs, role)
+        ms, mss = _mean_moved(s.runs, role)
+        if len(mi) == len(i.runs) and len(ms) == len(s.runs):
+            d, h, paired = paired_by_seed(mi, mis, ms, mss)
+            text += (
+                f"; the update's length along its descent direction isolated {mean(mi):.2e} vs "
+                f"shared {mean(ms):.2e} (difference {d:+.2e} ± {h:.2e}, the verdict's reading)"
+            )
         usable.append((i, s, d, h))
         around = [
             norm_around_peak(r.metrics, role, t.peak_step)
@@ -266,17 +309,13 @@ def _amplification(pairs: list) -> str | None:
             if t.klass == "rose then fell"
         ]
         around = [a for a in around if a is not None]
-        fall = (
+        text += (
             f"; falling isolated runs {mean(b for _, b in around) / max(1e-12, mean(a for a, _ in around)):.2f}x "
             f"after the peak vs before ({len(around)} runs)"
             if around
             else "; no isolated run rose then fell"
         )
-        rows.append(
-            f"{i.key[1]}-{i.key[0]} {i.key[2]} {i.key[4]}: {role} per-turn gradient norm "
-            f"isolated {mean(ni):.3f} vs shared {mean(ns):.3f} (difference {d:+.3f} ± {h:.3f}"
-            f"{', paired by seed' if paired else ''})" + fall
-        )
+        rows.append(text)
     if not usable:
         return None
     gate = too_little([i for i, *_ in usable]) or too_little([s for _, s, *_ in usable])
@@ -307,4 +346,37 @@ def findings(stats: list) -> list[str]:
     cap = _capture(multi)
     if cap:
         lines.append(cap)
-    return lines
+    singles = [c for c in stats if c.key[1] == "single"]
+    return lines + _controls(multi, singles)
+
+
+def _controls(multi: list, singles: list) -> list[str]:
+    """Per workflow: does it end above the single agent trained the same way? A workflow
+    clearly below its control is a contradiction of the study's premise, said as such."""
+    control = {(c.key[0], c.key[2], c.key[4], c.key[5]): c for c in singles}
+    by_wf: dict[str, list[tuple]] = defaultdict(list)
+    for c in multi:
+        s = control.get((c.key[0], c.key[2], c.key[4], c.key[5]))
+        if s is not None:
+            by_wf[c.key[1]].append((c, s))
+    out = []
+    for wf, pairs in sorted(by_wf.items()):
+        higher = lower = 0
+        rows = []
+        for c, s in pairs:
+            d, h, paired = paired_by_seed(c.final, _seeds(c), s.final, _seeds(s))
+            higher += d - h > 0
+            lower += d + h < 0
+            rows.append(
+                f"{c.key[0]} {c.key[2]} {c.key[3]}/{c.key[4]}: {mean(c.final):.3f} vs single "
+                f"{mean(s.final):.3f} ({d:+.3f} ± {h:.3f}{', paired by seed' if paired else ''})"
+            )
+        gate = too_little([c for c, _ in pairs]) or too_little([s for _, s in pairs])
+        verdict = _decide(higher, lower, len(pairs), gate)
+        out.append(
+            f"**{wf} ends above the single agent trained the same way** — {verdict}: clearly "
+            f"above in {higher}/{len(pairs)} cells, clearly below in {lower}/{len(pairs)}; "
+            + "; ".join(rows)
+            + "."
+        )
+    return out

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from statistics import mean
+from statistics import mean, stdev
 
-from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_diff_ci
+from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_diff_ci, t95
 
 #: capture: how far a role's gradient share must exceed its token share
 CAPTURE_EXCESS = 0.05
@@ -172,42 +172,67 @@ def partner_quality(readings: dict, ev: dict) -> float | None:
     return float(ev[rule]) if rule in ev else None
 
 
-def capture(readings: dict, metrics: list[dict]) -> dict | None:
+def capture(readings: dict, metrics: list[dict], loss_agg: str = "token-mean") -> dict | None:
     """The capture reading of one shared-policy run: the dominant role (by gradient share),
-    its share against its token share and against its own early share (first third of the
-    steps with gradient vs last third), and its partner's decision quality at base and end."""
+    its share against the share the workflow's shape gives it anyway, and its growth, each
+    with a 95% interval over steps; beside it, its partner's decision quality at base and
+    end. The null follows the loss's weighting: a token-mean loss weighs tokens (the token
+    share), a sequence-mean one weighs turns (the turn share)."""
+    by = "turns" if loss_agg != "token-mean" else "tokens"
     rows = [m for m in metrics if m.get("roles") and "step" in m and m["step"] >= 0]
     steps = []
     for m in rows:
         grad = {r: float(v.get("grad_share", 0.0)) for r, v in m["roles"].items()}
-        toks = {r: float(v.get("tokens", 0.0)) for r, v in m["roles"].items()}
-        if sum(grad.values()) > 0 and sum(toks.values()) > 0:
-            t = sum(toks.values())
-            steps.append((grad, {r: x / t for r, x in toks.items()}))
+        base = {r: float(v.get(by, 0.0)) for r, v in m["roles"].items()}
+        if sum(grad.values()) > 0 and sum(base.values()) > 0:
+            t = sum(base.values())
+            steps.append((grad, {r: x / t for r, x in base.items()}))
     if len(steps) < 3:
         return None
     roles = sorted({r for g, _ in steps for r in g})
     share = {r: mean(g.get(r, 0.0) for g, _ in steps) for r in roles}
     dom = max(roles, key=lambda r: share[r])
-    tok = mean(t.get(dom, 0.0) for _, t in steps)
+    null = mean(t.get(dom, 0.0) for _, t in steps)
+    excess = _mean_ci([g.get(dom, 0.0) - t.get(dom, 0.0) for g, t in steps])
     third = max(1, len(steps) // 3)
-    early = mean(g.get(dom, 0.0) for g, _ in steps[:third])
-    late = mean(g.get(dom, 0.0) for g, _ in steps[-third:])
+    early = [g.get(dom, 0.0) for g, _ in steps[:third]]
+    late = [g.get(dom, 0.0) for g, _ in steps[-third:]]
+    growth = _diff_ci(late, early)
     ev = evals_of(metrics)
     q0 = partner_quality(readings, ev[0][1]) if ev else None
     q1 = partner_quality(readings, ev[-1][1]) if len(ev) > 1 else None
-    captured = share[dom] - tok > CAPTURE_EXCESS and late > early
+    # both intervals clear: above the shape's share by the margin, and growing
+    captured = excess[1] > CAPTURE_EXCESS and growth[1] > 0
     return {
         "role": dom,
         "grad_share": share[dom],
-        "token_share": tok,
-        "early_share": early,
-        "late_share": late,
+        "token_share": null,
+        "null": f"{by[:-1]} share",
+        "excess_ci": excess,
+        "early_share": mean(early),
+        "late_share": mean(late),
+        "growth_ci": growth,
         "captured": captured,
         "partner": readings.get("partner"),
         "partner_quality_base": q0,
         "partner_quality_final": q1,
     }
+
+
+def _mean_ci(xs: list[float]) -> tuple[float, float, float]:
+    """(mean, low, high): a t interval over steps."""
+    m = mean(xs)
+    h = t95(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else float("inf")
+    return m, m - h, m + h
+
+
+def _diff_ci(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high): Welch over two sets of steps."""
+    d = mean(a) - mean(b)
+    va = stdev(a) ** 2 / len(a) if len(a) > 1 else float("inf")
+    vb = stdev(b) ** 2 / len(b) if len(b) > 1 else float("inf")
+    h = t95(min(len(a), len(b)) - 1) * math.sqrt(va + vb)
+    return d, d - h, d + h
 
 
 def role_norms(metrics: list[dict], role: str, shared: bool = False) -> list[tuple[int, float]]:

@@ -37,6 +37,12 @@ def flat_grad(params: Sequence[torch.nn.Parameter]) -> torch.Tensor:
     )
 
 
+def flat_params(params: Sequence[torch.nn.Parameter]) -> torch.Tensor:
+    """All of ``params`` as one float32 vector, in :func:`flat_grad`'s order (under FSDP this
+    process's shards): the step's actual update is the difference of two."""
+    return torch.cat([local(p).detach().float().reshape(-1) for p in params])
+
+
 def dot(a: torch.Tensor, b: torch.Tensor, chunk: int = 1 << 24) -> float:
     """``a . b`` accumulated in float64 chunk by chunk: float32 vectors of billions of entries
     keep their dot products exact enough for cosines without a float64 copy of either."""

@@ -26,7 +26,13 @@ from flowzoo.train.advantage import Advantages, Critic
 from flowzoo.train.algorithm import algorithm_for
 from flowzoo.train.algorithms.grpo import aggregate, k3_kl
 from flowzoo.train.algorithms.ppo import ValueHead, logprobs_and_values
-from flowzoo.train.diagnostics import CoherenceDamper, dot, flat_grad, role_gradient_stats
+from flowzoo.train.diagnostics import (
+    CoherenceDamper,
+    dot,
+    flat_grad,
+    flat_params,
+    role_gradient_stats,
+)
 from flowzoo.train.rollout import TurnRecord
 
 
@@ -375,7 +381,24 @@ class Learner:
         stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
         if self.cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        before = flat_params(params)
         self.opts[name].step()
+        self._update_shares(params, before, role_grads, rg, stats)
+
+    def _update_shares(self, params, before, role_grads, rg, stats) -> None:
+        """What moved the weights, per role: the step's actual update (after clipping and
+        Adam) projected on each role's descent direction (``update_along``: its length along
+        it) and each role's part of the update's total descent (``update_share``). Adam
+        normalises step sizes, so raw gradient norms alone can mislead about amplification."""
+        delta = flat_params(params) - before
+        along = [-dot(delta, g) for g in role_grads.values()]
+        if self.cfg.fsdp:  # shards: sum the projections over the processes
+            along = distributed.sum_floats(along, self.dist)
+        total = sum(along)
+        for (role, _), a in zip(role_grads.items(), along, strict=True):
+            rs = stats["roles"][role]
+            rs["update_along"] += a / max(rg["norm"][role], 1e-12)
+            rs["update_share"] += a / total if total else 0.0
 
 
 def _accumulate(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:

@@ -133,7 +133,7 @@ class TrackioTracker(Tracker):
         self.trackio = trackio
         trackio.init(
             project=os.environ.get("TRACKIO_PROJECT", "flowzoo"),
-            name=run_name,
+            name=trackio_name(out, run_name),
             config=config,
             resume="allow",
         )
@@ -157,6 +157,13 @@ def _stable_id(out: Path) -> str:
     import hashlib
 
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
+
+
+def trackio_name(out: Path, run_name: str) -> str:
+    """Trackio resumes a run by its name within a project, so the name carries the run dir's
+    stable id: two run dirs of the same name (``runs/a/run``, ``runs/b/run``) are two runs,
+    and a resumed run continues its own."""
+    return f"{run_name}-{_stable_id(out)[:8]}"
 
 
 def _mlflow_key(k: str) -> str:

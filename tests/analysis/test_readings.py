@@ -77,13 +77,19 @@ def test_trajectory_of_a_curve_without_per_problem_scores_uses_its_intervals():
     assert trajectory(big).klass == "rose and held"
 
 
-def _metrics(shares: list[dict], tokens: dict, evals: list[dict]) -> list[dict]:
+def _metrics(
+    shares: list[dict], tokens: dict, evals: list[dict], turns: dict | None = None
+) -> list[dict]:
     rows = [{"step": -1, "eval": evals[0]}]
+    turns = turns or tokens  # the same proportions unless given
     for i, sh in enumerate(shares):
         rows.append(
             {
                 "step": i,
-                "roles": {r: {"grad_share": v, "tokens": tokens[r]} for r, v in sh.items()},
+                "roles": {
+                    r: {"grad_share": v, "tokens": tokens[r], "turns": turns[r]}
+                    for r, v in sh.items()
+                },
             }
         )
     rows[-1]["eval"] = evals[-1]
@@ -161,3 +167,26 @@ def test_isolated_vs_shared_pairs_by_seed_and_can_come_out_either_way():
     assert d - h < 0 < d + h
     _, _, paired = paired_by_seed(isolated, [0, 1, 2, 4], shared, seeds)
     assert not paired  # different seeds: Welch
+
+
+def test_capture_null_follows_the_losss_weighting_and_needs_intervals():
+    """The solver writes 3/4 of the tokens in 1/2 of the turns. A growing share of about 0.7
+    is capture against a sequence-weighted loss (turn share 0.5) but not against a
+    token-weighted one (token share 0.75); and a share that jumps about from step to step
+    around the same means is not capture (its growth interval includes 0)."""
+    e = {"accuracy": 0.4, "majority_correct": 0.38}
+    toks, turns = {"solver": 300, "aggregator": 100}, {"solver": 3, "aggregator": 3}
+    growing = [{"solver": 0.62 + 0.02 * i, "aggregator": 0.38 - 0.02 * i} for i in range(9)]
+    m = _metrics(growing, toks, [e, e], turns)
+    voting = workflow_readings("voting")
+    seq = capture(voting, m, "seq-mean-token-mean")
+    assert seq["captured"] and seq["null"] == "turn share" and seq["excess_ci"][1] > 0.05
+    tok = capture(voting, m, "token-mean")
+    assert not tok["captured"] and tok["null"] == "token share"
+    noisy = [
+        {"solver": 0.70 + (0.25 if i % 2 else -0.25) + 0.005 * i, "aggregator": 0.3}
+        for i in range(9)
+    ]
+    assert not capture(voting, _metrics(noisy, toks, [e, e], turns), "seq-mean-token-mean")[
+        "captured"
+    ]

@@ -9,7 +9,9 @@ from flowzoo.analysis.report import build_report, cell_stats, load_runs
 from flowzoo.train.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
 
 
-def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s", ood=None, **config):
+def _fake_run(
+    root, name, env, policy, seed, curve, shares, model="tiny-s", ood=None, along=None, **config
+):
     d = root / name
     d.mkdir(parents=True)
     cfg = {
@@ -44,6 +46,7 @@ def _fake_run(root, name, env, policy, seed, curve, shares, model="tiny-s", ood=
                         "grad_norm": 10 * v,
                         "tokens": 300 if r == "solver" else 100,
                         "turns": 3 if r == "solver" else 1,
+                        **({"update_along": along * v} if along is not None else {}),
                     }
                     for r, v in shares.items()
                 },
@@ -290,3 +293,61 @@ def test_compare_sweeps_sees_a_changed_evaluation_or_update(tmp_path):
         other[i].update(change)
         write(tmp_path / f"c{i}", other)
         assert compare(tmp_path / "a", tmp_path / f"c{i}") == 1
+
+
+@pytest.mark.parametrize("single_final,verdict", [(0.45, "supported"), (0.70, "contradicted")])
+def test_the_control_is_decided_per_workflow_and_can_contradict(tmp_path, single_final, verdict):
+    """Voting trained to 0.60 against the single agent trained the same way: above a single
+    agent that ends at 0.45 (supported), clearly below one that ends at 0.70 (contradicted,
+    not merely "not supported"); paired by seed, with the numbers."""
+    from flowzoo.analysis.findings import findings
+
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for seed in range(3):
+        rise = [(0, 0.40), (3, 0.50), (6, 0.60 + 0.01 * seed), (9, 0.60 + 0.01 * seed)]
+        single = [
+            (0, 0.40),
+            (3, 0.45),
+            (6, single_final + 0.01 * seed),
+            (9, single_final + 0.01 * seed),
+        ]
+        _fake_run(tmp_path, f"v{seed}", "voting-math", "shared", seed, rise, sh)
+        _fake_run(tmp_path, f"s{seed}", "single-math", "shared", seed, single, {"solver": 1.0})
+    lines = findings(cell_stats(load_runs(tmp_path), window=2))
+    (control,) = [x for x in lines if "single agent trained the same way" in x]
+    assert control.startswith(
+        f"**voting ends above the single agent trained the same way** — {verdict}"
+    )
+    side = "above in 1/1" if verdict == "supported" else "below in 1/1"
+    assert "paired by seed" in control and side in control
+
+
+@pytest.mark.parametrize("iso_along,verdict", [(2e-3, "supported"), (5e-4, "contradicted")])
+def test_amplification_is_read_on_what_moves_the_weights(tmp_path, iso_along, verdict):
+    """The raw per-turn norms say Shared is larger (as in the report test); where runs record
+    the update after Adam along the solvers' direction, the verdict is read on that and comes
+    out either way."""
+    from flowzoo.analysis.findings import findings
+
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for seed in range(3):
+        jitter = 1 + 0.01 * seed
+        _fake_run(
+            tmp_path,
+            f"i{seed}",
+            "voting-math",
+            "isolated",
+            seed,
+            rise,
+            sh,
+            along=iso_along * jitter,
+        )
+        _fake_run(
+            tmp_path, f"s{seed}", "voting-math", "shared", seed, rise, sh, along=1e-3 * jitter
+        )
+    lines = findings(cell_stats(load_runs(tmp_path), window=2))
+    (amp,) = [x for x in lines if "amplifies the parallel role" in x]
+    assert amp.startswith(f"**Isolated-Policy amplifies the parallel role's gradient** — {verdict}")
+    assert "per-turn gradient norm isolated 8.000 vs shared 10.667" in amp  # beside it
+    assert "the verdict's reading" in amp

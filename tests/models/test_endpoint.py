@@ -314,3 +314,52 @@ def test_stop_strings_end_a_served_turn(served):
     assert any("\n" in g.text for g in free)  # the model does write newlines here
     assert all("\n" not in g.text for g in cut)
     assert all(f.text.startswith(c.text) for f, c in zip(free, cut, strict=True))
+
+
+def test_flowzoo_serve_answers_chat_like_completions_and_stops_on_sigterm(tmp_path):
+    """The documented path: ``flowzoo serve --model tiny-s`` in the documented environment;
+    the chat API (the tiny model's own template) gives the completions API's text, greedy;
+    SIGTERM takes the server down with it."""
+    if WHY:
+        pytest.skip(WHY)
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from flowzoo.models.serve import free_port
+
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as f:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "flowzoo.cli",
+                "serve",
+                "--model",
+                "tiny-s",
+                "--port",
+                str(port),
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 600
+        while "Ctrl-C stops it" not in log.read_text():
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "flowzoo serve did not come up"
+            time.sleep(1)
+        prompt = "Problem: What is 2 + 3?\nRole: solver. End with \\boxed{ANSWER}.\n"
+        url = f"http://127.0.0.1:{port}/v1"
+        chat = EndpointPolicy(f"openai:{url}#tiny").generate([prompt], 24, temperature=0.0)
+        text = EndpointPolicy(f"openai-completions:{url}#tiny").generate([prompt], 24, 0.0)
+        assert chat[0].error is None and chat[0].text == text[0].text and chat[0].text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    time.sleep(2)
+    left = subprocess.run(["pgrep", "-f", "--", f"--port {port}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the vLLM server outlived flowzoo serve"

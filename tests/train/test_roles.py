@@ -63,6 +63,9 @@ def test_isolated_policies_step_at_their_roles_lr(tiny_model, tmp_path):
     # the warmup factor (1/2 at step 0) applies to each policy's own lr
     assert tr.opts["solver"].param_groups[0]["lr"] == pytest.approx(1e-3 / 2)
     assert tr.opts["aggregator"].param_groups[0]["lr"] == pytest.approx(1e-5 / 2)
+    # the metrics line says what each policy stepped at (not the config's lr alone)
+    m = tr.train_step()
+    assert m["lr"]["aggregator"] < m["lr"]["solver"] and set(m["lr"]) == {"solver", "aggregator"}
 
 
 def test_a_shared_policy_scales_each_roles_gradient_by_its_lr(tiny_model, tmp_path):

@@ -233,6 +233,20 @@ def test_per_role_gradients_add_up_to_the_total(tiny_model, tmp_path):
     roles = per_policy["shared"]["roles"]
     assert set(roles) == {"solver", "aggregator"}
     assert per_policy["shared"]["policy"]["grad_norm"] == pytest.approx(total, rel=1e-9)
+    # what moved the weights: each role's part of the step after Adam, summing to the whole
+    # (one optimizer step per update here, so the shares are those of that step)
+    shares = [roles[r]["update_share"] for r in roles]
+    assert sum(shares) == pytest.approx(1.0) and all(math.isfinite(x) for x in shares)
+    assert all(math.isfinite(roles[r]["update_along"]) for r in roles)
+    iso = Trainer(_cfg(tiny_model, tmp_path / "iso", policy="isolated"), progress=False)
+    recs = iso._rollout(0)
+    _varied_rewards(recs)
+    pp, _ = iso.update(recs)
+    moved = [st["roles"][n] for n, st in pp.items() if st["roles"][n]["grad_norm"] > 0]
+    assert moved  # a policy of one role with a gradient: that role moved all of it
+    for r in moved:
+        assert r["update_share"] == pytest.approx(1.0)
+        assert r["update_along"] > 0  # the step descends along its gradient
 
 
 def test_ppo_update_moves_policy_and_value_head(tiny_model, tmp_path):
