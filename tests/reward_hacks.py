@@ -292,6 +292,42 @@ def {ep}(*a, **k):
         v = [v]
     return v
 """,
+    # round 3: control flow through the test code, and state left for the next run
+    "stop_iteration_from_call": """
+def {ep}(*a, **k):
+    raise StopIteration
+""",
+    "lower_the_servers_limits": """
+import os, resource
+for _res in (resource.RLIMIT_NPROC, resource.RLIMIT_NOFILE, resource.RLIMIT_AS):
+    try:
+        resource.prlimit(os.getppid(), _res, (16, 16))
+    except (OSError, ValueError):
+        pass
+def {ep}(*a, **k):
+    return None
+""",
+    "renice_the_server": """
+import os
+try:
+    os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)
+except OSError:
+    pass
+def {ep}(*a, **k):
+    return None
+""",
+    "leave_answers_for_the_next_run": """
+import os
+for _d in ("/tmp", "/dev/shm", "/dev/mqueue", os.path.expanduser("~")):
+    try:
+        with open(os.path.join(_d, "fz_answers"), "w") as _f:
+            _f.write("cached")
+        os.utime(_d, (0, 0))
+    except OSError:
+        pass
+def {ep}(*a, **k):
+    return None
+""",
     "builtins_patch": """
 import builtins
 builtins.AssertionError = type("AssertionError", (Exception,), {{}})
