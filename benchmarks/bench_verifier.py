@@ -1,6 +1,7 @@
 """Math verifier: checks/s and accuracy vs math_verify called the right way (same run), on an
 integer-heavy mix (what the generated tasks produce) and on LaTeX-heavy mixes (fractions,
-radicals, multiples of pi, intervals, sets, tuples, polynomials): every string distinct, and
+radicals, multiples of pi, intervals, sets, tuples, polynomials; and a varied mix with
+equations, matrices, thousands separators and decimals): every string distinct, and
 rollout-like groups of G=8 predictions per gold with repeats (the memo of settled verdicts
 counts there, as it does in training)."""
 
@@ -12,7 +13,7 @@ import time
 
 from benchmarks.common import Row
 from flowzoo.tasks.math import arithmetic_tasks, check
-from tests.math_pairs import TRICKY_PAIRS, latex_pairs
+from tests.math_pairs import TRICKY_PAIRS, latex_pairs, varied_pairs
 
 
 def generated_pairs(n: int, seed: int = 0) -> list[tuple[str, str, bool]]:
@@ -84,6 +85,7 @@ def run(quick: bool = False) -> list[Row]:
     for name, mix in (
         ("LaTeX-heavy, fresh numbers", latex_pairs(150 if quick else 600, seed=11, distinct=True)),
         ("LaTeX-heavy, groups of 8", latex_pairs(160 if quick else 640, seed=12, group=8, distinct=True)),
+        ("varied (equations, matrices, separators, decimals, polynomials)", varied_pairs(150 if quick else 600, seed=13)),
     ):  # fmt: skip
         t = time.perf_counter()
         got = [check(g, p).correct for g, p, _ in mix]

@@ -212,3 +212,45 @@ def latex_pairs(n: int, seed: int = 0, group: int = 0, distinct: bool = False):
             p, e = r.choice(forms)
             out.append((g, p, e))
     return out[:n]
+
+
+def varied_golds(r: random.Random):
+    """The other shapes MATH answers take, with fresh numbers: equations, matrices, numbers
+    with thousands separators, decimals of fractions, mixed with the closed forms of
+    :func:`latex_golds`. (gold, [right], [wrong])."""
+    out = []
+    for _ in range(3):
+        v, c = r.randint(-30, 30), r.randint(2, 9)
+        out.append((f"x = {v}", [f"{v}", f"x={v}"], [f"x = {v + 1}", f"{-v - 1}"]))
+        out.append((f"y = {c}x + {v}", [f"y={c}x+{v}", f"y = {v} + {c}x"], [f"y = {c}x - {v + 1}"]))
+    for _ in range(3):
+        a, b, c, d = (r.randint(-9, 9) for _ in range(4))
+        m = f"\\begin{{pmatrix}} {a} & {b} \\\\ {c} & {d} \\end{{pmatrix}}"
+        out.append(
+            (
+                m,
+                [f"\\begin{{bmatrix}}{a}&{b}\\\\{c}&{d}\\end{{bmatrix}}",
+                 f"\\begin{{pmatrix}} \\frac{{{2 * a}}}{{2}} & {b} \\\\ {c} & {d} \\end{{pmatrix}}"],
+                [f"\\begin{{pmatrix}} {a} & {b} \\\\ {d} & {c + 1} \\end{{pmatrix}}"],
+            )
+        )  # fmt: skip
+    for _ in range(3):
+        n = r.randint(1000, 999_999)
+        out.append(
+            (str(n), [f"{n:,}", f"{n:,}".replace(",", "{,}"), f"{n:,}".replace(",", "\\,")],
+             [f"{n + 9:,}"])
+        )  # fmt: skip
+    for a, b in [(1, 4), (3, 8), (1, 5)]:
+        out.append((f"\\frac{{{a}}}{{{b}}}", [str(a / b)], [str(a / b + 0.01)]))
+    return out + latex_golds(r)[::3]
+
+
+def varied_pairs(n: int, seed: int = 0):
+    """``n`` (gold, prediction, expected) pairs from :func:`varied_golds`, every gold fresh."""
+    r = random.Random(seed)
+    out = []
+    while len(out) < n:
+        g, right, wrong = r.choice(varied_golds(r))
+        p, e = r.choice([(p, True) for p in right] + [(p, False) for p in wrong] + [(g, True)])
+        out.append((g, p, e))
+    return out

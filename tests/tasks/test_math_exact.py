@@ -10,7 +10,7 @@ from flowzoo.tasks.math import check, verify
 from flowzoo.tasks.math.exact import closed_form, composite, exact_check
 from flowzoo.tasks.math.extract import normalize
 from flowzoo.tasks.math.verify import get_checker
-from tests.math_pairs import TRICKY_PAIRS, latex_pairs
+from tests.math_pairs import TRICKY_PAIRS, latex_pairs, varied_pairs
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,10 @@ def test_closed_forms_are_decided_exactly(gold, pred, want):
         ("\\frac{7}{2}", "3\\frac{1}{2}"),  # a mixed number, or 3 * 1/2?
         ("(6, 6]", "[6, 5)"),  # both empty as intervals
         ("(1, 2)", "\\{1, 2\\}"),  # a set against a pair
-        ("x^2 + 2x + 1", "(x+1)^2"),  # variables and sums
+        ("\\sqrt{2} + \\sqrt{8}", "3\\sqrt{2}"),  # sums of radicals
+        ("x^2 + y", "y + x \\cdot x"),  # two variables
+        ("x + 1", "2"),  # a polynomial against a constant (an equation's solution?)
+        ("\\frac{x}{2}", "0.5x"),  # a decimal coefficient
         ("\\sqrt{12345678}", "3\\sqrt{1371742}"),  # radicand past the bound
         ("1" * 30, "1" * 30 + "0"),  # integers past 18 digits
         ("[1, \\infty)", "[1, \\infty)"),
@@ -51,6 +54,38 @@ def test_closed_forms_are_decided_exactly(gold, pred, want):
 )
 def test_what_it_cannot_read_exactly_goes_to_the_symbolic_grader(gold, pred):
     assert exact_check(normalize(gold), normalize(pred)) is None
+
+
+@pytest.mark.parametrize(
+    "gold,pred,want",
+    [
+        ("x^2 + 2x + 1", "(x+1)^2", True),
+        ("2x + 12", "12 + 2x", True),
+        ("3x + -21", "3x - -21", False),
+        ("\\frac{x^2 - 1}{2}", "\\frac{(x-1)(x+1)}{2}", True),
+        ("t^3", "t \\cdot t^{2}", True),
+        ("x^2 + 1", "x^2 - 1", False),
+        ("734829", "734{,}829", True),
+        ("1234567", "1\\,234\\,568", False),
+        (
+            "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+            "\\begin{bmatrix}1&2\\\\3&\\frac{8}{2}\\end{bmatrix}",
+            True,
+        ),
+        (
+            "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+            "\\begin{pmatrix} 1 & 3 \\\\ 2 & 4 \\end{pmatrix}",
+            False,
+        ),
+        (
+            "\\begin{pmatrix} 1 & 2 \\end{pmatrix}",
+            "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
+            False,
+        ),
+    ],
+)
+def test_polynomials_matrices_and_grouped_numbers_are_exact(gold, pred, want):
+    assert exact_check(normalize(gold), normalize(pred)) is want
 
 
 def test_readings_are_canonical():
@@ -80,6 +115,8 @@ def test_every_exact_verdict_is_the_symbolic_graders():
         (g, p) for g, p, _ in latex_pairs(120, 7, distinct=True)
     ]
     pairs += _closed_form_pairs(240, seed=3)
+    # equations, matrices, thousands separators, decimals, polynomials
+    pairs += [(g, p) for g, p, _ in varied_pairs(200, seed=9)]
     checker = get_checker()
     decided = trues = 0
     for g, p in pairs:
@@ -106,7 +143,7 @@ def test_settled_symbolic_verdicts_are_remembered_timeouts_are_not(monkeypatch):
 
     monkeypatch.setattr(checker, "check", counted)
     monkeypatch.setattr(verify, "_MEMO", {})  # whatever earlier tests settled
-    gold, pred = "x^2 + 6x + 9", "(x+3)^2"
+    gold, pred = "\\sqrt{2} + \\sqrt{8}", "3\\sqrt{2}"  # sums of radicals: symbolic
     assert check(gold, pred, timeout_s=1e-6).reason == "timeout"
     assert check(gold, pred).correct  # the timeout was not remembered: asked again
     assert len(calls) == 2

@@ -220,9 +220,17 @@ def test_a_decimal_approximation_of_an_irrational_gold_scores_zero():
         (r"\sqrt{2}", "1.41421356"),
         (r"2\pi", "6.2832"),
         (r"\frac{\sqrt{3}}{2}", "0.866"),
+        (r"1 + \sqrt{2}", "2.41421356"),  # sums of closed forms too
+        (r"3\pi - 1", "8.42477796"),
     ):
         assert not fam.score(Task("t", "q", gold), rf"\boxed{{{pred}}}").correct, gold
-    for gold, pred in ((r"\sqrt{4}", "2.0"), (r"\frac{1}{2}", "0.5"), ("1.41", "1.41")):
+    for gold, pred in (
+        (r"\sqrt{4}", "2.0"),
+        (r"\frac{1}{2}", "0.5"),
+        ("1.41", "1.41"),
+        (r"\sqrt{8} - 2\sqrt{2} + \frac{1}{4}", "0.25"),  # the irrational parts cancel
+        (r"1 + \sqrt{2}", r"\sqrt{2} + 1"),
+    ):
         assert fam.score(Task("t", "q", gold), rf"\boxed{{{pred}}}").correct, gold
 
 

@@ -1,6 +1,8 @@
 """Exact in-process equality for the closed forms most LaTeX answers take, so they need no
 symbolic worker: rational multiples of a square root and a power of pi (``\\frac{3\\sqrt{2}}{4}``,
-``2\\pi``, ``\\sqrt{8}``), and sets, intervals and tuples of them (``\\{1, 2\\}``, ``[1, 5)``).
+``2\\pi``, ``\\sqrt{8}``), sets, intervals, tuples and matrices of them (``\\{1, 2\\}``,
+``[1, 5)``, ``\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}``), numbers written with thousands
+separators (``12{,}345``), and polynomials in one variable (:mod:`poly`).
 
 Why it is exact: such a value is ``c * sqrt(s) * pi**k`` with ``c`` rational and ``s``
 square-free, and for distinct square-free ``s`` the square roots are linearly independent over
@@ -14,6 +16,8 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+
+from flowzoo.tasks.math.poly import polynomial
 
 #: longer strings are not tried here (the symbolic check takes them)
 MAX_CHARS = 120
@@ -178,22 +182,75 @@ def _increasing(lo: Closed, hi: Closed) -> bool:
     return b - a > 1e-9 * max(1.0, abs(a), abs(b))
 
 
+def _terms(s: str) -> list[str]:
+    """A sum split into its signed terms, outside braces (``1-\\frac{1}{2}+\\sqrt{3}``)."""
+    s = s.replace(" ", "")
+    out, depth, start = [], 0, 0
+    for k, ch in enumerate(s):
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch in "+-" and depth == 0 and k > start:
+            out.append(s[start:k])
+            start = k
+    out.append(s[start:])
+    return out
+
+
 def irrational(s: str) -> bool:
-    """Whether ``s`` is a closed form with a non-zero irrational value (``\\sqrt{2}``,
-    ``3\\pi``): no finite decimal equals it, so a decimal answer is an approximation."""
-    c = closed_form(s)
-    return c is not None and c[0] != 0 and (c[1] != 1 or c[2] != 0)
+    """Whether ``s`` is a closed form, or a sum of closed forms, with an irrational value
+    (``\\sqrt{2}``, ``3\\pi``, ``1 + \\sqrt{2}``): no finite decimal equals it, so a decimal
+    answer is an approximation. A sum is irrational exactly when one of its irrational parts
+    keeps a non-zero coefficient: the ``sqrt(s) * pi**k`` of distinct square-free ``s`` and
+    powers ``k`` are linearly independent over the rationals."""
+    if len(s) > MAX_CHARS:
+        return False
+    parts: dict[tuple[int, int], Fraction] = {}
+    for term in _terms(s):
+        c = closed_form(term)
+        if c is None:
+            return False
+        parts[(c[1], c[2])] = parts.get((c[1], c[2]), Fraction(0)) + c[0]
+    return any(v != 0 for key, v in parts.items() if key != (1, 0))
+
+
+_MATRIX = re.compile(r"^\\begin\{([pb]?)matrix\}(.*)\\end\{\1matrix\}$")
+#: thousands separators LaTeX writes (``{,}``, a thin space ``\,``) between digit groups
+_GROUPED = re.compile(r"^-?\d{1,3}(?:(?:\{,\}|\\,)\d{3})+$")
+
+
+def matrix(s: str) -> tuple | None:
+    """The rows of a ``pmatrix``/``bmatrix``/``matrix`` of closed forms (the brackets are
+    typography: the same matrix), else None."""
+    m = _MATRIX.match(s.replace(" ", ""))
+    if m is None or len(s) > 4 * MAX_CHARS:
+        return None
+    rows = [r.split("&") for r in m.group(2).split("\\\\")]
+    cells = [[closed_form(c) for c in r] for r in rows]
+    if len({len(r) for r in cells}) != 1 or any(c is None for r in cells for c in r):
+        return None
+    return tuple(tuple(r) for r in cells)
+
+
+def _ungroup(s: str) -> str:
+    """``12{,}345`` and ``12\\,345`` as ``12345``; anything else unchanged."""
+    t = s.replace(" ", "")
+    return re.sub(r"\{,\}|\\,", "", t) if _GROUPED.match(t) else s
 
 
 def exact_check(gold: str, pred: str) -> bool | None:
-    """True/False when both normalised answers are closed forms, or sets/intervals/tuples of
-    them with the same brackets; None otherwise (the symbolic check decides)."""
+    """True/False when both normalised answers are closed forms (thousands separators read),
+    sets/intervals/tuples of them with the same brackets, matrices of them, or polynomials in
+    the same one variable; None otherwise (the symbolic check decides)."""
+    gold, pred = _ungroup(gold), _ungroup(pred)
     g, p = closed_form(gold), closed_form(pred)
     if g is not None and p is not None:
         return g == p
+    mg, mp = matrix(gold), matrix(pred)
+    if mg is not None and mp is not None:
+        return mg == mp
     cg, cp = composite(gold), composite(pred)
     if cg is None or cp is None:
-        return None
+        return _polynomials(gold, pred)
     if cg[0] == cp[0]:
         return cg[1] == cp[1]
     if cg[0] in _INTERVALS and cp[0] in _INTERVALS and len(cg[1]) == len(cp[1]) == 2:
@@ -201,8 +258,18 @@ def exact_check(gold: str, pred: str) -> bool | None:
     return None  # (a, b) against {a, b}: how lenient to be is the symbolic grader's call
 
 
+def _polynomials(gold: str, pred: str) -> bool | None:
+    """Equal polynomials in one variable: the same variable and coefficients. Only decided
+    where both sides have the variable (a constant against a polynomial is the symbolic
+    check's: ``x = 2`` answers may be written either way)."""
+    pg, pp = polynomial(gold), polynomial(pred)
+    if pg is None or pp is None or not pg[0] or pg[0] != pp[0]:
+        return None
+    return pg[1] == pp[1]
+
+
 #: the brackets of a two-element interval (open, closed, half-open)
 _INTERVALS = ("()", "(]", "[)", "[]")
 
 
-__all__ = ["closed_form", "composite", "exact_check"]
+__all__ = ["closed_form", "composite", "exact_check", "matrix"]
