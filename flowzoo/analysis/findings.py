@@ -7,12 +7,11 @@ readings of :mod:`flowzoo.analysis.readings`, so a verdict can come out either w
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from statistics import mean, stdev
+from statistics import mean
 
 from flowzoo.analysis.readings import capture, norm_around_peak, readings_of, role_norms
-from flowzoo.analysis.stats import t95
+from flowzoo.analysis.stats import t_interval, welch
 
 #: the least evidence a claim is decided on: runs on each compared side, evaluations per run
 MIN_RUNS = 3
@@ -96,15 +95,6 @@ def _improves(multi: list) -> str:
     )
 
 
-def welch(a: list[float], b: list[float]) -> tuple[float, float]:
-    """mean(a) - mean(b) and the half-width of its 95% interval over seeds (Welch, with the
-    smaller side's degrees of freedom: conservative at 3 seeds)."""
-    d = mean(a) - mean(b)
-    va = stdev(a) ** 2 / len(a) if len(a) > 1 else float("inf")
-    vb = stdev(b) ** 2 / len(b) if len(b) > 1 else float("inf")
-    return d, t95(min(len(a), len(b)) - 1) * math.sqrt(va + vb)
-
-
 def paired_by_seed(
     a: list[float], a_seeds: list, b: list[float], b_seeds: list
 ) -> tuple[float, float, bool]:
@@ -114,8 +104,8 @@ def paired_by_seed(
     common = sorted(set(a_seeds) & set(b_seeds), key=str)
     if len(common) >= 2 and len(common) == len(a_seeds) == len(b_seeds):
         ia, ib = dict(zip(a_seeds, a, strict=True)), dict(zip(b_seeds, b, strict=True))
-        diffs = [ia[k] - ib[k] for k in common]
-        return mean(diffs), t95(len(diffs) - 1) * stdev(diffs) / math.sqrt(len(diffs)), True
+        d, h = t_interval([ia[k] - ib[k] for k in common])
+        return d, h, True
     d, h = welch(a, b)
     return d, h, False
 

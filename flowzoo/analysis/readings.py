@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from statistics import mean, stdev
+from statistics import mean
 
-from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_diff_ci, t95
+from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_diff_ci, t_interval, welch
 
 #: capture: how far a role's gradient share must exceed its token share
 CAPTURE_EXCESS = 0.05
@@ -221,17 +221,13 @@ def capture(readings: dict, metrics: list[dict], loss_agg: str = "token-mean") -
 
 def _mean_ci(xs: list[float]) -> tuple[float, float, float]:
     """(mean, low, high): a t interval over steps."""
-    m = mean(xs)
-    h = t95(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else float("inf")
+    m, h = t_interval(xs)
     return m, m - h, m + h
 
 
 def _diff_ci(a: list[float], b: list[float]) -> tuple[float, float, float]:
     """(mean(a) - mean(b), low, high): Welch over two sets of steps."""
-    d = mean(a) - mean(b)
-    va = stdev(a) ** 2 / len(a) if len(a) > 1 else float("inf")
-    vb = stdev(b) ** 2 / len(b) if len(b) > 1 else float("inf")
-    h = t95(min(len(a), len(b)) - 1) * math.sqrt(va + vb)
+    d, h = welch(a, b)
     return d, d - h, d + h
 
 

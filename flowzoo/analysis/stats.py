@@ -9,6 +9,7 @@ gain of a few points resolvable on a few hundred problems.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,3 +54,20 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 def t95(df: int) -> float:
     """The two-sided 95% Student-t quantile (inf below 1 degree of freedom: no interval)."""
     return _T95.get(df, 1.96) if df >= 1 else float("inf")
+
+
+def t_interval(xs: Sequence[float]) -> tuple[float, float]:
+    """The mean of ``xs`` and the half-width of its 95% t interval (inf for one value)."""
+    m = float(np.mean(xs))
+    if len(xs) < 2:
+        return m, float("inf")
+    return m, t95(len(xs) - 1) * float(np.std(xs, ddof=1)) / math.sqrt(len(xs))
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """mean(a) - mean(b) and the half-width of its 95% interval (Welch, with the smaller
+    side's degrees of freedom: conservative at 3 seeds; inf with one value a side)."""
+    d = float(np.mean(a)) - float(np.mean(b))
+    va = float(np.var(a, ddof=1)) / len(a) if len(a) > 1 else float("inf")
+    vb = float(np.var(b, ddof=1)) / len(b) if len(b) > 1 else float("inf")
+    return d, t95(min(len(a), len(b)) - 1) * math.sqrt(va + vb)

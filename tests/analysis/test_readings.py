@@ -150,7 +150,8 @@ def test_isolated_vs_shared_pairs_by_seed_and_can_come_out_either_way():
     """Seeds share problems and base evaluations: a small consistent per-seed difference on a
     large seed-to-seed spread is clear when paired and lost by Welch; pairing only happens
     when both sides ran the same seeds; a difference that changes sign stays unclear."""
-    from flowzoo.analysis.findings import paired_by_seed, welch
+    from flowzoo.analysis.findings import paired_by_seed
+    from flowzoo.analysis.stats import welch
 
     seeds = [0, 1, 2, 3]
     shared = [0.20, 0.40, 0.30, 0.50]

@@ -17,7 +17,7 @@ import math
 import re
 from fractions import Fraction
 
-from flowzoo.tasks.math.poly import polynomial
+from flowzoo.tasks.math.poly import Cursor, polynomial
 
 #: longer strings are not tried here (the symbolic check takes them)
 MAX_CHARS = 120
@@ -54,20 +54,7 @@ def _inv(a: Closed) -> Closed:
     return 1 / (a[0] * a[1]), a[1], -a[2]  # 1/(c sqrt s) = sqrt(s) / (c s)
 
 
-class _Parser:
-    def __init__(self, tokens: list[str]) -> None:
-        self.t, self.i = tokens, 0
-
-    def peek(self) -> str | None:
-        return self.t[self.i] if self.i < len(self.t) else None
-
-    def take(self, want: str | None = None) -> str:
-        tok = self.peek()
-        if tok is None or (want is not None and tok != want):
-            raise ValueError(f"expected {want!r}")
-        self.i += 1
-        return tok
-
+class _Parser(Cursor):
     def expr(self) -> Closed:
         """[sign] product ['/' product]"""
         sign = 1

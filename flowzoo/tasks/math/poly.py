@@ -52,9 +52,11 @@ def _const(p: Poly) -> Fraction | None:
     return p.get(0) if set(p) == {0} else None
 
 
-class _Parser:
-    def __init__(self, tokens: list[str], var: str) -> None:
-        self.t, self.i, self.var = tokens, 0, var
+class Cursor:
+    """A token list read front to back (the exact paths' recursive-descent parsers share it)."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.t, self.i = tokens, 0
 
     def peek(self) -> str | None:
         return self.t[self.i] if self.i < len(self.t) else None
@@ -65,6 +67,12 @@ class _Parser:
             raise ValueError(f"expected {want!r}")
         self.i += 1
         return tok
+
+
+class _Parser(Cursor):
+    def __init__(self, tokens: list[str], var: str) -> None:
+        super().__init__(tokens)
+        self.var = var
 
     def sum(self) -> Poly:
         """[sign] term {(+|-) [sign] term}"""
@@ -170,4 +178,4 @@ def polynomial(s: str) -> tuple[str, Poly] | None:
     return (var if any(k > 0 for k in poly) else ""), poly
 
 
-__all__ = ["polynomial"]
+__all__ = ["Cursor", "polynomial"]
