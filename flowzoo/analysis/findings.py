@@ -234,32 +234,33 @@ def _partner(xs: list[dict]) -> str:
     )
 
 
-def _mean_norms(runs: list, role: str, shared: bool) -> tuple[list[float], list]:
-    """Per run, the mean per-turn gradient norm of ``role`` and the run's seed (runs without
-    one left out)."""
+def _per_run(runs: list, values) -> tuple[list[float], list]:
+    """Per run, the mean of ``values(run)`` and the run's seed (runs with none left out)."""
     out, seeds = [], []
     for r in runs:
-        pts = role_norms(r.metrics, role, shared)
-        if pts:
-            out.append(mean(v for _, v in pts))
+        xs = values(r)
+        if xs:
+            out.append(mean(xs))
             seeds.append(r.config.get("seed"))
     return out, seeds
+
+
+def _mean_norms(runs: list, role: str, shared: bool) -> tuple[list[float], list]:
+    """Per run, the mean per-turn gradient norm of ``role`` and the run's seed."""
+    return _per_run(runs, lambda r: [v for _, v in role_norms(r.metrics, role, shared)])
 
 
 def _mean_moved(runs: list, role: str) -> tuple[list[float], list]:
     """Per run, the mean length of the actual update (after Adam) along ``role``'s descent
     direction (``update_along``) and the run's seed; runs that did not record it left out."""
-    out, seeds = [], []
-    for r in runs:
-        xs = [
+    return _per_run(
+        runs,
+        lambda r: [
             float(m["roles"][role]["update_along"])
             for m in r.metrics
             if m.get("step", -1) >= 0 and "update_along" in m.get("roles", {}).get(role, {})
-        ]
-        if xs:
-            out.append(mean(xs))
-            seeds.append(r.config.get("seed"))
-    return out, seeds
+        ],
+    )
 
 
 def _amplification(pairs: list) -> str | None:

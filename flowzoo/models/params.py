@@ -120,10 +120,6 @@ class FullParams:
             t.detach().to(pol.device) for t in ref.logprobs(prompt_ids, completion_ids, temperature)
         ]
 
-    def frozen_models(self) -> list[torch.nn.Module]:
-        """The reference models (sharded with the policies under FSDP)."""
-        return [self.reference.model] if self.reference is not None else []
-
     def save_pretrained(self, out: Path, sharded: bool, write: bool) -> None:
         """Each policy as a loadable checkpoint in ``out/<name>``."""
         for name, pol in self.policies.items():
@@ -164,7 +160,6 @@ class LoraParams:
         for name in names[1:]:
             self.peft.add_adapter(name, cfg)
         base.model = self.peft
-        self.lora = lora
         self.policies: dict[str, Policy] = {n: AdapterPolicy(base, n) for n in names}
 
     def named_trainable(self, name: str) -> list[tuple[str, torch.nn.Parameter]]:
@@ -185,9 +180,6 @@ class LoraParams:
             return [
                 t.detach() for t in Policy.logprobs(pol, prompt_ids, completion_ids, temperature)
             ]
-
-    def frozen_models(self) -> list[torch.nn.Module]:
-        return []
 
     def save_pretrained(self, out: Path, sharded: bool, write: bool) -> None:
         """Each adapter as a PEFT adapter dir under ``out/adapters`` with the tokenizer."""

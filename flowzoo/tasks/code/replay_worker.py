@@ -110,7 +110,10 @@ class ReplayPool:
     def replay(self, source: tuple, known: dict, max_calls: int, time_limit_s: float) -> dict:
         with self._lock:
             worker = self._idle.pop() if self._idle else None
-        if worker is None or not worker.alive():
+        if worker is not None and not worker.alive():
+            worker.close()  # its pipes too
+            worker = None
+        if worker is None:
             worker = ReplayProcess()
         out = worker.replay(source, known, max_calls, time_limit_s)  # a killed one is closed
         with self._lock:
