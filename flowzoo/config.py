@@ -130,9 +130,9 @@ class TrainConfig:
     overlong_penalty: float = _f(
         0.0, "subtracted by the training env from the reward of a turn cut at its token budget"
     )
-    lr: float = _f(5e-5, "AdamW learning rate (the peak, under a schedule)")
-    lr_schedule: str = _f("constant", "learning-rate schedule after warmup", LR_SCHEDULES)
-    warmup_steps: int = _f(0, "rollout steps of linear warmup from 0 to lr")
+    lr: float = _f(1e-5, "AdamW learning rate (the peak, under a schedule)")
+    lr_schedule: str = _f("cosine", "learning-rate schedule after warmup", LR_SCHEDULES)
+    warmup_steps: int = _f(5, "rollout steps of linear warmup from 0 to lr")
     min_lr_ratio: float = _f(0.0, "cosine: the final lr as a fraction of lr")
     weight_decay: float = _f(0.0, "AdamW weight decay")
     clip_low: float = _f(0.2, "PPO-style ratio clip below 1")
@@ -191,7 +191,7 @@ class TrainConfig:
     grad_clip: float = _f(1.0, "global gradient-norm clip (0: off)")
     minibatches: int = _f(1, "optimizer steps per rollout batch (>1: later ones off-policy)")
     ppo_mini_batch: int = _f(
-        0,
+        4,
         "problems per optimizer step, as verl's ppo_mini_batch_size: a step takes this x "
         "group_size turns, so a policy with more turns makes more steps (0: use minibatches)",
     )

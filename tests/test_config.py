@@ -59,16 +59,16 @@ def test_explicit_values_win_over_a_preset(tmp_path):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: TrainConfig(preset="study", param="full", lr=5e-5),
-        lambda: TrainConfig.from_preset("study", param="full", lr=5e-5),
-        lambda: TrainConfig.from_dict({"preset": "study", "param": "full", "lr": 5e-5}),
+        lambda: TrainConfig(preset="study", param="full", lr=1e-5),
+        lambda: TrainConfig.from_preset("study", param="full", lr=1e-5),
+        lambda: TrainConfig.from_dict({"preset": "study", "param": "full", "lr": 1e-5}),
     ],
 )
 def test_an_explicit_value_equal_to_the_default_still_wins(make):
-    """``param="full"`` and ``lr=5e-5`` are the defaults; given explicitly they must beat the
+    """``param="full"`` and ``lr=1e-5`` are the defaults; given explicitly they must beat the
     study preset's LoRA and 2e-5 in Python exactly as on the command line."""
     cfg = make()
-    assert (cfg.param, cfg.lr, cfg.group_size) == ("full", 5e-5, 8)
+    assert (cfg.param, cfg.lr, cfg.group_size) == ("full", 1e-5, 8)
 
 
 def test_the_default_run_dir_is_one_rule_everywhere(tmp_path):
@@ -120,7 +120,7 @@ def test_cli_help_names_every_flag_with_its_help_and_choices():
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
     assert "--group-by {task,task_role,task_role_turn,task_agent_turn}" in text
-    assert "AdamW learning rate (the peak, under a schedule) (default: 5e-05)" in text
+    assert "AdamW learning rate (the peak, under a schedule) (default: 1e-05)" in text
     assert _cli("--version").stdout.startswith("flowzoo ")
 
 

@@ -41,7 +41,9 @@ RULES = [
     "way (same task, model, parameterisation, levers), on the final accuracy, paired by seed; "
     "the workflow ends *above* or *below* its control when most of its cells are clearly so "
     "(95% interval excludes 0); clearly below contradicts the claim, it does not just fail to "
-    "support it.",
+    "support it. The *compute-matched* control is the single agent (same task, model, "
+    "parameterisation) whose sampled turns per step are within 25% of the workflow's: a "
+    "workflow spends 3-6 turns per episode to the single agent's one.",
     "**Amplification**: read on what moves the weights where runs record it: the length of "
     "the actual update (after clipping and Adam) along the parallel role's descent direction, "
     "Isolated vs Shared paired by seed; beside it, the parallel role's (solvers', workers') "
@@ -341,33 +343,85 @@ def findings(stats: list) -> list[str]:
     return lines + _controls(multi, singles)
 
 
-def _controls(multi: list, singles: list) -> list[str]:
-    """Per workflow: does it end above the single agent trained the same way? A workflow
-    clearly below its control is a contradiction of the study's premise, said as such."""
-    control = {(c.key[0], c.key[2], c.key[4], c.key[5]): c for c in singles}
-    by_wf: dict[str, list[tuple]] = defaultdict(list)
-    for c in multi:
-        s = control.get((c.key[0], c.key[2], c.key[4], c.key[5]))
-        if s is not None:
-            by_wf[c.key[1]].append((c, s))
-    out = []
-    for wf, pairs in sorted(by_wf.items()):
-        higher = lower = 0
-        rows = []
-        for c, s in pairs:
-            d, h, paired = paired_by_seed(c.final, _seeds(c), s.final, _seeds(s))
-            higher += d - h > 0
-            lower += d + h < 0
-            rows.append(
-                f"{c.key[0]} {c.key[2]} {c.key[3]}/{c.key[4]}: {mean(c.final):.3f} vs single "
-                f"{mean(s.final):.3f} ({d:+.3f} ± {h:.3f}{', paired by seed' if paired else ''})"
+#: a single-agent cell is compute-matched to a workflow cell when the turns it samples per
+#: step are within this fraction of the workflow's
+COMPUTE_TOLERANCE = 0.25
+
+
+def sampled_turns(cell) -> float | None:
+    """Mean turns a cell's runs sampled per step (None for runs recorded before the count)."""
+    xs = [m["sampled"]["turns"] for r in cell.runs for m in r.metrics if "sampled" in m]
+    return mean(xs) if xs else None
+
+
+def _same_way(c, singles: list) -> object | None:
+    """The single agent trained the same way: same task, model, parameterisation, levers."""
+
+    def way(k: tuple) -> tuple:
+        return (k[0], k[2], k[4], k[5])  # policy aside: one agent has nothing to share
+
+    return next((s for s in singles if way(s.key) == way(c.key)), None)
+
+
+def _same_compute(c, singles: list) -> object | None:
+    """The single agent of the same task, model and parameterisation that sampled about as
+    many turns per step as the workflow (within :data:`COMPUTE_TOLERANCE`)."""
+    want = sampled_turns(c)
+    best = None
+    for s in singles:
+        got = sampled_turns(s)
+        if (
+            got is None
+            or want is None
+            or (s.key[0], s.key[2], s.key[4])
+            != (
+                c.key[0],
+                c.key[2],
+                c.key[4],
             )
-        gate = too_little([c for c, _ in pairs]) or too_little([s for _, s in pairs])
-        verdict = _decide(higher, lower, len(pairs), gate)
-        out.append(
-            f"**{wf} ends above the single agent trained the same way** — {verdict}: clearly "
-            f"above in {higher}/{len(pairs)} cells, clearly below in {lower}/{len(pairs)}; "
-            + "; ".join(rows)
-            + "."
-        )
+        ):
+            continue
+        if abs(got - want) <= COMPUTE_TOLERANCE * want and (
+            best is None or abs(got - want) < abs(sampled_turns(best) - want)
+        ):
+            best = s
+    return best
+
+
+def _controls(multi: list, singles: list) -> list[str]:
+    """Per workflow: does it end above the single agent trained the same way, and above one
+    given the same compute (as many sampled turns per step)? A workflow clearly below its
+    control contradicts the study's premise, and is said as such."""
+    out = []
+    for match, what in (
+        (_same_way, "the single agent trained the same way"),
+        (_same_compute, "a single agent given the same compute (sampled turns per step)"),
+    ):
+        by_wf: dict[str, list[tuple]] = defaultdict(list)
+        for c in multi:
+            s = match(c, singles)
+            if s is not None:
+                by_wf[c.key[1]].append((c, s))
+        for wf, pairs in sorted(by_wf.items()):
+            out.append(_control_line(wf, pairs, what))
     return out
+
+
+def _control_line(wf: str, pairs: list[tuple], what: str) -> str:
+    higher = lower = 0
+    rows = []
+    for c, s in pairs:
+        d, h, paired = paired_by_seed(c.final, _seeds(c), s.final, _seeds(s))
+        higher += d - h > 0
+        lower += d + h < 0
+        lev = f" [{s.key[5]}]" if s.key[5] != c.key[5] else ""
+        rows.append(
+            f"{c.key[0]} {c.key[2]} {c.key[3]}/{c.key[4]}: {mean(c.final):.3f} vs single{lev} "
+            f"{mean(s.final):.3f} ({d:+.3f} ± {h:.3f}{', paired by seed' if paired else ''})"
+        )
+    gate = too_little([c for c, _ in pairs]) or too_little([s for _, s in pairs])
+    verdict = _decide(higher, lower, len(pairs), gate)
+    return (
+        f"**{wf} ends above {what}** — {verdict}: clearly above in {higher}/{len(pairs)} "
+        f"cells, clearly below in {lower}/{len(pairs)}; " + "; ".join(rows) + "."
+    )

@@ -20,6 +20,7 @@ from pathlib import Path
 from statistics import mean, pstdev, stdev
 
 from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
+from flowzoo.analysis.protocol import protocol_rows
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
 from flowzoo.config import NOT_SHAPING, TrainConfig, eval_temperature
 
@@ -342,6 +343,16 @@ def build_report(
                 f"{c.cliffs}/{n} | {_ms(c.majority)} |"
             )
         md.append("")
+    md += [
+        "## Protocol",
+        "",
+        "What the optimiser did in each cell (means over steps and runs) and whether its runs "
+        "passed their peak (a fall was read after it, or 3 evaluations came after it); a "
+        "dynamics claim read on runs that did not is read on rising runs.",
+        "",
+        *protocol_rows(stats),
+        "",
+    ]
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
     if plots:
         md += ["## Curves", ""]

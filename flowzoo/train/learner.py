@@ -163,9 +163,13 @@ class Learner:
                     continue
                 n_updates += 1
                 self._one_update(name, pol, head, params, batch, adv, stats)
+        # counts add up over the mini-batches (what the step trained on); the rest are means
         out = {
             "roles": {
-                r: {k: v / max(1, n_updates) for k, v in d.items()}
+                r: {
+                    k: v if k in ("tokens", "turns") else v / max(1, n_updates)
+                    for k, v in d.items()
+                }
                 for r, d in stats["roles"].items()
             }
         }
@@ -213,6 +217,10 @@ class Learner:
                 local["kl"] += kl.mean().item() / len(mb)
             tok_losses.append(pl)
             local["clip_frac"] += float(clipped.mean()) / len(mb)
+            # how far off-policy this turn is: 0 on the first mini-batch, grows on later ones
+            local["ratio_dev"] += float((new_lp[j].detach() - old).exp().sub(1).abs().mean()) / len(
+                mb
+            )
         loss = aggregate(
             tok_losses, [wmap[t.index] for t in mb], cfg.loss_agg, total_tokens, total_seqs
         )
@@ -331,16 +339,16 @@ class Learner:
         return role_grads, total, sums
 
     def _record_role_sums(self, sums: dict[str, dict[str, float]], stats) -> None:
-        """Per role, the global loss, tokens and turns; clip fraction and KL as means over
-        the role's turns."""
+        """Per role, the global loss, tokens and turns; clip fraction, mean |ratio - 1| and
+        KL as means over the role's turns."""
         for role, acc in sums.items():
-            keys = ["loss", "tokens", "turns", "clip_frac"]
+            keys = ["loss", "tokens", "turns", "clip_frac", "ratio_dev"]
             keys += ["kl"] if self._kl_for(role) > 0 else []
             got = distributed.sum_floats([acc.get(k, 0.0) for k in keys], self.dist)
             g = dict(zip(keys, got, strict=True))
             rs = stats["roles"][role]
             for k, v in g.items():
-                rs[k] += v / g["turns"] if k in ("clip_frac", "kl") else v
+                rs[k] += v / g["turns"] if k in ("clip_frac", "ratio_dev", "kl") else v
 
     def _diagnose(self, name, params, role_grads, total) -> tuple[float, dict]:
         """The role-level diagnostics of this step's gradient: per-role norms and cosines

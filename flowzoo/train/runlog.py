@@ -152,6 +152,11 @@ def step_metrics(
         "cosine": {k: v for p in per_policy.values() for k, v in p.get("cosine", {}).items()},
         "policies": {n: p.get("policy", {}) for n, p in per_policy.items()},
         "adv": adv_stats,
+        # what the step sampled (a compute-matched control is matched on these)
+        "sampled": {
+            "turns": len(turns),
+            "tokens": int(sum(len(t.completion_ids) or len(t.logprobs) for t in turns)),
+        },
         "flag_rate": {r: parse[r] / max(1, len(by_role[r])) for r in by_role},
         # programs caught writing to their judge's channel or faking an exit, per role
         "tamper_rate": {r: tamper[r] / max(1, len(by_role[r])) for r in by_role},

@@ -10,7 +10,18 @@ from flowzoo.train.sweep import SweepSpec, expand, load_sweep, parse_subset, run
 
 
 def _fake_run(
-    root, name, env, policy, seed, curve, shares, model="tiny-s", ood=None, along=None, **config
+    root,
+    name,
+    env,
+    policy,
+    seed,
+    curve,
+    shares,
+    model="tiny-s",
+    ood=None,
+    along=None,
+    sampled=None,
+    **config,
 ):
     d = root / name
     d.mkdir(parents=True)
@@ -50,6 +61,7 @@ def _fake_run(
                     }
                     for r, v in shares.items()
                 },
+                **({"sampled": {"turns": sampled}} if sampled is not None else {}),
             }
         )
     (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -206,6 +218,7 @@ def _tiny_sweep(tiny_model, out):
             max_new_tokens=24,
             eval_every=1,
             eval_episodes=4,
+            eval_ood_episodes=0,  # these tests are of the sweep, not of evaluation
         ),
         grid={"policy": ["shared", "isolated"]},
     )
@@ -220,6 +233,7 @@ def test_local_sweep_runs_resumes_and_reports(tiny_model, tmp_path):
     assert build_report(tmp_path / "local").exists()
 
 
+@pytest.mark.timeout(1200)  # a Ray cluster's start and two runs, on a machine that may be busy
 def test_ray_sweep(tiny_model, tmp_path):
     pytest.importorskip("ray")
     spec = _tiny_sweep(tiny_model, tmp_path / "ray")
@@ -320,6 +334,62 @@ def test_the_control_is_decided_per_workflow_and_can_contradict(tmp_path, single
     )
     side = "above in 1/1" if verdict == "supported" else "below in 1/1"
     assert "paired by seed" in control and side in control
+
+
+@pytest.mark.parametrize("matched_final,verdict", [(0.50, "supported"), (0.70, "contradicted")])
+def test_the_compute_matched_control_is_the_single_agent_given_as_many_turns(
+    tmp_path, matched_final, verdict
+):
+    """Voting samples 256 turns a step; the single agent trained the same way samples 64 and
+    ends below it; the one given 4x the problems samples 256 and is the compute-matched
+    control, whose verdict can come out either way."""
+    from flowzoo.analysis.findings import findings
+
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for seed in range(3):
+        end = 0.60 + 0.01 * seed
+        v = [(0, 0.40), (3, 0.50), (6, end), (9, end)]
+        same = [(0, 0.40), (3, 0.42), (6, 0.45 + 0.01 * seed), (9, 0.45 + 0.01 * seed)]
+        more = [(0, 0.40), (3, 0.45), (6, matched_final + 0.01 * seed)]
+        more.append((9, matched_final + 0.01 * seed))
+        _fake_run(
+            tmp_path,
+            f"v{seed}",
+            "voting-math",
+            "shared",
+            seed,
+            v,
+            sh,
+            sampled=256,
+            problems_per_step=8,
+        )
+        _fake_run(
+            tmp_path,
+            f"s{seed}",
+            "single-math",
+            "shared",
+            seed,
+            same,
+            {"solver": 1.0},
+            sampled=64,
+            problems_per_step=8,
+        )
+        _fake_run(
+            tmp_path,
+            f"m{seed}",
+            "single-math",
+            "shared",
+            seed,
+            more,
+            {"solver": 1.0},
+            sampled=250,
+            problems_per_step=32,
+        )
+    lines = findings(cell_stats(load_runs(tmp_path), window=2))
+    (same_way,) = [x for x in lines if "trained the same way" in x]
+    (matched,) = [x for x in lines if "same compute" in x]
+    assert "— supported" in same_way and "above in 1/1" in same_way
+    assert f"— {verdict}" in matched and "[problems_per_step=32]" in matched
 
 
 @pytest.mark.parametrize("iso_along,verdict", [(2e-3, "supported"), (5e-4, "contradicted")])

@@ -48,6 +48,11 @@ def test_mini_batches_give_the_role_with_more_turns_more_optimizer_steps(tiny_mo
     _varied_rewards(recs)
     pp, _ = one.update(recs)
     assert pp["solver"]["policy"]["opt_steps"] == pp["aggregator"]["policy"]["opt_steps"] == 1
+    # later mini-batches are off-policy: the ratio leaves 1 and the clip acts; one on-policy
+    # step leaves the ratio at 1 (up to the sampler's rounding) and the clip idle
+    many, one_step = per_policy["solver"]["roles"]["solver"], pp["solver"]["roles"]["solver"]
+    assert many["ratio_dev"] > 10 * one_step["ratio_dev"] and many["clip_frac"] > 0
+    assert one_step["clip_frac"] == 0.0 and one_step["ratio_dev"] < 0.01
 
 
 def test_warmup_and_cosine_schedules():
@@ -59,8 +64,11 @@ def test_warmup_and_cosine_schedules():
     assert cfg.lr_at(115) == pytest.approx(0.0, abs=1e-12)
     floor = TrainConfig(lr=1e-4, steps=100, lr_schedule="cosine", min_lr_ratio=0.1)
     assert floor.lr_at(100) == pytest.approx(1e-5)
-    const = TrainConfig(lr=1e-4, steps=100, warmup_steps=10)
+    const = TrainConfig(lr=1e-4, steps=100, warmup_steps=10, lr_schedule="constant")
     assert const.lr_at(5) == pytest.approx(6e-5) and const.lr_at(50) == 1e-4
+    # the study's optimiser protocol is the default; the preset adds its lr and warmup
+    default = TrainConfig()
+    assert (default.ppo_mini_batch, default.lr_schedule, default.warmup_steps) == (4, "cosine", 5)
     assert TrainConfig(preset="study").lr_schedule == "cosine"
     assert TrainConfig(preset="study").warmup_steps == 15
 

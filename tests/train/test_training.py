@@ -28,8 +28,12 @@ def _cfg(tiny_model, tmp_path, **kw):
         eval_ood_episodes=0,
         save_every=0,
         max_new_tokens=40,
-        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        # every turn trains in one Adam step at a constant lr (the protocol is tested apart)
+        filter_groups=False,
         mask_truncated=False,
+        ppo_mini_batch=0,
+        lr_schedule="constant",
+        warmup_steps=0,
         lr=1e-3,
         out_dir=str(tmp_path / "run"),
         resume=False,
