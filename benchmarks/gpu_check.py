@@ -50,8 +50,11 @@ def _trainer(
         problems_per_step=ppg,
         group_size=g,
         max_new_tokens=max_new,
-        filter_groups=False,  # every turn trains (the protocol options are tested apart)
+        # every turn trains, in one Adam step (the protocol options are tested apart): the
+        # same update on two devices, whatever order either would cut mini-batches in
+        filter_groups=False,
         mask_truncated=False,
+        ppo_mini_batch=0,
         eval_every=0,
         save_every=0,
         device=device,
