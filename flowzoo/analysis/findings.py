@@ -367,25 +367,15 @@ def _same_compute(c, singles: list) -> object | None:
     """The single agent of the same task, model and parameterisation that sampled about as
     many turns per step as the workflow (within :data:`COMPUTE_TOLERANCE`)."""
     want = sampled_turns(c)
-    best = None
+    if want is None:
+        return None
+    gaps = []
     for s in singles:
         got = sampled_turns(s)
-        if (
-            got is None
-            or want is None
-            or (s.key[0], s.key[2], s.key[4])
-            != (
-                c.key[0],
-                c.key[2],
-                c.key[4],
-            )
-        ):
-            continue
-        if abs(got - want) <= COMPUTE_TOLERANCE * want and (
-            best is None or abs(got - want) < abs(sampled_turns(best) - want)
-        ):
-            best = s
-    return best
+        if got is not None and (s.key[0], s.key[2], s.key[4]) == (c.key[0], c.key[2], c.key[4]):
+            gaps.append((abs(got - want), s))
+    near = [(g, s) for g, s in gaps if g <= COMPUTE_TOLERANCE * want]
+    return min(near, key=lambda x: x[0])[1] if near else None
 
 
 def _controls(multi: list, singles: list) -> list[str]:
