@@ -87,21 +87,14 @@ class _Parser(Cursor):
         if tok == "\\pi":
             return Fraction(1), 1, 1
         if tok == "\\sqrt":
-            self.take("{")
-            n = self.take()
-            self.take("}")
+            n = self.within("{", self.take, "}")
             if not n.isdigit() or len(n) > 7 or int(n) > MAX_RADICAND:
                 raise ValueError("not a small integer radicand")
             k, s = _square_free(int(n))
             return Fraction(k) if int(n) else Fraction(0), s, 0
         if tok == "\\frac":
-            self.take("{")
-            num = self.expr()
-            self.take("}")
-            self.take("{")
-            den = self.expr()
-            self.take("}")
-            return _mul(num, _inv(den))
+            num = self.within("{", self.expr, "}")
+            return _mul(num, _inv(self.within("{", self.expr, "}")))
         raise ValueError(f"not a closed-form factor: {tok!r}")
 
 

@@ -68,6 +68,13 @@ class Cursor:
         self.i += 1
         return tok
 
+    def within(self, open_: str, parse, close: str):
+        """``open_`` then what ``parse()`` reads then ``close``: one bracketed group."""
+        self.take(open_)
+        inner = parse()
+        self.take(close)
+        return inner
+
 
 class _Parser(Cursor):
     def __init__(self, tokens: list[str], var: str) -> None:
@@ -106,12 +113,7 @@ class _Parser(Cursor):
         if self.peek() != "^":
             return base
         self.take()
-        if self.peek() == "{":
-            self.take()
-            n = self.take()
-            self.take("}")
-        else:
-            n = self.take()
+        n = self.within("{", self.take, "}") if self.peek() == "{" else self.take()
         if not n.isdigit() or int(n) > MAX_POWER:
             raise ValueError("not a small integer power")
         out: Poly = {0: Fraction(1)}
@@ -132,19 +134,12 @@ class _Parser(Cursor):
             self.take(")" if tok == "(" else "}")
             return inner
         if tok == "\\left":
-            self.take("(")
-            inner = self.sum()
-            self.take("\\right")
+            inner = self.within("(", self.sum, "\\right")
             self.take(")")
             return inner
         if tok == "\\frac":
-            self.take("{")
-            num = self.sum()
-            self.take("}")
-            self.take("{")
-            den = self.sum()
-            self.take("}")
-            return self._divide(num, den)
+            num = self.within("{", self.sum, "}")
+            return self._divide(num, self.within("{", self.sum, "}"))
         raise ValueError(f"not a polynomial atom: {tok!r}")
 
     @staticmethod
