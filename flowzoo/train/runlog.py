@@ -95,6 +95,12 @@ class RunLog:
         self.trackers = []
 
 
+def _tokens(turn) -> int:
+    """A turn's length in tokens: its ids where the policy is ours, the server's log-probs
+    for a served role."""
+    return len(turn.completion_ids) or len(turn.logprobs)
+
+
 def step_metrics(
     step: int,
     records: list,
@@ -117,8 +123,7 @@ def step_metrics(
         row = {
             "reward": float(np.mean([rewards[i] for i in idx])),
             "role_signal": float(np.mean([t.role_reward for t in ts])),
-            # tokens: ids where the policy is ours, the server's log-probs for a served role
-            "resp_len": float(np.mean([len(t.completion_ids) or len(t.logprobs) for t in ts])),
+            "resp_len": float(np.mean([_tokens(t) for t in ts])),
             "entropy_est": float(np.mean([-np.mean(t.logprobs) for t in ts if t.logprobs]))
             if any(t.logprobs for t in ts)
             else 0.0,
@@ -155,7 +160,7 @@ def step_metrics(
         # what the step sampled (a compute-matched control is matched on these)
         "sampled": {
             "turns": len(turns),
-            "tokens": int(sum(len(t.completion_ids) or len(t.logprobs) for t in turns)),
+            "tokens": int(sum(_tokens(t) for t in turns)),
         },
         "flag_rate": {r: parse[r] / max(1, len(by_role[r])) for r in by_role},
         # programs caught writing to their judge's channel or faking an exit, per role
