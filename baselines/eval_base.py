@@ -35,7 +35,7 @@ def _fails(r: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--scale", action="append", help="tiny-s | tiny-m | tiny-l | a local path")
     ap.add_argument("--env", action="append")
     ap.add_argument("--episodes", type=int, default=200)

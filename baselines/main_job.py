@@ -21,7 +21,7 @@ from flowzoo.train.trainer import TrainConfig, Trainer
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="runs/main-job")
     ap.add_argument("--record", default="baselines/results/main-job.json")

@@ -95,7 +95,7 @@ def run(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--timesteps", type=int, default=20_000)
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)

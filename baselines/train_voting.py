@@ -14,7 +14,7 @@ from flowzoo.train.trainer import TrainConfig, Trainer
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--model", default="tiny-m")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--eval-every", type=int, default=5)

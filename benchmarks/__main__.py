@@ -13,7 +13,7 @@ BENCHES = ("env", "verifier", "sandbox", "rollout", "grpo", "memory", "fsdp", "e
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks")
+    p = argparse.ArgumentParser(prog="python -m benchmarks", allow_abbrev=False)
     p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     p.add_argument("--only", action="append", choices=BENCHES)
     p.add_argument("--json", default="benchmarks/results.json")

@@ -207,7 +207,7 @@ def random_qwen3(out: Path, hidden: int, layers: int) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--dry-run", action="store_true", help="CPU only, tiny sizes (for CI)")
     ap.add_argument("--out", default="gpu_check.json")
     ap.add_argument("--vllm", action="store_true", help="also the vLLM backend rows")

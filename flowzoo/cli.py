@@ -157,7 +157,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     bad = [e for e in args.env or [] if e not in list_envs()]
     if bad:  # before torch is imported or any model is built or loaded
         raise ValueError(f"unknown env {bad[0]!r}; valid: {', '.join(list_envs())}")
+    from flowzoo.models.threads import apply_threads
     from flowzoo.train.evaluate import evaluate_env, is_run_dir, model_policies
+
+    apply_threads(args.threads)  # before a model is loaded (torch's default: every core)
 
     role_models = {}
     for item in args.role_model or []:
@@ -310,10 +313,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated flags: ``--step 3`` is an error, not ``--steps 3``, so a new flag can
+    never silently change what an old command line meant. Subcommands inherit the class."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from flowzoo import __version__
 
-    p = argparse.ArgumentParser(prog="flowzoo", description=__doc__)
+    p = _Parser(prog="flowzoo", description=__doc__)
     p.add_argument("--version", action="version", version=f"flowzoo {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("envs", help="list environment ids, PettingZoo ids and agents")
@@ -372,6 +384,13 @@ def build_parser() -> argparse.ArgumentParser:
         "ones (ood: structure never trained), or both side by side",
     )
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads torch may use (0: OMP_NUM_THREADS if set, else the cores this "
+        "process may use: its CPU affinity capped by the cgroup CPU quota)",
+    )
     ev.add_argument(
         "--json", default=None, help="results file (default: runs/eval/eval-<time>.json)"
     )

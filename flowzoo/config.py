@@ -47,6 +47,7 @@ NOT_SHAPING = (
     "eval_every",
     "save_every",
     "device",
+    "threads",
     "policy_devices",
     "grad_checkpointing",
     "fast_forward",
@@ -83,6 +84,7 @@ UPPER_BOUNDS = {
     "warmup_steps": 10**7,
     "resample_rounds": 1000,
     "max_new_tokens": MAX_NEW_TOKENS,
+    "threads": 4096,
 }
 
 
@@ -228,6 +230,11 @@ class TrainConfig:
         "", "run directory (empty: runs/<env>-<policy>-<param>-<algo>-<model>-s<seed>, see run_dir)"
     )
     device: str = _f("cpu", "cpu | cuda | cuda:N")
+    threads: int = _f(
+        0,
+        "CPU threads torch may use (0: OMP_NUM_THREADS if set, else the cores this process "
+        "may use: its CPU affinity capped by the cgroup CPU quota)",
+    )
     policy_devices: dict[str, str] = _f(
         {}, 'policy -> device (JSON), e.g. {"solver": "cuda:0", "aggregator": "cuda:1"}'
     )
@@ -556,11 +563,18 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI (setup.cfg)
             import tomli as tomllib
 
-        return tomllib.loads(text)
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:  # the parser's message has no file name
+            raise ValueError(f"{p} is not valid TOML: {e}") from None
     if p.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text) or {}
+        try:
+            with p.open() as stream:  # its marks then name the file, not "<unicode string>"
+                data = yaml.safe_load(stream) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{p} is not valid YAML: {e}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{p} must hold a table of config keys")
         return data

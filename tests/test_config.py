@@ -93,6 +93,26 @@ def test_toml_configs_read_without_tomllib(tmp_path):
     assert out.stdout.split()[0] == "0.0003" and "'temperature': 0.5" in out.stdout
 
 
+@pytest.mark.parametrize(
+    "name,text,kind",
+    [("bad.toml", "lr = 1e-5\nsteps = = 3\n", "TOML"), ("bad.yaml", "lr: [1, 2\n", "YAML")],
+)
+def test_a_config_file_that_does_not_parse_is_named(tmp_path, name, text, kind):
+    f = tmp_path / name
+    f.write_text(text)
+    with pytest.raises(ValueError, match=rf"(?s){f} is not valid {kind}: .*line 2"):
+        load_config_file(f)
+    r = _cli("train", "--config", str(f), block_torch=True)
+    assert r.returncode == 2 and f"{f} is not valid {kind}" in r.stderr
+
+
+def test_threads_is_a_setting_that_does_not_shape_the_run():
+    """A resumed run may change its thread count; a negative one is refused, named."""
+    assert TrainConfig(threads=4).identity() == TrainConfig().identity()
+    with pytest.raises(ValueError, match="threads must be in 0..4,096, got -1"):
+        TrainConfig(threads=-1)
+
+
 def test_sweep_cells_are_validated_before_launch_and_get_distinct_dirs(tmp_path):
     long = "x" * 60
     spec = SweepSpec("s", str(tmp_path), base={}, grid={"out_dir": [long + "a", long + "b"]})

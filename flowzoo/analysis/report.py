@@ -289,6 +289,19 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     )
 
 
+def _need_matplotlib() -> None:
+    """matplotlib is an optional extra: say which one, and the way around it, instead of a
+    bare ModuleNotFoundError after every run has been read."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "the report's plots need matplotlib, which is not installed: "
+            "pip install 'flowzoo[report]', or pass --no-plots (plots=False) for report.md "
+            "without the figures"
+        ) from None
+
+
 def build_report(
     root: str | Path | list[str | Path],
     out: str | Path | None = None,
@@ -298,6 +311,8 @@ def build_report(
 ) -> Path:
     """Write ``report.md`` (and PNGs) for the runs below ``root`` (one dir or several, e.g.
     a math and a code sweep in one map); returns its path."""
+    if plots:  # before anything is read or written
+        _need_matplotlib()
     roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
     root = roots[0] if len(roots) == 1 else Path(" + ".join(str(r) for r in roots))
     out = Path(out) if out else roots[0] / "report"

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowzoo.models.threads import usable_cores
+
 BACKENDS = ("local", "ray")
 
 
@@ -149,6 +151,7 @@ def _run_local(run: RunSpec) -> dict:
     cfg_path.write_text(json.dumps(run.config, indent=1))
     log = out / "train.log"
     code = "import json,sys; from flowzoo.train.trainer import TrainConfig, Trainer; Trainer(TrainConfig.from_dict(json.load(open(sys.argv[1]))), progress=False).train()"
+    # one thread per run (runs share the cores); the trainer reads it (threads.pick_threads)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("FLOWZOO_SWEEP_THREADS", "1")}
     with log.open("a") as f:
         rc = subprocess.call(
@@ -185,7 +188,7 @@ def run_sweep(
             todo.append(r)
     t0 = time.time()
     if backend == "local":
-        n = workers or max(1, os.cpu_count() or 1)
+        n = workers or usable_cores()  # the cores this process may use, not the machine's
         from tqdm import tqdm
 
         bar = tqdm(

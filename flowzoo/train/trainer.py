@@ -29,7 +29,7 @@ import torch
 
 from flowzoo.config import TrainConfig, load_config_file
 from flowzoo.envs.registry import has_ood
-from flowzoo.models import sharding
+from flowzoo.models import sharding, threads
 from flowzoo.models.params import LoadSettings, LoraSettings
 from flowzoo.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
 from flowzoo.train import advantage, checkpoint, distributed, runlog
@@ -74,9 +74,13 @@ class Trainer:
 
         self.cfg = cfg
         self.dist = distributed.setup(cfg.device)
+        # before any parallel work: torch's default is every core of the machine
+        threads.apply_threads(cfg.threads, announce=self.dist.main)
         #: this process's device (cuda:<local rank> under torchrun on GPUs)
         self.device = self.dist.device
         self.progress = progress and self.dist.main
+        if self.dist.main:  # a refused run directory is said now, not after a model build
+            runlog.check_dir(Path(cfg.run_dir), cfg)
         if self.dist.active and cfg.adv_norm in ("global", "per-role"):
             raise ValueError(
                 f"adv_norm={cfg.adv_norm!r} normalises over the whole batch, which data-parallel "
@@ -478,8 +482,8 @@ class Trainer:
 
         cfg = self.cfg
         main = self.dist.main
-        if main:
-            runlog.prepare_dir(self.out, cfg)
+        # process 0 holds the directory's lock until the run's last record is written
+        lock = runlog.prepare_dir(self.out, cfg) if main else None
         # from here on whatever fails (a resume, a tracker's start) is recorded as failed
         t_start = time.time()
         status, error = "completed", None
@@ -531,28 +535,36 @@ class Trainer:
             status, error = f"failed: {type(e).__name__}", f"{type(e).__name__}: {e}"
             raise
         finally:
-            if bar is not None:
-                bar.close()
-            if log is not None:
-                log.close(status)
-            wall = time.time() - t_start
-            summary = runlog.summary(
-                cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error
-            )
-            summary["no_signal_steps"] = self.no_signal_steps
-            summary["resumed_at"] = resumed_at  # wall_s is this session's, from that step
-            wf = self.envs[0].workflow  # the analysis reads the workflow's readings from here
-            summary["readings"] = wf.readings.record(wf.parallel_roles)
-            if self.router.frozen:  # played, never trained, not in the gradient diagnostics
-                summary["frozen_roles"] = {
-                    r: repr(self.router.policy_for(r)[1]) for r in self.router.frozen_roles
-                }
-            if self.warnings:
-                summary["warnings"] = self.warnings
-            if main:
-                (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-            if status == "completed" and (main or cfg.fsdp):
-                self.router.save_pretrained(self.out / "final", sharded=cfg.fsdp, write=main)
+            try:
+                if bar is not None:
+                    bar.close()
+                if log is not None:
+                    log.close(status)
+                wall = time.time() - t_start
+                summary = runlog.summary(
+                    cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error
+                )
+                summary["no_signal_steps"] = self.no_signal_steps
+                summary["resumed_at"] = resumed_at  # wall_s is this session's, from that step
+                wf = self.envs[0].workflow  # the analysis reads the workflow's readings from here
+                summary["readings"] = wf.readings.record(wf.parallel_roles)
+                if self.router.frozen:  # played, never trained, not in the gradient diagnostics
+                    summary["frozen_roles"] = {
+                        r: repr(self.router.policy_for(r)[1]) for r in self.router.frozen_roles
+                    }
+                if self.warnings:
+                    summary["warnings"] = self.warnings
+                if main:
+                    (self.out / "summary.json").write_text(
+                        json.dumps(summary, indent=1, default=str)
+                    )
+                if status == "completed" and (main or cfg.fsdp):
+                    self.router.save_pretrained(self.out / "final", sharded=cfg.fsdp, write=main)
+                    if main:  # safetensors writes 0600; the umask decides, as for any file
+                        runlog.umask_modes(self.out / "final")
+            finally:  # the directory is free again, whatever the records did
+                if lock is not None:
+                    lock.release()
         return summary
 
     def _save_on_interrupt(self, m: dict | None) -> None:

@@ -1,0 +1,78 @@
+"""The command line's small frictions: no abbreviated flags (``--step 3`` is an error, never
+``--steps 3``), and ``flowzoo report`` without matplotlib naming the extra and the way around.
+In-process, on the real parser (nothing here imports torch)."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from flowzoo.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["train", "--step", "3"], "--step"),
+        (["train", "--lr-sched", "constant"], "--lr-sched"),
+        (["eval", "--temp", "0"], "--temp"),
+        (["report", "runs", "--no-plot"], "--no-plot"),
+        (["sweep", "s.toml", "--work", "2"], "--work"),
+    ],
+)
+def test_an_abbreviated_flag_is_an_error(argv, flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
+def test_the_full_flags_still_parse():
+    a = build_parser().parse_args(["train", "--steps", "3", "--lr-schedule", "constant"])
+    assert (a.steps, a.lr_schedule) == (3, "constant")
+    assert build_parser().parse_args(["eval", "--threads", "2"]).threads == 2
+
+
+def _parsers_allowing_abbreviations(path: Path) -> list[int]:
+    """Lines of ``argparse.ArgumentParser(...)`` calls without ``allow_abbrev=False``."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "ArgumentParser"):
+            continue
+        off = any(
+            k.arg == "allow_abbrev" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for k in node.keywords
+        )
+        if not off:
+            bad.append(node.lineno)
+    return bad
+
+
+def test_every_script_parser_refuses_abbreviations():
+    """The package's own parser is a subclass (checked above); every script's is built with
+    ``allow_abbrev=False``."""
+    files = [
+        p for d in ("flowzoo", "baselines", "benchmarks") for p in sorted((ROOT / d).rglob("*.py"))
+    ]
+    bad = {
+        str(p.relative_to(ROOT)): ln for p in files if (ln := _parsers_allowing_abbreviations(p))
+    }
+    # cli.py builds its parser from a subclass that defaults to allow_abbrev=False
+    bad.pop("flowzoo/cli.py", None)
+    assert not bad, f"argparse parsers that accept abbreviated flags: {bad}"
+
+
+def test_report_without_matplotlib_names_the_extra_and_no_plots(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    assert main(["report", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "matplotlib" in err and "flowzoo[report]" in err and "--no-plots" in err
+    assert not (runs / "report").exists()  # said before anything was written
+    # --no-plots needs no matplotlib: it gets as far as reading the (empty) runs dir
+    assert main(["report", str(runs), "--no-plots"]) == 2
+    assert "no finished runs" in capsys.readouterr().err
