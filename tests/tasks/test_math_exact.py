@@ -30,6 +30,7 @@ from tests.math_pairs import TRICKY_PAIRS, latex_pairs, varied_pairs
         ("\\{1, 2, 3\\}", "\\{3, 2, 1\\}", True),
         ("\\{1, 2\\}", "\\{1, 2, 2\\}", True),
         ("(1, 2, 3)", "(3, 2, 1)", False),
+        ("[1, \\infty)", "[1, \\infty)", True),  # intervals with an infinite end (issue 40)
     ],
 )
 def test_closed_forms_are_decided_exactly(gold, pred, want):
@@ -49,7 +50,6 @@ def test_closed_forms_are_decided_exactly(gold, pred, want):
         ("\\frac{x}{2}", "0.5x"),  # a decimal coefficient
         ("\\sqrt{12345678}", "3\\sqrt{1371742}"),  # radicand past the bound
         ("1" * 30, "1" * 30 + "0"),  # integers past 18 digits
-        ("[1, \\infty)", "[1, \\infty)"),
     ],
 )
 def test_what_it_cannot_read_exactly_goes_to_the_symbolic_grader(gold, pred):
@@ -132,21 +132,38 @@ def test_every_exact_verdict_is_the_symbolic_graders():
     assert decided > 150 and 0.2 < trues / decided < 0.8  # both verdicts were compared
 
 
-def test_settled_symbolic_verdicts_are_remembered_timeouts_are_not(monkeypatch):
+def test_settled_verdicts_and_timeouts_are_remembered(monkeypatch):
+    """A timeout is remembered with its limit (issue 40: an answer built to exhaust the limit
+    would cost it, and a worker restart, once per sample): the same answer under the same or a
+    shorter limit gets the remembered verdict without reaching a worker; a longer limit asks
+    again. Settled verdicts are remembered whatever the limit."""
     checker = get_checker()
     calls = []
-    real = checker.check
 
-    def counted(*a, **kw):
-        calls.append(a)
-        return real(*a, **kw)
+    def counted(gold, pred, timeout_s=None):
+        calls.append((gold, pred, timeout_s))
+        if pred == "\\sqrt{2}^{10^{10}}":
+            return False, "timeout"  # what the worker answers after the whole limit
+        return True, "symbolic"
 
     monkeypatch.setattr(checker, "check", counted)
     monkeypatch.setattr(verify, "_MEMO", {})  # whatever earlier tests settled
+    tower = ("\\sqrt{2}", "\\sqrt{2}^{10^{10}}")
+    for _ in range(20):  # a group of samples with the same tower
+        assert check(*tower, timeout_s=2.0).reason == "timeout"
+    assert check(*tower, timeout_s=1.0).reason == "timeout"  # a shorter limit: remembered
+    assert len(calls) == 1
+    check(*tower, timeout_s=5.0)  # a longer limit may settle it: asked again
+    assert len(calls) == 2
     gold, pred = "\\sqrt{2} + \\sqrt{8}", "3\\sqrt{2}"  # sums of radicals: symbolic
-    assert check(gold, pred, timeout_s=1e-6).reason == "timeout"
-    assert check(gold, pred).correct  # the timeout was not remembered: asked again
-    assert len(calls) == 2
-    for _ in range(50):  # a group of samples with the same answer: settled once
+    for _ in range(50):
         assert check(gold, pred).correct
-    assert len(calls) == 2
+    assert len(calls) == 3
+
+
+def test_the_memo_is_bounded(monkeypatch):
+    monkeypatch.setattr(verify, "_MEMO", {})
+    monkeypatch.setattr(verify, "_MEMO_MAX", 8)
+    for k in range(30):
+        verify._remember((str(k), "x"), (False, "timeout", 3.0))
+    assert len(verify._MEMO) <= 8 and ("29", "x") in verify._MEMO

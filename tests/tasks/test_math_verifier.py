@@ -13,8 +13,8 @@ from flowzoo.tasks.math import (
     load_math_dataset,
     load_math_file,
 )
-from flowzoo.tasks.math.verify import SymbolicChecker
-from tests.math_pairs import TRICKY_PAIRS
+from flowzoo.tasks.math.verify import SymbolicChecker, SymbolicPool
+from tests.math_pairs import LOSSLESS_PAIRS, TRICKY_PAIRS
 
 
 def test_tricky_table_is_large_enough():
@@ -32,7 +32,9 @@ def test_tricky_pairs(gold, pred, expected):
     "text,expected",
     [
         ("so \\boxed{42}.", "42"),
-        ("first \\boxed{1} then \\boxed{\\frac{3}{4}}", "\\frac{3}{4}"),
+        # two different boxed answers are a hedge: no single final answer (issue 40)
+        ("first \\boxed{1} then \\boxed{\\frac{3}{4}}", None),
+        ("first \\boxed{0.75} then \\boxed{\\frac{3}{4}}", "\\frac{3}{4}"),
         ("nested \\boxed{\\frac{\\sqrt{2}}{2}} ok", "\\frac{\\sqrt{2}}{2}"),
         ("Janet earns 18 a day.\n#### 18", "18"),
         ("Answer: 7 apples.", "7 apples"),
@@ -244,3 +246,146 @@ def test_one_answer_repeated_is_one_answer():
     ):
         assert fam.score(t, text).correct, text
     assert not fam.score(t, r"\boxed{840} or maybe \boxed{841}").correct
+
+
+# ------------------------------------------- issue 40: nothing dropped, nothing inflated
+
+
+def test_lossless_pairs_no_false_accepts_and_every_equivalent_accepted():
+    """The mixed set of issue 40's classes (spaces between digits, variable names, units,
+    false chains, unevaluated operators, intervals, vectors, number words, mixed numbers)."""
+    false_accepts = [(g, p) for g, p, e in LOSSLESS_PAIRS if not e and is_equivalent(g, p)]
+    false_rejects = [(g, p) for g, p, e in LOSSLESS_PAIRS if e and not is_equivalent(g, p)]
+    assert sum(not e for *_, e in LOSSLESS_PAIRS) >= 40
+    assert false_accepts == [] and false_rejects == []
+
+
+@pytest.mark.parametrize("n", [3, 17, 250])
+def test_no_normalisation_joins_digits(n):
+    """Variants with fresh numbers: "a b" is neither "ab" nor a times b, "a b/c" is a mixed
+    number and never "ab/c"."""
+    a, b, c = n, n % 9 + 1, n % 7 + 2
+    assert not is_equivalent(f"{a}{b}", f"{a} {b}")
+    assert not is_equivalent(str(a * b), f"{a} {b}")
+    assert not is_equivalent(f"{a}{b}/{c}", f"{a} {b}/{c}")
+    assert is_equivalent(f"\\frac{{{a * c + b}}}{{{c}}}", f"{a} {b}/{c}")
+
+
+@pytest.mark.parametrize("op", ["\\cap", "\\cup", "\\to", "\\mapsto", "\\star", "\\circ", "\\wedge",
+                                "\\setminus", "\\implies", "\\quad", ":", ";", "|", "\\\\", "...",
+                                "∩", "→", "⇒", "\\pm", "&"])  # fmt: skip
+def test_values_joined_by_an_operator_the_checker_does_not_evaluate_are_wrong(op):
+    for gold, a, b in (("4", "3", "4"), ("\\frac{1}{2}", "7", "\\frac{1}{2}"), ("x+1", "2", "x+1")):
+        assert not is_equivalent(gold, f"{a} {op} {b}"), (gold, op)
+
+
+@pytest.mark.parametrize("gold,wrong", [("3", "9"), ("\\frac{1}{2}", "2"), ("x + 1", "x + 2")])
+def test_a_false_statement_is_wrong_a_true_one_right(gold, wrong):
+    for pred in (f"{wrong} = {gold}", f"{gold} = {wrong}", f"{gold} = {gold} = {wrong}"):
+        assert not is_equivalent(gold, pred), pred
+    assert not is_equivalent(gold, f"f(1) = {gold}")  # f(1) is not a name: unread
+    assert is_equivalent(gold, f"y = {gold}")
+    assert is_equivalent(gold, f"x = {gold}") is ("x" not in gold)  # x = x + 1 is an equation
+
+
+@pytest.mark.parametrize("a,b", [("cm", "km"), ("\\text{ cm}", "\\text{ m}"), ("hours", "minutes"),
+                                 ("kg", "grams"), ("dollars", "cents"), ("mph", "feet")])  # fmt: skip
+def test_units_on_both_sides_must_match(a, b):
+    assert not is_equivalent(f"5 {a}", f"5 {b}")
+    assert is_equivalent(f"5 {a}", f"5 {a}")
+
+
+def test_a_unit_on_one_side_is_the_one_asked_for_and_one_letter_is_a_variable():
+    """Decided: a unit word on one side only is accepted (the question fixed the unit; GSM8K
+    golds are bare numbers); a single letter is never a unit ("2m" may be 2 * m)."""
+    assert is_equivalent("5 cm", "5") and is_equivalent("18", "18 dollars")
+    for gold, pred in (("2m", "2"), ("2", "2m"), ("4 g", "4"), ("3", "3 s")):
+        assert not is_equivalent(gold, pred), (gold, pred)
+
+
+@pytest.mark.parametrize(
+    "gold,pred,other",
+    [("(2, \\infty)", "x > 2", "x \\ge 2"), ("[-3, \\infty)", "x \\geq -3", "x > -3"),
+     ("(-\\infty, \\frac{1}{2})", "x < \\frac{1}{2}", "x \\le \\frac{1}{2}"),
+     ("[0, 5]", "0 \\le x \\le 5", "0 \\le x < 5"), ("(1, 9]", "9 \\ge t > 1", "9 > t > 1"),
+     ("(-\\infty, 2\\sqrt{3}]", "x \\leq 2\\sqrt{3}", "x \\leq 3\\sqrt{2}")],
+)  # fmt: skip
+def test_intervals_as_inequalities_both_ways(gold, pred, other):
+    assert is_equivalent(gold, pred) and is_equivalent(pred, gold)
+    assert not is_equivalent(gold, other) and not is_equivalent(other, gold)  # another set
+
+
+def test_column_vectors_are_tuples_number_words_are_numbers():
+    col = "\\begin{pmatrix} {a} \\\\ {b} \\\\ {c} \\end{pmatrix}"
+    for a, b, c in ((1, 2, 3), (-4, 0, 7), (5, 5, -1)):
+        v = col.replace("{a}", str(a)).replace("{b}", str(b)).replace("{c}", str(c))
+        assert is_equivalent(f"({a}, {b}, {c})", v) and is_equivalent(v, f"({a},{b},{c})")
+        assert not is_equivalent(f"({c}, {b}, {a})", v) or a == c
+    words = {7: "seven", 15: "fifteen", 40: "forty", 99: "ninety-nine", 110: "one hundred ten"}
+    for n, w in words.items():
+        assert is_equivalent(str(n), w) and not is_equivalent(str(n + 1), w)
+
+
+def test_the_same_answer_boxed_twice_is_one_answer_two_are_a_hedge():
+    fam = MathFamily()
+    for gold, first, last in (("5", "5", "5"), ("\\frac{1}{2}", "0.5", "\\frac{1}{2}"),
+                              ("7", "7", "7.0")):  # fmt: skip
+        t = Task("t", "q", gold)
+        assert fam.score(t, f"So \\boxed{{{first}}}. Final: \\boxed{{{last}}}").correct
+    for text in (
+        "\\boxed{5} or \\boxed{6}",
+        "\\boxed{6} no wait \\boxed{5}",
+        "\\boxed{5}\\boxed{x}",
+    ):
+        assert not fam.score(Task("t", "q", "5"), text).correct, text
+
+
+def test_a_check_that_runs_to_its_limit_does_not_stall_the_others():
+    """Checks run on a pool: while one worker is busy with a tower of powers, another
+    answers (behaviour, not wall time: the first check is still in flight when the second
+    returns)."""
+    import threading
+
+    pool = SymbolicPool(size=2, timeout_s=120.0)
+    try:
+        out = []
+        slow = threading.Thread(target=lambda: out.append(pool.check("1", "\\sqrt{2}^{10^{10}}")))
+        slow.start()
+        while not any(w._lock.locked() for w in pool._all):  # the tower holds a worker
+            slow.join(0.01)
+        assert pool.check("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}") == (True, "symbolic")
+        assert slow.is_alive() and not out
+        busy = next(w for w in pool._all if w._lock.locked())
+        busy._proc.kill()  # end the tower without waiting out its limit
+        slow.join(30)
+        assert out and out[0][0] is False
+    finally:
+        pool.close()
+
+
+def test_one_check_per_answer_at_a_time(monkeypatch):
+    """G samples with the same slow answer wait for one check instead of each taking a
+    worker."""
+    import threading
+
+    from flowzoo.tasks.math import verify
+
+    entered, release, calls = threading.Event(), threading.Event(), []
+
+    def slow(gold, pred, timeout_s=None):
+        calls.append(pred)
+        entered.set()
+        release.wait(10)
+        return False, "timeout"
+
+    monkeypatch.setattr(verify.get_checker(), "check", slow)
+    monkeypatch.setattr(verify, "_MEMO", {})
+    threads = [threading.Thread(target=verify.symbolic, args=("1", "2^{9^{9}}")) for _ in range(6)]
+    threads[0].start()
+    entered.wait(10)
+    for th in threads[1:]:
+        th.start()
+    release.set()
+    for th in threads:
+        th.join(10)
+    assert calls == ["2^{9^{9}}"]

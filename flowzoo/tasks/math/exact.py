@@ -17,6 +17,7 @@ import math
 import re
 from fractions import Fraction
 
+from flowzoo.tasks.math.extract import compact, squeeze
 from flowzoo.tasks.math.poly import Cursor, polynomial
 
 #: longer strings are not tried here (the symbolic check takes them)
@@ -100,7 +101,7 @@ class _Parser(Cursor):
 
 def closed_form(s: str) -> Closed | None:
     """The canonical triple of a normalised answer in the grammar, else None."""
-    s = s.replace(" ", "")
+    s = compact(s)
     if not s or len(s) > MAX_CHARS or "." in s:
         return None
     tokens = _TOKEN.findall(s)
@@ -135,7 +136,7 @@ def composite(s: str) -> tuple[str, tuple] | None:
     """A set ``\\{a, b\\}`` (order and repeats ignored), or an interval or tuple ``(a, b]`` of
     closed forms: (its brackets, its canonical elements), else None. A two-element bracket
     whose ends do not increase is left to the symbolic check (as an interval it is empty)."""
-    s = s.replace(" ", "")
+    s = compact(s)
     if len(s) > MAX_CHARS:
         return None
     if s.startswith("\\{") and s.endswith("\\}"):
@@ -164,7 +165,7 @@ def _increasing(lo: Closed, hi: Closed) -> bool:
 
 def _terms(s: str) -> list[str]:
     """A sum split into its signed terms, outside braces (``1-\\frac{1}{2}+\\sqrt{3}``)."""
-    s = s.replace(" ", "")
+    s = compact(s)
     out, depth, start = [], 0, 0
     for k, ch in enumerate(s):
         depth += ch == "{"
@@ -201,7 +202,7 @@ _GROUPED = re.compile(r"^-?\d{1,3}(?:(?:\{,\}|\\,)\d{3})+$")
 def matrix(s: str) -> tuple | None:
     """The rows of a ``pmatrix``/``bmatrix``/``matrix`` of closed forms (the brackets are
     typography: the same matrix), else None."""
-    m = _MATRIX.match(s.replace(" ", ""))
+    m = _MATRIX.match(compact(s))
     if m is None or len(s) > 4 * MAX_CHARS:
         return None
     rows = [r.split("&") for r in m.group(2).split("\\\\")]
@@ -213,14 +214,15 @@ def matrix(s: str) -> tuple | None:
 
 def _ungroup(s: str) -> str:
     """``12{,}345`` and ``12\\,345`` as ``12345``; anything else unchanged."""
-    t = s.replace(" ", "")
+    t = squeeze(s)
     return re.sub(r"\{,\}|\\,", "", t) if _GROUPED.match(t) else s
 
 
 def exact_check(gold: str, pred: str) -> bool | None:
     """True/False when both normalised answers are closed forms (thousands separators read),
-    sets/intervals/tuples of them with the same brackets, matrices of them, or polynomials in
-    the same one variable; None otherwise (the symbolic check decides)."""
+    sets/intervals/tuples of them with the same brackets, matrices of them (a column vector
+    is its tuple), intervals written either way (``(2, \\infty)``, ``x > 2``), or polynomials
+    in the same one variable; None otherwise (the symbolic check decides)."""
     gold, pred = _ungroup(gold), _ungroup(pred)
     g, p = closed_form(gold), closed_form(pred)
     if g is not None and p is not None:
@@ -228,6 +230,12 @@ def exact_check(gold: str, pred: str) -> bool | None:
     mg, mp = matrix(gold), matrix(pred)
     if mg is not None and mp is not None:
         return mg == mp
+    vg, vp = _vector(gold, mg), _vector(pred, mp)
+    if vg is not None and vp is not None:
+        return vg == vp
+    ig, ip = interval(gold), interval(pred)
+    if ig is not None and ip is not None:  # the same set, and the same variable if both name one
+        return ig[1:] == ip[1:] and (ig[0] is None or ip[0] is None or ig[0] == ip[0])
     cg, cp = composite(gold), composite(pred)
     if cg is None or cp is None:
         return _polynomials(gold, pred)
@@ -236,6 +244,99 @@ def exact_check(gold: str, pred: str) -> bool | None:
     if cg[0] in _INTERVALS and cp[0] in _INTERVALS and len(cg[1]) == len(cp[1]) == 2:
         return False  # two non-empty intervals with different ends included
     return None  # (a, b) against {a, b}: how lenient to be is the symbolic grader's call
+
+
+def _vector(s: str, rows: tuple | None) -> tuple | None:
+    """The entries of a column vector (an n-by-1 matrix) or of a tuple ``(a, b, ...)`` of
+    closed forms, n >= 2, in order; else None. A row matrix is not read as a tuple (it is
+    not the column vector)."""
+    if rows is not None:
+        return tuple(r[0] for r in rows) if len(rows) >= 2 and len(rows[0]) == 1 else None
+    t = squeeze(s)
+    if len(t) > MAX_CHARS or not (t.startswith("(") and t.endswith(")")):
+        return None
+    items = [closed_form(x) for x in _split_top(t[1:-1])]
+    return tuple(items) if len(items) >= 2 and None not in items else None
+
+
+#: the ends of an interval: (variable or None for bracket notation, lower end included, lower
+#: end (None: -infinity), upper end (None: +infinity), upper end included)
+Interval = tuple[str | None, bool, Closed | None, Closed | None, bool]
+_REL = {"<": (False, 1), ">": (False, -1), "\\lt": (False, 1), "\\gt": (False, -1)}
+_REL.update({k: (True, 1) for k in ("\\le", "\\leq", "\\leqslant", "<=", "≤")})
+_REL.update({k: (True, -1) for k in ("\\ge", "\\geq", "\\geqslant", ">=", "≥")})
+_REL_SPLIT = re.compile(
+    r"((?:\\leqslant|\\geqslant|\\leq|\\geq|\\le|\\ge|\\lt|\\gt)(?![a-zA-Z])|<=|>=|[<>≤≥])"
+)
+_INF = {"\\infty": 1, "+\\infty": 1, "-\\infty": -1, "\\inf": 1, "-\\inf": -1, "oo": 1, "-oo": -1}
+
+
+def interval(s: str) -> Interval | None:
+    """A non-empty interval of the real line, from bracket notation with two ends (``[1, 5)``,
+    ``(2, \\infty)``) or from an inequality in one variable (``x > 2``, ``1 \\le x < 5``,
+    ``x \\in [1, 5)``); ends are closed forms or infinities. None otherwise."""
+    t = squeeze(s)
+    if len(t) > MAX_CHARS:
+        return None
+    m = re.match(r"^([a-zA-Z])\\in(?![a-zA-Z])(.*)$", t)
+    if m:
+        got = _bracketed(m.group(2))
+        return None if got is None else (m.group(1), *got[1:])
+    if t[:1] in "([" and t[-1:] in ")]":
+        return _bracketed(t)
+    parts = _REL_SPLIT.split(t)
+    if len(parts) not in (3, 5):
+        return None
+    ops = [_REL[o] for o in parts[1::2]]
+    if len({d for _, d in ops}) != 1:
+        return None  # 1 < x > 3 is no interval
+    if ops[0][1] < 0:  # written downwards: read it upwards
+        parts, ops = parts[::-1], [(inc, 1) for inc, _ in reversed(ops)]
+    terms = [x.strip() for x in parts[0::2]]
+    var = [k for k, x in enumerate(terms) if re.fullmatch(r"[a-zA-Z]", x)]
+    if len(var) != 1 or (len(terms) == 3 and var[0] != 1):
+        return None
+    v = var[0]
+    lo = _end(terms[v - 1]) if v > 0 else None
+    hi = _end(terms[v + 1]) if v + 1 < len(terms) else None
+    if (v > 0 and lo is None) or (v + 1 < len(terms) and hi is None):
+        return None
+    lo_c = lo if v > 0 else (-1, None)
+    hi_c = hi if v + 1 < len(terms) else (1, None)
+    lo_inc = ops[v - 1][0] if v > 0 else False
+    hi_inc = ops[v][0] if v + 1 < len(terms) else False
+    return _checked(terms[v], lo_inc, lo_c, hi_c, hi_inc)
+
+
+def _end(s: str) -> tuple[int, Closed | None] | None:
+    """An interval end: (0, closed form) or (+-1, None) for an infinity; None if neither."""
+    if s in _INF:
+        return _INF[s], None
+    c = closed_form(s)
+    return None if c is None else (0, c)
+
+
+def _bracketed(t: str) -> Interval | None:
+    if len(t) < 2 or t[0] not in "([" or t[-1] not in ")]":
+        return None
+    items = _split_top(t[1:-1])
+    if len(items) != 2:
+        return None
+    lo, hi = _end(items[0]), _end(items[1])
+    if lo is None or hi is None:
+        return None
+    return _checked(None, t[0] == "[", lo, hi, t[-1] == "]")
+
+
+def _checked(var, lo_inc, lo, hi, hi_inc) -> Interval | None:
+    """The interval, or None when it is empty or its ends are the wrong infinities."""
+    if lo[0] > 0 or hi[0] < 0:
+        return None  # (+oo, ...) or (..., -oo)
+    if lo[0] == 0 and hi[0] == 0 and not _increasing(lo[1], hi[1]):
+        return None
+    lo_inc = lo_inc and lo[0] == 0  # an infinite end is never included
+    hi_inc = hi_inc and hi[0] == 0
+    return var, lo_inc, lo[1], hi[1], hi_inc
 
 
 def _polynomials(gold: str, pred: str) -> bool | None:
@@ -252,4 +353,4 @@ def _polynomials(gold: str, pred: str) -> bool | None:
 _INTERVALS = ("()", "(]", "[)", "[]")
 
 
-__all__ = ["closed_form", "composite", "exact_check", "matrix"]
+__all__ = ["closed_form", "composite", "exact_check", "interval", "matrix"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from flowzoo.tasks.math.extract import compact
+
 MAX_CHARS = 120
 MAX_POWER = 12
 MAX_DIGITS = 18
@@ -153,7 +155,7 @@ class _Parser(Cursor):
 def polynomial(s: str) -> tuple[str, Poly] | None:
     """(its variable, its coefficients) for a normalised answer in the grammar, else None.
     A constant has variable ``""``."""
-    s = s.replace(" ", "")
+    s = compact(s)
     if not s or len(s) > MAX_CHARS:
         return None
     tokens = _TOKEN.findall(s)

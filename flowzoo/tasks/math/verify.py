@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import os
+import queue
 import re
 import select
 import subprocess
@@ -26,7 +27,14 @@ from fractions import Fraction
 
 from flowzoo.tasks.base import Verdict
 from flowzoo.tasks.math.exact import exact_check, irrational
-from flowzoo.tasks.math.extract import _UNITS, decimal_key, normalize, to_number
+from flowzoo.tasks.math.extract import (
+    _UNITS,
+    decimal_key,
+    normalize,
+    split_unit,
+    squeeze,
+    to_number,
+)
 
 DEFAULT_TIMEOUT_S = 3.0
 #: Inputs longer than this are not sent to sympy at all (they are not answers).
@@ -98,11 +106,11 @@ def hedged(gold: str, pred: str) -> bool:
     return prose and len(_NUM_RE.findall(pred)) > len(_NUM_RE.findall(gold))
 
 
-def fast_check(gold: str, pred: str) -> bool | None:
-    """True/False when decidable without sympy, None when a symbolic check is needed.
-    Bounded: no exact conversion of a number whose exponent or length is unbounded."""
-    ng, npred = normalize(gold), normalize(pred)
-    if ng.replace(" ", "").lower() == npred.replace(" ", "").lower():
+def fast_check(ng: str, npred: str) -> bool | None:
+    """True/False when two normalised values are decidable without sympy, None when a
+    symbolic check is needed. Bounded: no exact conversion of a number whose exponent or
+    length is unbounded."""
+    if squeeze(ng).lower() == squeeze(npred).lower():
         return True
     gnum, pnum = to_number(ng), to_number(npred)
     if gnum is not None and pnum is not None:
@@ -117,15 +125,151 @@ def fast_check(gold: str, pred: str) -> bool | None:
         return False
     if pnum is not None and gnum is None and irrational(ng):
         return False  # a decimal is rational: an approximation of an irrational gold scores 0
-    if hedged(ng, npred):
-        return False
-    return exact_check(ng, npred)
+    exact = exact_check(ng, npred)
+    if exact is not None:
+        return exact
+    return False if hedged(ng, npred) else None
 
 
 def _looks_like_mixed(s: str) -> bool:
     # "2 2/3 cups" style leftovers that sympy would read as 2*2/3 or as 2
     parts = s.split()
     return len(parts) >= 2 and parts[0].lstrip("-").isdigit() and "/" in parts[1]
+
+
+#: commands math-verify evaluates as the LaTeX means them; any other command a prediction
+#: adds (``\cap``, ``\to``, ``\quad``, ``\pm``) it reads as one of its operands ("3 \cap 4" as 4)
+_EVALUATED = frozenset(
+    "frac sqrt pi cdot times div sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh "
+    "log ln exp lg infty inf binom lfloor rfloor lceil rceil begin end alpha beta gamma delta "
+    "epsilon varepsilon theta vartheta lambda mu nu rho sigma tau phi varphi omega".split()
+)
+#: characters of the arithmetic grammar; any other a prediction adds is an operator math-verify
+#: does not evaluate as written (``:``, ``;``, ``→``, ``∩``)
+_PLAIN = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 +-*/^_()[]{},.!'%|\\=<>"
+)
+#: separators that join values into a list math-verify reads as its last item ("3 ... 4")
+_JOINERS = ("..",)
+#: digits apart, not as a subscript or power ("1 0"; "\\log_2 4" is one value)
+_SPLIT_NUMBER_RE = re.compile(r"(?<![_^\d])\d+ \d")
+_ENV_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]*\}")
+
+
+def _letters(s: str) -> set[str]:
+    """The variables of an answer: its letters outside command names."""
+    return set(re.findall(r"[a-zA-Z]", _COMMAND_RE.sub(" ", _ENV_RE.sub(" ", s))))
+
+
+def unread(ng: str, npred: str) -> str | None:
+    """Why math-verify would read less than the whole prediction, else None: a command or a
+    symbol it does not evaluate (``3 \\cap 4``, ``3 : 4``), unless the gold has it too; an
+    unpaired ``|`` (``3 | 4``); digits apart (``1 0``) that are no mixed number; other variables than the gold's (``2ab`` for 2, 2 for ``2m``). Its fallback reads such answers as
+    one operand, so they would earn the reward of that operand."""
+    cmds = set(_COMMAND_RE.findall(npred)) - set(_COMMAND_RE.findall(ng))
+    if any(c[1:] not in _EVALUATED for c in cmds):
+        return "unknown_operator"
+    extra = set(npred) - set(ng) - _PLAIN
+    if extra and not (extra == {"&"} and "\\begin" in npred):
+        return "unknown_operator"
+    if npred.count("|") % 2 or any(op in npred and op not in ng for op in _JOINERS):
+        return "unknown_operator"
+    if "\\\\" in npred and "\\begin" not in npred and "\\\\" not in ng:
+        return "unknown_operator"  # a line break outside a matrix: "3 \\ 4"
+    if _SPLIT_NUMBER_RE.search(squeeze(npred)) and not _SPLIT_NUMBER_RE.search(squeeze(ng)):
+        return "split_number"  # "1 0": 10, or 1 * 0 as math-verify reads it?
+    if _letters(npred) != _letters(ng):
+        return "other_variables"  # math-verify drops some letters as units: "2m" reads as 2
+    return None
+
+
+def _split_top(s: str, sep: str) -> list[str]:
+    """``s`` split on ``sep`` outside brackets; ``=`` only where it is not part of ``<=``,
+    ``>=``, ``!=`` or ``==``."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(s):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == sep and depth == 0:
+            if sep == "=" and (s[k - 1 : k] in ("<", ">", "!", "=") or s[k + 1 : k + 2] == "="):
+                continue
+            parts.append(s[start:k])
+            start = k + 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
+
+
+_NAME_RE = re.compile(r"[a-zA-Z](?:_\{?\w+\}?)?(?:\([a-zA-Z]\))?")
+
+
+def statement(s: str) -> tuple[str, list[str]] | None:
+    """What a normalised answer states: ``("", [s])`` for a value; ``(name, values)`` for an
+    assignment (``x = 5``, ``f(x) = 2x + 3``) or a chain of constants (``2 + 1 = 3``: every
+    value stated); None for an equation to solve (``x = 2x + 3``, ``x^2 = 4``) or a system."""
+    parts = _split_top(s, "=")
+    if len(parts) == 1:
+        return "", parts
+    if not all(parts) or len(_split_top(s, ",")) > 1:
+        return None
+    head = parts[0]
+    if _NAME_RE.fullmatch(head):
+        if any(head[0] in _letters(p) for p in parts[1:]):
+            return None  # the name is on the right too: an equation, not its solution
+        return head, parts[1:]
+    return ("", parts) if not any(_letters(p) for p in parts) else None
+
+
+def _system_ok(s: str) -> bool:
+    """Whether every item of a comma-separated system assigns one value to a name
+    (``x = 2, y = 3``); ``x = 2, 4 = 3`` states something false or unread."""
+    for item in _split_top(s, ","):
+        st = statement(item)
+        if st is None or (len(st[1]) > 1 or ("=" in item and not st[0])):
+            return False
+    return True
+
+
+def judge(ng: str, npred: str, timeout_s: float | None = None) -> tuple[bool, str]:
+    """(equal, reason) for two normalised answers. A prediction is right only if everything
+    it states is: each value of a chain (``4 = 3`` is not 3), its variable's name where both
+    name one (``y = 2x + 3`` is not ``x = 2x + 3``); an unsolved equation answers no value."""
+    sg, sp = statement(ng), statement(npred)
+    if sp is None:
+        if "," in npred and not _system_ok(npred):
+            return False, "false_statement"
+        if sg is not None and len(_split_top(npred, ",")) == 1:
+            return False, "equation"
+        return compare(ng, npred, timeout_s)
+    if sg is None:
+        return compare(ng, npred, timeout_s)
+    (lg, vg), (lp, vp) = sg, sp
+    if lg and lp and lg != lp:
+        return False, "other_variable"
+    verdict = (False, "no_answer")
+    for v in vp:
+        verdict = compare(vg[-1], v, timeout_s)
+        if not verdict[0]:
+            return verdict
+    return verdict
+
+
+def compare(ng: str, npred: str, timeout_s: float | None = None) -> tuple[bool, str]:
+    """One normalised value against another: units by name (a unit on one side only is the
+    one the question asked for; two units must be the same), then exactly, then math-verify
+    on what it reads whole."""
+    ng, ug = split_unit(ng)
+    npred, up = split_unit(npred)
+    if ug and up and ug != up:
+        return False, "unit_mismatch"
+    fast = fast_check(ng, npred)
+    if fast is not None:
+        return fast, "exact" if fast else "mismatch"
+    why = unread(ng, npred)
+    if why:
+        return False, why
+    if len(npred) > MAX_SYMBOLIC_CHARS or len(ng) > MAX_SYMBOLIC_CHARS:
+        return False, "too_long"
+    return symbolic(ng, npred, timeout_s)
 
 
 # ---------------------------------------------------------------- symbolic worker (child)
@@ -291,34 +435,111 @@ class SymbolicChecker:
             self._kill()
 
 
-_CHECKER: SymbolicChecker | None = None
+#: workers of the process-wide pool: a few, since each holds sympy (~150 MB)
+POOL_SIZE = max(2, min(4, (os.cpu_count() or 2) // 2))
+
+
+class SymbolicPool:
+    """Up to ``size`` workers, started as needed, each serving one check at a time: a check
+    that runs to its limit holds one worker while the others serve the rest."""
+
+    def __init__(self, size: int = POOL_SIZE, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.size, self.timeout_s = size, timeout_s
+        self._idle: queue.LifoQueue[SymbolicChecker] = queue.LifoQueue()  # warm ones first
+        self._all: list[SymbolicChecker] = []
+        self._lock = threading.Lock()
+
+    def _acquire(self) -> SymbolicChecker:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if len(self._all) < self.size:
+                self._all.append(SymbolicChecker(self.timeout_s))
+                return self._all[-1]
+        return self._idle.get()
+
+    def check(self, gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool, str]:
+        """(equal, reason) from a free worker; reason is ``timeout`` when the limit was hit."""
+        worker = self._acquire()
+        try:
+            return worker.check(gold, pred, timeout_s)
+        finally:
+            self._idle.put(worker)
+
+    @property
+    def timeouts(self) -> int:
+        return sum(w.timeouts for w in self._all)
+
+    def close(self) -> None:
+        for w in list(self._all):
+            w.close()
+
+
+_CHECKER: SymbolicPool | None = None
 _CHECKER_LOCK = threading.Lock()
 
 
-def get_checker() -> SymbolicChecker:
-    """The process-wide symbolic checker (started on first use)."""
+def get_checker() -> SymbolicPool:
+    """The process-wide pool of symbolic workers (each started on first use)."""
     global _CHECKER
     with _CHECKER_LOCK:
         if _CHECKER is None:
-            _CHECKER = SymbolicChecker()
+            _CHECKER = SymbolicPool()
             atexit.register(_CHECKER.close)
         return _CHECKER
 
 
-#: symbolic verdicts by (gold, prediction): a group of G samples repeats its answers, and a
-#: problem is scored many times over a run; only settled verdicts (not timeouts) are kept
-_MEMO: dict[tuple[str, str], tuple[bool, str]] = {}
+#: symbolic verdicts by (gold, prediction), with the limit they were reached under: a group of
+#: G samples repeats its answers, and a problem is scored many times over a run. A timeout is
+#: kept too, so an answer built to exhaust the limit costs it once, not once per sample; it
+#: answers later checks whose limit is no longer than the one it ran out
+_MEMO: dict[tuple[str, str], tuple[bool, str, float]] = {}
 _MEMO_MAX = 1 << 16
-_MEMO_REASONS = frozenset({"symbolic", "symbolic_mismatch", "unparsed", "guard_magnitude"})
+_MEMO_REASONS = frozenset(
+    {"symbolic", "symbolic_mismatch", "unparsed", "guard_magnitude", "timeout"}
+)
 _MEMO_LOCK = threading.Lock()
+#: checks in flight by key: a second asker waits for the first instead of taking a worker
+_PENDING: dict[tuple[str, str], threading.Event] = {}
 
 
-def _remember(key: tuple[str, str], verdict: tuple[bool, str]) -> None:
+def _remember(key: tuple[str, str], verdict: tuple[bool, str, float]) -> None:
     with _MEMO_LOCK:
         if len(_MEMO) >= _MEMO_MAX:  # drop the oldest half (dicts keep insertion order)
             for k in list(_MEMO)[: _MEMO_MAX // 2]:
                 del _MEMO[k]
         _MEMO[key] = verdict
+
+
+def symbolic(gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool, str]:
+    """math-verify's verdict, remembered; one check per (gold, prediction) at a time."""
+    checker = get_checker()
+    limit = checker.timeout_s if timeout_s is None else timeout_s
+    key = (gold, pred)
+    while True:
+        with _MEMO_LOCK:
+            hit = _MEMO.get(key)
+            if hit is not None and (hit[1] != "timeout" or limit <= hit[2]):
+                return hit[0], hit[1]
+            busy = _PENDING.get(key)
+            if busy is None:
+                _PENDING[key] = done = threading.Event()
+                break
+        busy.wait()
+    try:
+        ok, reason = checker.check(gold, pred, timeout_s)
+        if reason in _MEMO_REASONS:
+            _remember(key, (ok, reason, limit))
+        return ok, reason
+    finally:
+        with _MEMO_LOCK:
+            del _PENDING[key]
+        done.set()
+
+
+_INT_RE = re.compile(r"-?\d{1,18}")
 
 
 def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> Verdict:
@@ -329,19 +550,13 @@ def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> 
         gold, prediction = str(gold), str(prediction)
         if len(prediction) > MAX_ANSWER_CHARS:
             return Verdict(0.0, False, prediction[:MAX_ANSWER_CHARS], "too_long")
-        fast = fast_check(gold, prediction)
-        if fast is not None:
-            return Verdict(float(fast), fast, prediction, "exact" if fast else "mismatch")
-        if len(prediction) > MAX_SYMBOLIC_CHARS or len(gold) > MAX_SYMBOLIC_CHARS:
-            return Verdict(0.0, False, prediction, "too_long")
-        key = (gold, prediction)
-        hit = _MEMO.get(key)
-        if hit is None:
-            hit = get_checker().check(gold, prediction, timeout_s)
-            if hit[1] in _MEMO_REASONS:
-                _remember(key, hit)
-        ok, reason = hit
-        return Verdict(float(ok), ok, prediction, reason)
+        g, p = gold.strip(), prediction.strip()
+        if _INT_RE.fullmatch(g) and _INT_RE.fullmatch(p):  # most RL answers: nothing to parse
+            ok = int(g) == int(p)
+        else:
+            ok, reason = judge(normalize(gold), normalize(prediction), timeout_s)
+            return Verdict(float(ok), ok, prediction, reason)
+        return Verdict(float(ok), ok, prediction, "exact" if ok else "mismatch")
     except Exception as e:  # a verdict, never an exception, whatever the input
         return Verdict(0.0, False, None if prediction is None else str(prediction), f"error:{e!r}")
 
