@@ -6,6 +6,8 @@ Untrusted code only ever runs inside the sandbox backend chosen by ``sandbox=``
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 import threading
@@ -14,6 +16,7 @@ from typing import Any
 
 from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
 from flowzoo.tasks.base import Task, Verdict
+from flowzoo.tasks.code import judge, replay_worker
 from flowzoo.tasks.code.data import (
     function_tasks,
     humaneval_task,
@@ -68,9 +71,13 @@ _SLIPS = (
 )
 
 
-def _memo_key(task: Task, text: str) -> tuple:
-    """What a remembered verdict is keyed by: the task (its id and tests) and the completion."""
-    return (task.id, hash(tuple(task.meta["tests"])), text)
+def _digest(parts: object) -> str:
+    """A digest of plain data (anything else by its repr): memo keys, never hash() sums."""
+    try:
+        text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # mixed key types, a cycle: its repr
+        text = repr(parts)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def is_stdio(task: Task) -> bool:
@@ -130,7 +137,7 @@ class CodeFamily:
         self.case_timeout_s = float(case_timeout_s)
         self.time_budget_s = float(time_budget_s)
         self.early_stop = bool(early_stop)
-        self._memo: dict[tuple, Verdict] = {}
+        self._memo: dict[str, Verdict] = {}
 
     @property
     def sandbox(self) -> Sandbox:
@@ -194,6 +201,29 @@ class CodeFamily:
             reason = "all_passed" if all_ok else f"{passed}/{n}_passed"
         return Verdict(score, all_ok, program, reason, details)
 
+    def _memo_key(self, task: Task, text: str, task_digest: str | None = None) -> str:
+        """What a remembered verdict is keyed by: everything it depends on - the task (its id
+        and every meta field: tests, setup, prompt code, entry point, harness, format,
+        tolerance, time limit), the completion, and the options of this family, its sandbox
+        and the judge that decide a verdict."""
+        opts = (
+            self.partial_credit,
+            self.test_timeout_s,
+            self.case_timeout_s,
+            self.time_budget_s,
+            self.early_stop,
+            self._backend,
+            sorted(self.sandbox_options.items(), key=repr),
+            None if self._sandbox is None or self._backend else id(self._sandbox),
+            judge.REPLAY_CALLS,
+            judge.REPLAY_LIMIT_S,
+            replay_worker.GRACE_S,
+            JudgeRun.call_timeout_s,
+            JudgeRun.load_timeout_s,
+            JudgeRun.max_rounds,
+        )
+        return _digest([opts, task_digest or _digest([task.id, task.meta]), text])
+
     def score(self, task: Task, text: str) -> Verdict:
         return self.score_many(task, [text])[0]
 
@@ -205,7 +235,11 @@ class CodeFamily:
         """Score (task, completion) pairs: each judge round of every program is one
         concurrent ``run_many`` batch (most programs are decided in one round). Memoised per
         (task, completion), so re-scoring a draft costs nothing."""
-        keys = [_memo_key(t, text) for t, text in pairs]
+        digests: dict[int, str] = {}  # a task's digest once per call, however many texts
+        for t, _ in pairs:
+            if id(t) not in digests:
+                digests[id(t)] = _digest([t.id, t.meta])
+        keys = [self._memo_key(t, text, digests[id(t)]) for t, text in pairs]
         out: list[Verdict | None] = [self._memo.get(k) for k in keys]
         todo = [i for i, v in enumerate(out) if v is None]
         runs: dict[int, JudgeRun | StdioRun] = {}
@@ -237,7 +271,7 @@ class CodeFamily:
                 self._remember(keys[i], out[i])
         return out  # type: ignore[return-value]
 
-    def _remember(self, key: tuple, verdict: Verdict) -> None:
+    def _remember(self, key: str, verdict: Verdict) -> None:
         if len(self._memo) >= 4096:
             self._memo.pop(next(iter(self._memo)))
         self._memo[key] = verdict
@@ -246,7 +280,7 @@ class CodeFamily:
         """Flags of a completion already scored on ``task``: ``reward_tamper`` when its
         program was caught writing to the judge's channel or faking its exit,
         ``judge_limit`` when replaying the tests on its answers was killed at the limit."""
-        v = self._memo.get(_memo_key(task, text))
+        v = self._memo.get(self._memo_key(task, text))
         if v is None:
             return []
         out = ["reward_tamper"] if v.details.get("tamper") else []

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import keyword
 import math
 import pickletools
 import zlib
@@ -26,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from flowzoo.tasks.base import Task, stable_hash
+from flowzoo.tasks.code.names import check_name
 
 #: the most bytes a compressed test field may inflate to
 MAX_INFLATED = 256 << 20
@@ -133,18 +133,10 @@ def _literal(v: Any) -> str:
     return repr(v)
 
 
-def identifier(name: Any, what: str = "function name") -> str:
-    """``name`` if it is a plain Python identifier: a row's name is written into the trusted
-    test source, so anything else (``f(); import os``) is refused as data, never run."""
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-        raise ValueError(f"{what} must be a Python identifier, got {str(name)[:60]!r}")
-    return name
-
-
 def call_tests(fn_name: str, cases: Iterable[tuple[list, Any]], method: bool) -> dict:
     """Function-call cases -> the meta of an assert-style task (entry point, statements,
     the harness that reaches a ``Solution`` method)."""
-    fn_name = identifier(fn_name)
+    fn_name = check_name(fn_name, "function name")
     entry = "_flowzoo_call" if method else fn_name
     tests = [f"assert _fz_json_eq({entry}(*{_literal(a)}), {_literal(e)})" for a, e in cases]
     harness = (

@@ -24,6 +24,12 @@ from flowzoo.tasks.base import (
     parse_levels,
     stable_hash,
 )
+from flowzoo.tasks.code.names import (
+    called_names,
+    check_row_code,
+    mbpp_entry_point,
+    solution_function,
+)
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
 #: (description, entry point, canonical solution, argument expressions for test cases)
@@ -361,11 +367,13 @@ def humaneval_task(row: dict, source: str = "humaneval") -> Task:
             raise ValueError(f"{source}: HumanEval row lacks {k!r}")
         if not isinstance(row[k], str):
             raise ValueError(f"{source}: HumanEval field {k!r} must be text, got {row[k]!r:.60}")
-    from flowzoo.tasks.code.contests import identifier
-
-    entry = identifier(row["entry_point"], "entry_point")
+    canonical = row["prompt"] + (row.get("canonical_solution") or "")
+    try:
+        entry = solution_function(row["entry_point"], canonical, "entry_point")
+        check_row_code({"test": [row["test"]]}, {"prompt": [row["prompt"]]}, entry)
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
     setup, tests = split_check_function(row["test"], entry)
-    canonical = row["prompt"] + row.get("canonical_solution", "")
     question = f"Complete this Python function:\n{row['prompt'].strip()}"
     meta = {
         "entry_point": entry,
@@ -391,29 +399,34 @@ def mbpp_task(row: dict, source: str = "mbpp") -> Task:
     if not isinstance(row["text"], str) or not all(isinstance(t, str) for t in tests):
         raise ValueError(f"{source}: MBPP 'text' and every 'test_list' entry must be text")
     first = tests[0]
+    code, setup = row.get("code") or "", row.get("test_setup_code") or ""
+    for k, v in (("code", code), ("test_setup_code", setup)):
+        if not isinstance(v, str):
+            raise ValueError(f"{source}: MBPP field {k!r} must be text, got {v!r:.60}")
     try:
-        call = next(
-            n
-            for n in ast.walk(ast.parse(first))
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-        )
-        entry = call.func.id
-    except (SyntaxError, StopIteration):
-        raise ValueError(f"{source}: cannot find the function name in {first!r}") from None
+        if row.get("entry_point") is not None:  # given: checked like an inferred one
+            entry = solution_function(row["entry_point"], code, "entry_point")
+            if entry not in called_names(tests):
+                raise ValueError(f"entry_point {entry!r} is never called in 'test_list'")
+        else:
+            entry = mbpp_entry_point(tests, code)
+        check_row_code({"test_list": tests, "test_setup_code": [setup]}, entry=entry)
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
     question = (
         f"{row['text'].strip()} The function is called {entry}. Your code should pass: {first}"
     )
     meta = {
         "entry_point": entry,
         "tests": list(tests),
-        "setup": row.get("test_setup_code", "") or "",
+        "setup": setup,
         "prompt_code": "",
         "source": source,
     }
     return Task(
         id=f"mbpp-{row.get('task_id', stable_hash(row['text']) % 10**10)}",
         question=question,
-        answer=row.get("code", ""),
+        answer=code,
         family="code",
         meta=meta,
     )

@@ -10,7 +10,8 @@ expected values from memory). So the two are split:
   task's trusted test code with every name the program defines replaced by a proxy
   (:class:`RemoteFunction`), decodes the answers strictly (``wire.decode``: exact builtins
   only) and compares with type-strict equality (every ``==``/``!=``/``in`` in the test code
-  is rewritten to ``wire.strict_eq``/``strict_in``). Float tolerance applies only where the
+  is rewritten to ``wire.strict_eq``/``strict_in``, reached by names no row and no
+  candidate can spell). Float tolerance applies only where the
   test code itself says so (``abs(a - b) < eps``, ``math.isclose``).
 
 Calls are discovered by replaying the test code: a first pass records every call the tests
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from flowzoo.sandbox import ExecResult, Job
-from flowzoo.tasks.code.testcode import _HELPERS, JudgeSpec, Pending
+from flowzoo.tasks.code.testcode import CHECK, HELPERS, JudgeSpec, Pending
 from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode, shortened
 
 RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_text()
@@ -212,7 +213,7 @@ def replay(
     """Run the trusted tests once against the known answers; a case is ``None`` while it
     still waits for an answer (or depends on one)."""
     session = _Session(known, max_calls, time.monotonic() + time_limit_s)
-    ns: dict[str, Any] = {"__name__": "__judge__", "__builtins__": _fresh_builtins(), **_HELPERS}
+    ns: dict[str, Any] = {"__name__": "__judge__", "__builtins__": _fresh_builtins()}
     if spec.prompt is not None:
         try:
             exec(spec.prompt, ns)
@@ -225,7 +226,9 @@ def replay(
             pass
     for name in spec.remote:
         ns[name] = RemoteFunction(name, session)
-    ns["_fz_check"] = lambda v: session.pending or bool(v)
+    # the judge's helpers last, by names no row or candidate can spell (``testcode._hidden``)
+    ns.update(HELPERS)
+    ns[CHECK] = lambda v: session.pending or bool(v)
     results: list[CaseResult | None] = []
     timer = _Deadline(time_limit_s)
     try:

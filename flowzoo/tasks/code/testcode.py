@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from flowzoo.tasks.code.names import check_name, check_row_code
 from flowzoo.tasks.code.wire import strict_eq, strict_in
 
 
@@ -53,7 +54,17 @@ class Pending:
     __hash__ = object.__hash__
 
 
-_OPS = {ast.Eq: "_fz_eq", ast.NotEq: "_fz_ne", ast.In: "_fz_in", ast.NotIn: "_fz_notin"}
+def _hidden(name: str) -> str:
+    """The judge's own name for a helper: not an identifier, so no row's source, no row's
+    name and no candidate's definition can spell it (the judge puts it in the test code's
+    namespace and writes it into the compiled tree itself)."""
+    return f"fz:{name}"
+
+
+_OPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.In: "in", ast.NotIn: "notin"}
+#: the helper names test source may spell (a converter's ``_fz_json_eq``): each is read as
+#: the judge's hidden helper, never as a name the row or the candidate could bind
+_SPELLED = {"_fz_json_eq": _hidden("json_eq")}
 _OP_NAMES = {
     ast.Eq: "==",
     ast.NotEq: "!=",
@@ -69,13 +80,19 @@ _OP_NAMES = {
 
 
 class _StrictCompare(ast.NodeTransformer):
-    """``a == b`` -> ``_fz_eq(a, b)`` (likewise ``!=``, ``in``, ``not in``, and chains);
-    ``assert t, m`` -> ``if not _fz_check(t): raise AssertionError(m)``, so that while calls
-    are being recorded a failed assertion (about a placeholder) does not hide later calls."""
+    """``a == b`` -> ``fz:eq(a, b)`` (likewise ``!=``, ``in``, ``not in``, and chains);
+    ``assert t, m`` -> ``if not fz:check(t): raise AssertionError(m)``, so that while calls
+    are being recorded a failed assertion (about a placeholder) does not hide later calls.
+    Every helper is reached by its hidden name (see :func:`_hidden`)."""
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in _SPELLED:
+            return ast.copy_location(ast.Name(_SPELLED[node.id], ast.Load()), node)
+        return node
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         self.generic_visit(node)
-        check = ast.Call(ast.Name("_fz_check", ast.Load()), [node.test], [])
+        check = ast.Call(ast.Name(_hidden("check"), ast.Load()), [node.test], [])
         exc = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
         new = ast.If(ast.UnaryOp(ast.Not(), check), [ast.Raise(exc, None)], [])
         return ast.copy_location(new, node)
@@ -85,13 +102,13 @@ class _StrictCompare(ast.NodeTransformer):
         if not any(type(op) in _OPS for op in node.ops):
             return node
         if len(node.ops) == 1:
-            fn = _OPS[type(node.ops[0])]
+            fn = _hidden(_OPS[type(node.ops[0])])
             call = ast.Call(ast.Name(fn, ast.Load()), [node.left, node.comparators[0]], [])
         else:
             args: list[ast.expr] = [node.left]
             for op, right in zip(node.ops, node.comparators, strict=False):
                 args += [ast.Constant(_OP_NAMES[type(op)]), right]
-            call = ast.Call(ast.Name("_fz_chain", ast.Load()), args, [])
+            call = ast.Call(ast.Name(_hidden("chain"), ast.Load()), args, [])
         return ast.copy_location(call, node)
 
 
@@ -160,21 +177,20 @@ def _json_eq(got: Any, expected: Any) -> bool:
     return type(expected) is list and len(expected) == 1 and strict_eq(got, expected[0])
 
 
-_HELPERS = {
-    "_fz_eq": _eq,
-    "_fz_ne": _ne,
-    "_fz_in": _in,
-    "_fz_notin": _notin,
-    "_fz_chain": _chain,
-    "_fz_json_eq": _json_eq,
+#: the judge's helpers by their hidden names (``judge.replay`` adds ``fz:check``)
+HELPERS = {
+    _hidden("eq"): _eq,
+    _hidden("ne"): _ne,
+    _hidden("in"): _in,
+    _hidden("notin"): _notin,
+    _hidden("chain"): _chain,
+    _hidden("json_eq"): _json_eq,
 }
+CHECK = _hidden("check")
 
 
-def _compile(src: str, name: str, strict: bool):
-    tree = ast.parse(src)
-    if strict:
-        tree = ast.fix_missing_locations(_StrictCompare().visit(tree))
-    return compile(tree, name, "exec")
+def _strict_tree(src: str) -> ast.Module:
+    return ast.fix_missing_locations(_StrictCompare().visit(ast.parse(src)))
 
 
 def _bound_names(tree: ast.AST) -> set[str]:
@@ -248,10 +264,16 @@ def _judge_spec(
             prompt_names = _top_level_names(tree)
         except SyntaxError:
             prompt = None
-    trees = [ast.parse(setup or "")] + [ast.parse(t) for t in tests]
+    if entry_point:
+        check_name(entry_point)
+    check_row_code(
+        {"setup": [setup], "tests": list(tests)}, {"prompt_code": [prompt_code]}, entry_point
+    )
+    trees = [_strict_tree(setup or "")] + [_strict_tree(t) for t in tests]
     bound = set().union(*(_bound_names(t) for t in trees)) | prompt_names
     loaded = set().union(*(_loaded_names(t) for t in trees))
-    free = {n for n in loaded - bound if not hasattr(builtins, n) and not n.startswith("_fz_")}
+    # the hidden helpers are no identifiers: never free, never proxied
+    free = {n for n in loaded - bound if n.isidentifier() and not hasattr(builtins, n)}
     # a stdlib module the tests use without importing it (the reference solution did)
     modules = tuple(sorted(n for n in free if n in sys.stdlib_module_names and n != entry_point))
     remote = tuple(sorted((free - set(modules)) | ({entry_point} if entry_point else set())))
@@ -259,8 +281,8 @@ def _judge_spec(
         remote=remote,
         modules=modules,
         prompt=prompt,
-        setup=_compile(setup or "", "setup.py", True),
-        cases=tuple(_compile(t, f"test_{i}.py", True) for i, t in enumerate(tests)),
+        setup=compile(trees[0], "setup.py", "exec"),
+        cases=tuple(compile(t, f"test_{i}.py", "exec") for i, t in enumerate(trees[1:])),
         n_cases=len(tests),
         source=(entry_point, prompt_code, setup, tests),
     )

@@ -1,0 +1,185 @@
+"""The names a task row gives the judge: its entry point is written into the trusted test
+source and proxied to the candidate, so only a function the reference solution defines may
+be one - never a builtin the tests wrap around it (``set(f(x))``, ``abs(f(x) - y)``), a
+keyword, a dunder or a name of the judge's own. A row naming anything else is refused when
+it is loaded, never judged.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import keyword
+
+#: prefixes of names the judge and its converters use: no row may name its entry point so
+RESERVED_PREFIXES = ("_fz", "_flowzoo")
+#: the reserved names a converter writes into test source, which row code may only read:
+#: the JSON comparison (the judge's hidden helper) and the call of a ``Solution`` method
+#: (the harness's function, proxied like any other)
+CONVERTER_NAMES = frozenset({"_fz_json_eq", "_flowzoo_call"})
+
+
+def _reserved(name: str) -> bool:
+    return name.startswith(RESERVED_PREFIXES)
+
+
+def check_name(name: object, what: str = "entry_point") -> str:
+    """``name`` if a row may name a function so: it is written into the trusted test source
+    and proxied to the candidate, so a non-identifier (``f(); import os``), a keyword, a
+    builtin (the candidate would decide ``len``/``set``/``abs`` in the tests), a dunder or a
+    name of the judge's own (``_fz...``, ``_flowzoo...``) is a ValueError naming the value."""
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"{what} must be a Python identifier, got {str(name)[:60]!r}")
+    if _reserved(name) or (name.startswith("__") and name.endswith("__")):
+        raise ValueError(
+            f"{what} {name!r} is reserved for the judge (names starting with "
+            f"{', '.join(RESERVED_PREFIXES)} or dunder names); name the solution's function"
+        )
+    if hasattr(builtins, name):
+        raise ValueError(
+            f"{what} {name!r} names a Python builtin; it must name a function the solution "
+            "defines (not a builtin such as len, set, sorted, abs)"
+        )
+    return name
+
+
+def _defined_functions(reference: str, what: str = "reference solution") -> list[str]:
+    """The functions a reference solution defines at top level (``def``/``async def``)."""
+    try:
+        tree = ast.parse(reference)
+    except SyntaxError as e:
+        raise ValueError(f"the {what} does not parse ({e.msg}, line {e.lineno})") from None
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def solution_function(name: object, reference: str, what: str) -> str:
+    """``name`` if the reference solution defines it as a function and it may be proxied
+    (:func:`check_name`): a row naming anything else is refused, never judged."""
+    name = check_name(name, what)
+    defined = _defined_functions(reference)
+    if name not in defined:
+        have = ", ".join(defined[:8]) or "no function"
+        raise ValueError(
+            f"{what} {name!r} is not a function the reference solution defines (it defines {have})"
+        )
+    return name
+
+
+def called_names(tests: list[str]) -> list[str]:
+    """Names called as plain functions in the tests, in source order (test by test)."""
+    out: list[str] = []
+    for t in tests:
+        try:
+            tree = ast.parse(t)
+        except SyntaxError as e:
+            raise ValueError(f"test {t[:60]!r} does not parse ({e.msg})") from None
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        calls.sort(key=lambda n: (n.lineno, n.col_offset))
+        out += [c.func.id for c in calls if isinstance(c.func, ast.Name)]
+    return list(dict.fromkeys(out))
+
+
+def mbpp_entry_point(tests: list[str], reference: str) -> str:
+    """An MBPP row's entry point, told structurally: the first name the tests call that the
+    reference solution defines as a function - never a wrapper the tests call around it
+    (``set(f(x))``, ``abs(f(x) - y)``, ``math.isclose(...)``), which the candidate would then
+    decide. ValueError when no such name exists."""
+    if not reference.strip():
+        raise ValueError(
+            "an MBPP row without 'entry_point' needs its reference solution 'code': the entry "
+            "point is the function it defines that the tests call"
+        )
+    defined = set(_defined_functions(reference))
+    called = called_names(tests)
+    both = [n for n in called if n in defined]
+    what = "entry point (inferred from the tests)"
+    for name in both:  # a solution's own ``max`` is still a builtin's name: the next one
+        try:
+            return check_name(name, what)
+        except ValueError:
+            continue
+    if both:
+        check_name(both[0], what)  # raises: why the only candidates are refused
+    raise ValueError(
+        f"cannot tell the entry point: the tests call {', '.join(called[:8]) or 'nothing'}, "
+        f"the reference solution defines {', '.join(sorted(defined)[:8]) or 'no function'}; "
+        "none is both (give 'entry_point')"
+    )
+
+
+def check_row_code(
+    tests: dict[str, list[str]], prompt: dict[str, list[str]] | None = None, entry: str = ""
+) -> None:
+    """ValueError naming the field when a row's code (its tests and setup, or its prompt) binds
+    a name of the judge's (``_fz...``, ``_flowzoo...``) or reads one beyond
+    :data:`CONVERTER_NAMES` (such a name would be the candidate's to define), or when the
+    tests rebind the ``entry`` point (they would then test their own function, not the
+    candidate's). Code that does not parse is left to the compiler's own error."""
+    for field, sources in {**(prompt or {}), **tests}.items():
+        for src in sources:
+            try:
+                tree = ast.parse(src or "")
+            except SyntaxError:
+                continue
+            bad = sorted(
+                {
+                    name
+                    for n in ast.walk(tree)
+                    for name, reads in _node_names(n)
+                    if _reserved(name) and not (reads and name in CONVERTER_NAMES)
+                }
+            )
+            if bad:
+                raise ValueError(
+                    f"{field} uses {', '.join(map(repr, bad[:5]))}: names starting with "
+                    f"{', '.join(RESERVED_PREFIXES)} are reserved for the judge"
+                )
+            if entry and field in tests and entry in _module_bound(tree):
+                raise ValueError(
+                    f"{field} binds the entry point {entry!r} itself: the tests would call "
+                    "their own function, never the candidate's"
+                )
+
+
+#: nodes that open a scope of their own: what they bind inside is not the module's
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+
+
+def _module_bound(tree: ast.Module) -> set[str]:
+    """The names code binds in its module's namespace (a ``global`` anywhere included)."""
+    out = {x for n in ast.walk(tree) if isinstance(n, ast.Global) for x in n.names}
+    todo = list(ast.iter_child_nodes(tree))
+    while todo:
+        n = todo.pop()
+        out |= {name for name, reads in _node_names(n) if not reads}
+        if not isinstance(n, _SCOPES):
+            todo += ast.iter_child_nodes(n)
+    return out
+
+
+def _node_names(n: ast.AST) -> list[tuple[str, bool]]:
+    """(name, read-only?) for the names one node reads or binds."""
+    if isinstance(n, ast.Name):
+        return [(n.id, isinstance(n.ctx, ast.Load))]
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [(n.name, False)]
+    if isinstance(n, ast.arg):
+        return [(n.arg, False)]
+    if isinstance(n, ast.alias):
+        return [((n.asname or n.name).split(".")[0], False)]
+    if isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+        return [(n.name, False)]
+    if isinstance(n, ast.MatchMapping) and n.rest:
+        return [(n.rest, False)]
+    if isinstance(n, (ast.Global, ast.Nonlocal)):
+        return [(x, False) for x in n.names]
+    return []
