@@ -32,16 +32,15 @@ TRICKY_PAIRS: list[tuple[str, str, bool]] = [
     ("\\frac{8}{3}", "2 2/3", True),
     ("2", "2 2/3", False),
     ("\\frac{7}{2}", "3\\frac{1}{2}", True),
-    # percentages
+    # percentages: "%" is a unit, one reading both ways ("25%" is 25 and never 0.25)
     ("50", "50\\%", True),
-    ("0.5", "50%", True),
+    ("0.5", "50%", False),
     ("25\\%", "25", True),
     ("25\\%", "30\\%", False),
-    # one reading of a percent sign per gold: "3%" answers 3, "300%" does not
     ("3", "3%", True),
     ("3", "300%", False),
-    ("0.5", "0.5%", False),
-    ("25\\%", "0.25", True),
+    ("0.5", "0.5%", True),
+    ("25\\%", "0.25", False),
     # hedges and relations the gold does not have earn nothing
     ("3", "3 \\approx 4", False),
     ("3", "3 \\text{ (or maybe 4)}", False),
@@ -352,4 +351,112 @@ LOSSLESS_PAIRS: list[tuple[str, str, bool]] = [
     ("5", "five five", False),
     ("5", "five hundred", False),
     ("20", "twenty thirty", False),
+]
+
+
+# ------------------------------------- red team (math_report.md): classes, in own variants
+
+
+def _breakers(wrong: str, gold: str) -> list[str]:
+    """``wrong`` and ``gold`` joined by something LaTeX cannot read whole: a parser that
+    falls back to free text would read ``gold`` out of it."""
+    joins = ["(", "[", "{", ")", "]", "\\{", "\\}", "\\left(", "\\left[", "\\lfloor", "\\rceil",
+             "\\lceil", "\\langle", "\\binom", "\\sqrt (", "^ (", "_ [", "||", ".", "\\(", "\\]",
+             "\\begin{foo}", "\\end{bar}", "\\begin{}", "\\begin{pmatrix}"]  # fmt: skip
+    out = [f"{wrong} {j} {gold}" for j in joins]
+    out += [
+        f"\\begin{{q}}{wrong} \\\\ {gold}\\end{{q}}",
+        f"\\begin{{zz}}{wrong} & {gold}\\end{{zz}}",
+    ]
+    out += [
+        f"{gold} }} {wrong}",
+        f"{gold} ]",
+        f"{{{wrong} [ {gold}}}",
+        f"\\frac{{{wrong} ( {gold}}}{{1}}",
+    ]
+    return out
+
+
+#: (gold, prediction, expected): each class of the red-team report in variants of its own
+REDTEAM_PAIRS: list[tuple[str, str, bool]] = [
+    # A: what LaTeX cannot read whole is wrong, never one of its pieces
+    *[
+        (g, p, False)
+        for g, w in [("7", "6"), ("-5", "5"), ("0.125", "0.5"), ("2.5", "3.5")]
+        for p in _breakers(w, g)
+    ],
+    ("y = 7", "y = 6 ( 7", False),
+    ("110_2", "111_2 [ 110_2", False),
+    *[(g, f"{g} }} 99", False) for g in ("\\frac{5}{6}", "3\\sqrt{2}", "[1, \\infty)", "4x-1")],
+    # B: a decimal inside any wrapper is an exact decimal
+    ("\\frac{2}{3}", "(0.666667)", False),
+    ("\\frac{2}{3}", "{0.666667}", False),
+    ("\\frac{2}{3}", "\\left(0.6666667\\right)", False),
+    ("\\frac{2}{3}", "[0.666667]", False),
+    ("0.25", "(0.2500003)", False),
+    ("0.25", "{0.2500003}", False),
+    ("0.25", "0.2500003^{1}", False),
+    ("0.25", "\\{0.2500003\\}", False),
+    ("\\sqrt{2}", "{1.414214}", False),
+    ("\\sqrt{2}", "(1.4142136)", False),
+    ("3\\pi", "{9.424778}", False),
+    ("0.000002", "{0.000001}", False),
+    ("0.000002", "\\{0.0000021\\}", False),
+    ("0.000002", "{10^{-8}}", False),
+    ("0.000002", "{0.0000000}", False),
+    ("0.25", "(0.25)", True),
+    ("0.25", "{0.250}", True),
+    ("\\frac{2}{3}", "{\\frac{2}{3}}", True),
+    # C: case, bases, primes, currency, percent and words are part of the answer
+    ("\\Theta", "\\theta", False),
+    ("\\lambda", "\\Lambda", False),
+    ("\\Sigma + 1", "\\sigma + 1", False),
+    ("\\frac{M}{3}", "\\frac{m}{3}", False),
+    ("3Y", "3y", False),
+    ("21", "21_{4}", False),
+    ("21_3", "21_4", False),
+    ("21_3", "21_{10}", False),
+    ("101_2", "101", False),
+    ("101_2", "101_{2}", True),
+    ("9", "9'", False),
+    ("2x", "2x'", False),
+    ("\\$7", "7 \\text{ pence}", False),
+    ("7 \\text{ euros}", "\\$7", False),
+    ("\\$7", "7 \\text{ dollars}", True),
+    ("9 \\text{ kg}", "9\\%", False),
+    ("9\\%", "9 \\text{ kg}", False),
+    ("\\text{odd}", "\\text{dod}", False),
+    ("\\text{up}", "\\text{pu}", False),
+    ("\\text{Bob}", "\\text{obB}", False),
+    ("\\text{left}", "\\text{felt}", False),
+    ("\\text{Tuesday}", "\\frac{Tuesdayz}{z}", False),
+    ("\\text{odd}", "\\text{Odd}", True),
+    ("\\Theta", "\\Theta", True),
+    # D: a pair is not a set or an interval; e and i are constants
+    ("(5, 6)", "\\{5, 6\\}", False),
+    ("\\{5, 6\\}", "(5, 6)", False),
+    ("(5, 6)", "5 < t < 6", False),
+    ("(5, 6)", "t \\in (5, 6)", False),
+    ("(3, \\infty)", "e > 3", False),
+    ("(-\\infty, 1)", "i < 1", False),
+    ("(3, \\infty)", "t > 3", True),
+    # E: one reading of a percent sign, both ways
+    ("0.4", "40\\%", False),
+    ("40\\%", "0.4", False),
+    ("40", "40\\%", True),
+    ("40\\%", "40", True),
+    ("40\\%", "40\\%", True),
+    # false rejects: a unit word asked for, spacing, other minus signs, a trailing comma
+    ("9", "9 \\text{ marbles}", True),
+    ("9", "9\\text{ pages}", True),
+    ("9", "9 \\text{ (oranges)}", True),
+    ("9", "9~\\text{kg}", True),
+    ("9", "9\\ \\text{boxes}", True),
+    ("-8", "\u22128", True),
+    ("9", "9 \\qquad", True),
+    ("9", "\\scriptstyle 9", True),
+    ("9", "9,", True),
+    ("y = -4", "-4 = y", True),
+    ("9 \\text{ kg}", "9 \\text{ marbles}", False),
+    ("9", "9 \\quad 8", False),
 ]

@@ -3,6 +3,7 @@ tuples): its readings, what it leaves to the symbolic grader, and a differential
 every verdict it gives is the one math-verify's symbolic check gives on the same pair."""
 
 import random
+import time
 
 import pytest
 
@@ -167,3 +168,19 @@ def test_the_memo_is_bounded(monkeypatch):
     for k in range(30):
         verify._remember((str(k), "x"), (False, "timeout", 3.0))
     assert len(verify._MEMO) <= 8 and ("29", "x") in verify._MEMO
+
+
+def test_exact_integer_arithmetic_is_bounded_in_the_parent():
+    """Nested constant powers are refused before they are computed (the size is estimated
+    first) and left to the time-limited worker; small ones are still read exactly."""
+    from flowzoo.tasks.math.poly import polynomial
+
+    for base in ("999999999999999999", "123456789012", "7"):
+        tower = base
+        for _ in range(7):
+            tower = f"({tower})^{{12}}"
+        t = time.perf_counter()
+        assert polynomial(tower) is None
+        assert time.perf_counter() - t < 0.05
+    assert polynomial("(2^{12})^{3}") == ("", {0: 2**36})
+    assert polynomial("(x+1)^{2}")[1] == {0: 1, 1: 2, 2: 1}

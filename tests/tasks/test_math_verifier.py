@@ -12,9 +12,10 @@ from flowzoo.tasks.math import (
     is_equivalent,
     load_math_dataset,
     load_math_file,
+    verify,
 )
 from flowzoo.tasks.math.verify import SymbolicChecker, SymbolicPool
-from tests.math_pairs import LOSSLESS_PAIRS, TRICKY_PAIRS
+from tests.math_pairs import LOSSLESS_PAIRS, REDTEAM_PAIRS, TRICKY_PAIRS
 
 
 def test_tricky_table_is_large_enough():
@@ -41,7 +42,7 @@ def test_tricky_pairs(gold, pred, expected):
         ("The final answer is $\\frac{1}{2}$.", "\\frac{1}{2}"),
         ("I think 3 then 4 then 12", "12"),
         ("\\boxed 5", "5"),
-        ("\\boxed{unclosed 3", "unclosed 3"),
+        ("\\boxed{unclosed 3", None),  # a box never closed: a truncated answer is none
         ("", None),
         ("no numbers here", None),
         (None, None),
@@ -113,17 +114,17 @@ def test_arithmetic_splits_are_disjoint_and_deterministic():
 
 
 def test_corpus_pools_use_up_small_levels_and_keep_the_split():
-    """Pretraining pools: level 1 has only a few thousand distinct train questions, so an
+    """Pretraining pools: level 1 has only a few thousand distinct pretrain questions, so an
     exhaustive pool takes all of them and fills up with the bigger levels."""
     from collections import Counter
 
     with pytest.raises(ValueError, match="cannot generate"):
-        arithmetic_tasks(5000, split="train", levels=(1,))
-    pool = arithmetic_tasks(24_000, split="train", exhaust=True)
+        arithmetic_tasks(5000, split="pretrain", levels=(1,))
+    pool = arithmetic_tasks(24_000, split="pretrain", exhaust=True)
     by_level = Counter(t.meta["level"] for t in pool)
     assert len(pool) == 24_000 and len({t.question for t in pool}) == 24_000
     # "used up" means no new question in many draws: nearly all, the exact count varies
-    level1 = len(arithmetic_tasks(10_000, split="train", levels=(1,), exhaust=True))
+    level1 = len(arithmetic_tasks(10_000, split="pretrain", levels=(1,), exhaust=True))
     assert abs(by_level[1] - level1) <= 0.05 * level1
     assert by_level[1] < by_level[2]
     test = {t.meta["key"] for t in arithmetic_tasks(10_000, split="test", exhaust=True)}
@@ -389,3 +390,79 @@ def test_one_check_per_answer_at_a_time(monkeypatch):
     for th in threads:
         th.join(10)
     assert calls == ["2^{9^{9}}"]
+
+
+# ----------------------------------------- red team: the classes of math_report.md
+
+
+@pytest.mark.parametrize("gold,pred,expected", REDTEAM_PAIRS)
+def test_redteam_classes(gold, pred, expected):
+    assert check(gold, pred).correct is expected
+
+
+def test_an_unreadable_answer_says_why():
+    assert check("7", "6 ( 7").reason == "unbalanced"
+    assert check("7", "\\begin{foo}6 \\\\ 7\\end{foo}").reason == "unknown_environment"
+    assert check("7", "6 \\( 7 \\)").reason == "malformed"
+    assert check("7", "6 \\binom 7").reason == "unparsed"  # well-formed, LaTeX reads it not
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("\\boxed{6}" + "y" * 30_000 + " \\boxed{7}", None),  # a hedge before the tail
+        ("\\boxed{7}" + "y" * 30_000 + " \\boxed{7.0}", "7.0"),
+        ("Answer: 6 ( 7", "6 ( 7"),
+        ("#### 7} \\cdot 3", "7} \\cdot 3"),
+        ("Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.", "\\frac{1}{2}"),
+        ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
+        ("\\boxed{6} and \\boxed{7", None),
+    ],
+)
+def test_boxes_are_read_whole_in_the_whole_completion(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_completions_with_unreadable_answers_score_zero():
+    fam = MathFamily()
+    task = Task("t", "q", "9")
+    for text in ("Answer: 8 ( 9", "#### 9} + 1", "\\boxed{8 [ 9}", "so \\boxed{9"):
+        assert fam.score(task, text).score == 0.0
+    assert fam.score(task, "2 + 7 = 9. \\boxed{9}").correct
+    assert fam.score(Task("t", "q", "-9"), "\\boxed{-9}").correct
+
+
+def test_a_chain_shares_one_symbolic_budget(monkeypatch):
+    """Every ``=`` part of one answer draws on one deadline: many slow parts cost the budget
+    once, not once each."""
+    checker = verify.get_checker()
+    limits = []
+
+    def slow(gold, pred, timeout_s=None):
+        limits.append(timeout_s)
+        time.sleep(min(0.3, timeout_s))
+        return True, "symbolic"
+
+    monkeypatch.setattr(checker, "check", slow)
+    monkeypatch.setattr(verify, "_MEMO", {})
+    pred = " = ".join(f"7 + 0 \\cdot 3^{{{k + 40}}}" for k in range(12))
+    t = time.perf_counter()
+    v = check("7", pred, timeout_s=1.0)
+    assert time.perf_counter() - t < 1.6 and v.reason == "timeout" and not v.correct
+    assert len(limits) <= 5 and all(x <= 1.0 for x in limits)
+
+
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("Strategy : \n1.\n-", None),  # a list item, then more: not a final answer
+        ("1. add\n2. subtract", None),
+        ("12 -", None),
+        ("5 + 3 * 2 and then more words follow here", None),
+        ("The answer is 5", "5"),
+        ("so 3 + 4 = 7.", "7"),
+        ("she has 7 apples in total.", "7"),
+    ],
+)
+def test_a_bare_last_number_counts_only_where_it_ends_the_completion(text, want):
+    assert extract_answer(text) == want

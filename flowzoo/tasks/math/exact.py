@@ -235,6 +235,8 @@ def exact_check(gold: str, pred: str) -> bool | None:
         return vg == vp
     ig, ip = interval(gold), interval(pred)
     if ig is not None and ip is not None:  # the same set, and the same variable if both name one
+        if ig[0] is None and ip[0] is not None and _pair(gold):
+            return False  # the gold (3, 4) is an ordered pair: an inequality does not answer it
         return ig[1:] == ip[1:] and (ig[0] is None or ip[0] is None or ig[0] == ip[0])
     cg, cp = composite(gold), composite(pred)
     if cg is None or cp is None:
@@ -244,6 +246,14 @@ def exact_check(gold: str, pred: str) -> bool | None:
     if cg[0] in _INTERVALS and cp[0] in _INTERVALS and len(cg[1]) == len(cp[1]) == 2:
         return False  # two non-empty intervals with different ends included
     return None  # (a, b) against {a, b}: how lenient to be is the symbolic grader's call
+
+
+def _pair(s: str) -> bool:
+    """Whether ``s`` is ``(a, b)`` with two finite ends: an ordered pair as much as an open
+    interval, so only bracket notation answers it (an interval with an infinite or a closed
+    end, ``(2, \\infty)``, ``[1, 4)``, is an interval)."""
+    t = squeeze(s)
+    return t.startswith("(") and t.endswith(")") and "\\infty" not in t and "oo" not in t
 
 
 def _vector(s: str, rows: tuple | None) -> tuple | None:
@@ -278,7 +288,7 @@ def interval(s: str) -> Interval | None:
     t = squeeze(s)
     if len(t) > MAX_CHARS:
         return None
-    m = re.match(r"^([a-zA-Z])\\in(?![a-zA-Z])(.*)$", t)
+    m = re.match(r"^([a-df-hj-zA-Z])\\in(?![a-zA-Z])(.*)$", t)
     if m:
         got = _bracketed(m.group(2))
         return None if got is None else (m.group(1), *got[1:])
@@ -293,7 +303,7 @@ def interval(s: str) -> Interval | None:
     if ops[0][1] < 0:  # written downwards: read it upwards
         parts, ops = parts[::-1], [(inc, 1) for inc, _ in reversed(ops)]
     terms = [x.strip() for x in parts[0::2]]
-    var = [k for k, x in enumerate(terms) if re.fullmatch(r"[a-zA-Z]", x)]
+    var = [k for k, x in enumerate(terms) if re.fullmatch(r"[a-df-hj-zA-Z]", x)]  # e, i: constants
     if len(var) != 1 or (len(terms) == 3 and var[0] != 1):
         return None
     v = var[0]

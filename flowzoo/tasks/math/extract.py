@@ -9,9 +9,12 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-#: Only the tail of a huge completion is searched: the final answer sits at the end, and
-#: regexes over megabytes of garbage would stall a rollout.
+#: Only the tail of a huge completion is searched for ``####``, ``Answer:`` and a last number:
+#: the final answer sits at the end, and regexes over megabytes of garbage would stall a rollout
 MAX_SCAN_CHARS = 20_000
+#: Boxes are searched in the whole completion (a hedge hidden before the tail still counts), up
+#: to this size; a longer text is no completion (the envs cap an action at 8,192 characters)
+MAX_BOX_SCAN_CHARS = 4_000_000
 
 #: a number as a completion writes it; an exponent stays attached (``6.02e23`` is one number)
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+(?![\w])|/\d+)?|[-+]?\.\d+"
@@ -22,29 +25,29 @@ _ANSWER_RE = re.compile(
 )
 
 
-def find_boxed(text: str) -> list[str]:
-    r"""Contents of every ``\boxed{...}`` / ``\fbox{...}`` with balanced braces, in order."""
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+_BARE_BOX_RE = re.compile(r"\s+([^\s${}]+)")
+
+
+def boxes(text: str) -> tuple[list[str], bool]:
+    r"""Contents of every ``\boxed{...}`` / ``\fbox{...}`` (the whole balanced group), in
+    order, and whether every box was closed. Linear in the text."""
     out: list[str] = []
-    i = 0
-    while True:
-        j = text.find("\\boxed", i)
-        k = text.find("\\fbox", i)
-        if j < 0 or (0 <= k < j):
-            j = k
-        if j < 0:
-            return out
-        start = text.find("{", j)
-        # `\boxed 5` (no braces) is legal LaTeX
-        head = text[j:start] if start >= 0 else text[j:]
-        if start < 0 or head.strip() not in ("\\boxed", "\\fbox"):
-            m = re.match(r"\\(?:boxed|fbox)\s+([^\s$]+)", text[j:])
-            if m:
-                out.append(m.group(1))
-            i = j + 5
+    for m in _BOX_RE.finditer(text):
+        p = m.end()
+        while p < len(text) and text[p] in " \t":
+            p += 1
+        if p >= len(text) or text[p] != "{":
+            bare = _BARE_BOX_RE.match(text, m.end())  # `\boxed 5` (no braces) is legal LaTeX
+            if bare:
+                out.append(bare.group(1))
             continue
-        depth, p = 0, start
+        depth, start = 0, p
         while p < len(text):
             c = text[p]
+            if c == "\\":  # an escaped brace (`\{`) is no group
+                p += 2
+                continue
             if c == "{":
                 depth += 1
             elif c == "}":
@@ -52,25 +55,33 @@ def find_boxed(text: str) -> list[str]:
                 if depth == 0:
                     break
             p += 1
-        if depth != 0:  # unbalanced: take the rest of the line
-            out.append(text[start + 1 :].split("\n", 1)[0])
-            return out
+        if depth != 0:
+            return out, False
         out.append(text[start + 1 : p])
-        i = p + 1
+    return out, True
+
+
+def find_boxed(text: str) -> list[str]:
+    r"""Contents of every closed ``\boxed{...}`` / ``\fbox{...}``, in order."""
+    return boxes(text)[0]
 
 
 def extract_answer(text: str | None) -> str | None:
     r"""The final answer in a completion: the ``\boxed{}`` answer, else ``####``, else
-    ``Answer:``, else the last number. None when there is nothing answer-like, and when two
-    boxes hold different answers (a hedge names no single answer; the same answer boxed twice
-    is one answer). Never raises."""
-    if not isinstance(text, str) or not text.strip():
+    ``Answer:``, else a last number that ends the completion (punctuation or a unit may follow). None when there is nothing answer-like, when two
+    boxes anywhere in the completion hold different answers (a hedge names no single answer;
+    the same answer boxed twice is one answer), and when a box is never closed (a truncated
+    answer is no answer). Never raises."""
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_BOX_SCAN_CHARS:
         return None
-    tail = text[-MAX_SCAN_CHARS:]
-    boxed = [b.strip() for b in find_boxed(tail) if b.strip()]
+    found, closed = boxes(text)
+    if not closed:
+        return None
+    boxed = [b.strip() for b in found if b.strip()]
     if boxed:
         last = boxed[-1]
         return last if all(same_answer(b, last) for b in boxed[:-1]) else None
+    tail = text[-MAX_SCAN_CHARS:]
     hashes = _HASHES_RE.findall(tail)
     if hashes and hashes[-1].strip():
         return _trim_sentence(hashes[-1])
@@ -78,10 +89,16 @@ def extract_answer(text: str | None) -> str | None:
         cand = _trim_sentence(m.group(1))
         if cand:
             return cand
-    nums = _NUMBER_RE.findall(tail)
-    if nums:
-        return nums[-1]
+    nums = list(_NUMBER_RE.finditer(tail))
+    if nums and _ANSWER_END_RE.fullmatch(tail[nums[-1].end() :]):
+        return nums[-1].group(0)
     return None
+
+
+#: what may follow a bare final number for it to be the answer: at most three words (a unit,
+#: "in total"), then closing punctuation; a number followed by anything else (``1.\n-``, a
+#: list item ``2. subtract``, an operator) ends nothing
+_ANSWER_END_RE = re.compile(r"\s*(?:[A-Za-z]+\s*){0,3}[\s.,;:!?)$*]*")
 
 
 def same_answer(a: str, b: str) -> bool:
@@ -89,20 +106,32 @@ def same_answer(a: str, b: str) -> bool:
     normalised, or the same number (``5`` and ``5.0``). Cheap on purpose; anything else is two
     answers."""
     na, nb = normalize(a), normalize(b)
-    if squeeze(na).lower() == squeeze(nb).lower():
+    if squeeze(na) == squeeze(nb):
         return True
     va, vb = to_number(na), to_number(nb)
     return va is not None and va == vb
 
 
+_MATH_SPAN_RE = re.compile(r"\$+([^$]+)\$+")
+
+
 def _trim_sentence(s: str) -> str:
+    """The answer in an answer line: its first ``$...$`` span where it has one (Minerva's
+    "The final answer is $14$. I hope it is correct."), else the line without trailing
+    punctuation."""
     s = s.strip().strip("*").strip()
-    if s.startswith("$") and s.count("$") >= 2:
-        s = s[1 : s.index("$", 1)]
-    s = s.rstrip(" .;")
+    m = _MATH_SPAN_RE.search(s)
+    if m:
+        s = m.group(1)
+    s = s.rstrip(" .;,")
     return s.strip()
 
 
+#: spacing: ``~``, ``\\ ``, ``\\quad``, ``\\qquad``, ``\\:``, ``\\>`` (``\\,`` is handled apart:
+#: it may group thousands)
+_SPACING_RE = re.compile(r"~|(?<!\\)\\ |\\q?quad(?![a-zA-Z])|\\[:>]|\\enspace|\\hspace\{[^{}]*\}")
+_STYLE_RE = re.compile(r"\\(?:textstyle|scriptstyle|displaystyle)(?![a-zA-Z])")
+_DOLLAR_WORD_RE = re.compile(r"\b(?:dollars?|usd)\b", re.IGNORECASE)
 _TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 #: unit words by canonical name. No one-letter unit: ``2m`` may be ``2 * m``. Units are
 #: compared by name (``5 cm`` is not ``5 km``), never converted
@@ -119,7 +148,7 @@ _UNIT_WORDS = {
     "liter": "liters liter litres litre",
     "pound": "pounds pound lbs lb",
     "hour": "hours hour hrs hr",
-    "minute": "minutes minute mins",
+    "minute": "minutes minute mins min",
     "second": "seconds second secs",
     "day": "days day",
     "week": "weeks week",
@@ -154,8 +183,13 @@ def normalize(ans: str) -> str:
     unit stay (see :func:`split_unit`), and spaces are collapsed, not removed."""
     # never cut: a cut could drop what follows a run of padding ("42", 2,000 spaces, "43");
     # callers bound the length (``verify.MAX_ANSWER_CHARS``)
-    s = ans.strip()
+    s = ans.strip().replace("\u2212", "-")  # U+2212 MINUS SIGN
+    # a dollar sign is a currency, so a unit (``\\$5`` is ``5 dollars``, never 5 cents); one
+    # before a digit is currency too when the ``$`` do not pair up as math delimiters
+    cur = "\\$" in s or (s.count("$") % 2 == 1 and re.search(r"\$\s*[-+]?\d", s) is not None)
     s = s.replace("\\$", "").replace("$", "").replace("\\!", "")
+    s = _SPACING_RE.sub(" ", s)
+    s = _STYLE_RE.sub("", s)
     # a thin space groups thousands (12\,345) or is a space: "1\,0" is not 10
     s = _THIN_GROUPS_RE.sub(lambda m: m.group(0).replace("\\,", ""), s)
     s = s.replace("\\,", " ").replace("\\;", " ")
@@ -168,8 +202,10 @@ def normalize(ans: str) -> str:
         if s2 == s:
             break
         s = s2
-    s = s.strip().rstrip(".").strip()
+    s = s.strip().rstrip(".,").strip()
     s = re.sub(r"\s+", " ", s)
+    if cur and not _DOLLAR_WORD_RE.search(s):
+        s = f"{s} dollars"
     # scientific notation is read as its exact value: 6.02 \times 10^{23} -> 6.02e23
     s = _SCI_RE.sub(r"\1e\2", s)
     # thousands separators: 1,234,567 -> 1234567 (only when every group has 3 digits)
@@ -177,12 +213,25 @@ def normalize(ans: str) -> str:
     return s
 
 
+#: a word the question may have asked for after a number (``14 \\text{ eggs}``): three or more
+#: letters after a space, not a function name (``2 m`` and ``2ab`` stay variables)
+_WORD_UNIT_RE = re.compile(r"^(.*?[\d}%])\s+\(?([a-zA-Z]{3,}(?:\s+[a-zA-Z]{3,}){0,2})\)?\s*\.?$")
+_NOT_UNITS = frozenset(
+    "sqrt frac sin cos tan cot sec csc log exp max gcd lcm mod inf infty".split()
+)
+
+
 def split_unit(s: str) -> tuple[str, str]:
     """(value, canonical unit) of a normalised answer: ``5 cm`` -> ``("5", "centimeter")``,
-    ``2 miles per hour`` -> ``("2", "mile per hour")``; ``(s, "")`` without a unit word."""
+    ``2 miles per hour`` -> ``("2", "mile per hour")``, ``14 eggs`` -> ``("14", "egg")`` (a
+    word not in the list is a unit by its lowercase singular); ``(s, "")`` without one."""
     m = _UNIT_RE.match(s)
     if m is None or not m.group(1).strip():
-        return s, ""
+        w = _WORD_UNIT_RE.match(s)
+        words = w.group(2).lower().split() if w else []
+        if not words or not w.group(1).strip() or _NOT_UNITS & set(words):
+            return s, ""
+        return w.group(1).strip(), " ".join(_UNIT_OF.get(x, x.rstrip("s")) for x in words)
     words = re.split(r"\s+", m.group(2).lower().replace("sq.", "square").replace("sq ", "square "))
     return m.group(1).strip(), " ".join(_UNIT_OF.get(w, w) for w in words)
 
@@ -332,3 +381,156 @@ def to_number(s: str) -> tuple[Fraction, bool] | None:
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
     return None
+
+
+#: environments an answer may use (matrices, cases, alignments); any other name is no LaTeX
+#: the checker reads, and math-verify would read one of its operands
+ENVIRONMENTS = frozenset(
+    "matrix pmatrix bmatrix Bmatrix vmatrix Vmatrix smallmatrix array cases aligned align align* "
+    "gathered split".split()
+)
+_STRUCT_RE = re.compile(
+    r"\\\\|\\begin\{([^{}]*)\}|\\end\{([^{}]*)\}|\\(?:begin|end)(?![a-zA-Z])|\\[{}()\[\]]"
+    r"|\\[lr](?:floor|ceil|angle)(?![a-zA-Z])|\\langle|\\rangle|[{}()\[\]]"
+)
+_OPENERS = {"{": "{", "\\{": "\\{", "(": "(", "[": "(", "\\lfloor": "floor", "\\lceil": "ceil"}
+_OPENERS["\\langle"] = "angle"
+_CLOSERS = {"}": "{", "\\}": "\\{", ")": "(", "]": "(", "\\rfloor": "floor", "\\rceil": "ceil"}
+_CLOSERS["\\rangle"] = "angle"
+
+
+def malformed(s: str) -> str | None:
+    r"""Why an answer is not well-formed LaTeX, else None: a bracket, brace, ``\{``, floor,
+    ceiling or environment that is not closed in order (``13 ( 14``, ``14 } 13``,
+    ``\begin{x}..\end{x}``), an unknown environment, or a math delimiter inside the answer
+    (``13 \( 14 \)``). Round and square brackets pair with each other (``[1, 5)``). Such
+    answers are wrong: a parser would read one of their pieces. Linear in the text."""
+    stack: list[str] = []
+    for m in _STRUCT_RE.finditer(s):
+        tok = m.group(0)
+        if tok == "\\\\":
+            continue
+        if tok in ("\\(", "\\)", "\\[", "\\]") or tok in ("\\begin", "\\end"):
+            return "malformed"
+        if m.group(1) is not None:
+            if m.group(1) not in ENVIRONMENTS:
+                return "unknown_environment"
+            stack.append("env:" + m.group(1))
+        elif m.group(2) is not None:
+            if not stack or stack.pop() != "env:" + m.group(2):
+                return "unbalanced"
+        elif tok in _OPENERS:
+            stack.append(_OPENERS[tok])
+        elif not stack or stack.pop() != _CLOSERS[tok]:
+            return "unbalanced"
+    return "unbalanced" if stack else None
+
+
+# ------------------------- what a parser would read only in part (the symbolic check's guards)
+
+#: relations and hedges a prediction may not add to what the gold says: math-verify reads
+#: "3 \\approx 4" as 3 and "3 (or maybe 4)" as 3, so they would earn the reward of "3"
+_RELATION_RE = re.compile(
+    r"\\(?:approx|sim|simeq|cong|equiv|neq|ne|leq?|geq?|lt|gt|ll|gg|propto|lesssim|gtrsim)"
+    r"(?![a-zA-Z])|[<>≈≠≤≥~]|!="
+)
+_UNIT_WORD_RE = re.compile(f"(?:{_UNITS})", re.IGNORECASE)
+_COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
+_WORD_RE = re.compile(r"[a-zA-Z]{2,}")
+_NUM_RE = re.compile(r"\d+(?:\.\d+)?")
+#: words a mathematical answer may contain without the gold containing them
+_MATH_WORDS = frozenset(
+    "sqrt frac pi sin cos tan cot sec csc log ln exp lg max min gcd lcm deg mod arcsin arccos "
+    "arctan sinh cosh tanh det inf infty infinity oo cdot times div".split()
+)
+
+
+def hedged(gold: str, pred: str) -> bool:
+    """Whether a (normalised) prediction says more than one answer: a relation the gold does
+    not have (``3 \\approx 4``, ``x < 3``), or prose the gold does not have around more than one
+    number (``3 (or maybe 4)``, ``5 or 6``, ``between 3 and 5``). One number with a word
+    (``5 cookies``, ``about 5``) still names a single value and is read as that value."""
+    rel_g = set(_RELATION_RE.findall(gold))
+    if any(r not in rel_g for r in _RELATION_RE.findall(pred)):
+        return True
+    words_g = {w.lower() for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", gold))}
+    prose = any(
+        w.lower() not in words_g and w.lower() not in _MATH_WORDS and not _UNIT_WORD_RE.fullmatch(w)
+        for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", pred))
+    )
+    return prose and len(_NUM_RE.findall(pred)) > len(_NUM_RE.findall(gold))
+
+
+#: commands math-verify evaluates as the LaTeX means them; any other command a prediction
+#: adds (``\cap``, ``\to``, ``\quad``, ``\pm``) it reads as one of its operands ("3 \cap 4" as 4)
+_EVALUATED = frozenset(
+    "frac sqrt pi cdot times div sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh "
+    "log ln exp lg infty inf binom lfloor rfloor lceil rceil begin end alpha beta gamma delta "
+    "epsilon varepsilon theta vartheta lambda mu nu rho sigma tau phi varphi omega".split()
+)
+#: characters of the arithmetic grammar; any other a prediction adds is an operator math-verify
+#: does not evaluate as written (``:``, ``;``, ``→``, ``∩``)
+_PLAIN = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 +-*/^_()[]{},.!'%|\\=<>"
+)
+#: separators that join values into a list math-verify reads as its last item ("3 ... 4")
+_JOINERS = ("..",)
+#: digits apart, not as a subscript or power ("1 0"; "\\log_2 4" is one value)
+_SPLIT_NUMBER_RE = re.compile(r"(?<![_^\d])\d+ \d")
+_ENV_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]*\}")
+
+
+#: Greek letters that name variables, in both cases (``\\Delta`` is not ``\\delta``; ``\\pi`` is a
+#: constant, ``\\Pi`` a variable)
+_GREEK = frozenset(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu "
+    "xi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma "
+    "Upsilon Phi Psi Omega".split()
+)
+
+
+def _letters(s: str) -> set[str]:
+    """The variables of an answer, case kept: its letters outside command names, and its
+    Greek-letter commands."""
+    s = _ENV_RE.sub(" ", s)
+    greek = {c for c in _COMMAND_RE.findall(s) if c[1:] in _GREEK}
+    return set(re.findall(r"[a-zA-Z]", _COMMAND_RE.sub(" ", s))) | greek
+
+
+def unread(ng: str, npred: str) -> str | None:
+    """Why math-verify would read less than the whole prediction, else None: a command or a
+    symbol it does not evaluate (``3 \\cap 4``, ``3 : 4``), unless the gold has it too; an
+    unpaired ``|`` (``3 | 4``); digits apart (``1 0``) that are no mixed number; other variables than the gold's (``2ab`` for 2, 2 for ``2m``). Its fallback reads such answers as
+    one operand, so they would earn the reward of that operand."""
+    cmds = set(_COMMAND_RE.findall(npred)) - set(_COMMAND_RE.findall(ng))
+    if any(c[1:] not in _EVALUATED for c in cmds):
+        return "unknown_operator"
+    extra = set(npred) - set(ng) - _PLAIN
+    if extra and not (extra == {"&"} and "\\begin" in npred):
+        return "unknown_operator"
+    if npred.count("|") % 2 or any(op in npred and op not in ng for op in _JOINERS):
+        return "unknown_operator"
+    if "\\\\" in npred and "\\begin" not in npred and "\\\\" not in ng:
+        return "unknown_operator"  # a line break outside a matrix: "3 \\ 4"
+    if _SPLIT_NUMBER_RE.search(squeeze(npred)) and not _SPLIT_NUMBER_RE.search(squeeze(ng)):
+        return "split_number"  # "1 0": 10, or 1 * 0 as math-verify reads it?
+    if _letters(npred) != _letters(ng):
+        return "other_variables"  # math-verify drops some letters as units: "2m" reads as 2
+    return None
+
+
+#: a number with a base subscript (``1011_2``, ``A3_{16}``); ``x_1`` is a variable's name
+_BASE_RE = re.compile(r"(?<![\w\\])([0-9A-Fa-f]*\d[0-9A-Fa-f]*)_\{?(\d{1,2})\}?")
+
+
+def _based(s: str) -> str:
+    """``s`` with each based number as its value and base: ``1011_{2}`` -> ``<11_2>``."""
+
+    def one(m: re.Match) -> str:
+        digits, base = m.group(1), int(m.group(2))
+        try:
+            return f"<{int(digits, base)}_{base}>" if 2 <= base <= 36 else m.group(0)
+        except ValueError:  # a digit the base does not have: compared as written
+            return f"<{digits.upper()}_{base}>"
+
+    return _BASE_RE.sub(one, squeeze(s))

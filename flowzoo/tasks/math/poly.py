@@ -21,6 +21,10 @@ from flowzoo.tasks.math.extract import compact
 MAX_CHARS = 120
 MAX_POWER = 12
 MAX_DIGITS = 18
+#: the largest numerator or denominator built here, in bits (about 10^4 digits): sizes are
+#: estimated before multiplying, so nested constant powers (``((10^18)^{12})^{12}...``) are
+#: refused in microseconds and left to the time-limited worker
+MAX_BITS = 33_000
 _TOKEN = re.compile(r"\\frac|\\cdot|\\times|\\left|\\right|\d+|[a-zA-Z]|[{}()*/^+-]")
 #: a polynomial: power -> coefficient (no zero coefficients)
 Poly = dict[int, Fraction]
@@ -43,8 +47,14 @@ def _mul(a: Poly, b: Poly) -> Poly:
         for j, y in b.items():
             if i + j > MAX_POWER:
                 raise ValueError("degree too high")
+            if _bits(x) + _bits(y) > MAX_BITS:
+                raise ValueError("coefficient too large")
             out[i + j] = out.get(i + j, Fraction(0)) + x * y
     return _clean(out)
+
+
+def _bits(x: Fraction) -> int:
+    return max(x.numerator.bit_length(), x.denominator.bit_length())
 
 
 def _const(p: Poly) -> Fraction | None:

@@ -28,12 +28,17 @@ from fractions import Fraction
 from flowzoo.tasks.base import Verdict
 from flowzoo.tasks.math.exact import exact_check, irrational
 from flowzoo.tasks.math.extract import (
-    _UNITS,
+    _BASE_RE,
+    _based,
+    _letters,
     decimal_key,
+    hedged,
+    malformed,
     normalize,
     split_unit,
     squeeze,
     to_number,
+    unread,
 )
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -41,77 +46,33 @@ DEFAULT_TIMEOUT_S = 3.0
 MAX_SYMBOLIC_CHARS = 400
 #: Longer predictions are not answers: scored 0 without being read (bounds every path)
 MAX_ANSWER_CHARS = 2000
+#: what reading an answer may spend of its symbolic budget and still be given all of it
+_GRACE_S = 0.1
 
 
 def _numbers_equal(g: tuple[Fraction, bool], p: tuple[Fraction, bool]) -> bool:
-    """Percent signs, one reading per gold: a ``%`` on both sides or neither compares values;
-    a bare gold in (0, 1) reads a predicted ``p%`` as p/100 ("50%" for 0.5), any other bare
-    gold reads it as a unit ("3%" for 3, never "300%"); a bare prediction against a ``p%``
-    gold may give the value or the number of percent ("0.25" or "25" for "25%")."""
-    gv, gpct = g
-    pv, ppct = p
-    if gpct == ppct:
-        return gv == pv
-    if ppct:
-        return pv / 100 == gv if 0 < abs(gv) < 1 else pv == gv
-    return pv == gv or pv == gv / 100
+    """Percent signs, one reading both ways: ``%`` is a unit the question asked for, so
+    ``25%`` answers ``25%`` and ``25`` and a bare ``25`` answers ``25%``; ``p%`` is never
+    ``p/100`` (``0.25`` and ``25%`` are two answers: no answer may be right for both golds)."""
+    return g[0] == p[0]
 
 
 def _big_numbers_equal(ng: str, npred: str) -> bool | None:
     """Plain decimals with an exponent too large to convert, compared by digits and exponent
     (percent signs as in :func:`_numbers_equal`); None when either is not a plain decimal."""
-    gpct, ppct = ng.endswith("%"), npred.endswith("%")
     gk = decimal_key(ng.rstrip("%").strip())
     pk = decimal_key(npred.rstrip("%").strip())
-    if gk is None or pk is None:
-        return None
-    if gpct == ppct:
-        return gk == pk
-    shift = lambda k, d: k if k[0] == 0 else (k[0], k[1], k[2] + d)  # noqa: E731
-    if ppct:  # only the unit reading (a gold this large is never in (0, 1))
-        return pk == gk
-    return pk == gk or pk == shift(gk, -2)
-
-
-#: relations and hedges a prediction may not add to what the gold says: math-verify reads
-#: "3 \\approx 4" as 3 and "3 (or maybe 4)" as 3, so they would earn the reward of "3"
-_RELATION_RE = re.compile(
-    r"\\(?:approx|sim|simeq|cong|equiv|neq|ne|leq?|geq?|lt|gt|ll|gg|propto|lesssim|gtrsim)"
-    r"(?![a-zA-Z])|[<>≈≠≤≥~]|!="
-)
-_UNIT_WORD_RE = re.compile(f"(?:{_UNITS})", re.IGNORECASE)
-_COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
-_WORD_RE = re.compile(r"[a-zA-Z]{2,}")
-_NUM_RE = re.compile(r"\d+(?:\.\d+)?")
-#: words a mathematical answer may contain without the gold containing them
-_MATH_WORDS = frozenset(
-    "sqrt frac pi sin cos tan cot sec csc log ln exp lg max min gcd lcm deg mod arcsin arccos "
-    "arctan sinh cosh tanh det inf infty infinity oo cdot times div".split()
-)
-
-
-def hedged(gold: str, pred: str) -> bool:
-    """Whether a (normalised) prediction says more than one answer: a relation the gold does
-    not have (``3 \\approx 4``, ``x < 3``), or prose the gold does not have around more than one
-    number (``3 (or maybe 4)``, ``5 or 6``, ``between 3 and 5``). One number with a word
-    (``5 cookies``, ``about 5``) still names a single value and is read as that value."""
-    rel_g = set(_RELATION_RE.findall(gold))
-    if any(r not in rel_g for r in _RELATION_RE.findall(pred)):
-        return True
-    words_g = {w.lower() for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", gold))}
-    prose = any(
-        w.lower() not in words_g and w.lower() not in _MATH_WORDS and not _UNIT_WORD_RE.fullmatch(w)
-        for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", pred))
-    )
-    return prose and len(_NUM_RE.findall(pred)) > len(_NUM_RE.findall(gold))
+    return None if gk is None or pk is None else gk == pk
 
 
 def fast_check(ng: str, npred: str) -> bool | None:
     """True/False when two normalised values are decidable without sympy, None when a
     symbolic check is needed. Bounded: no exact conversion of a number whose exponent or
     length is unbounded."""
-    if squeeze(ng).lower() == squeeze(npred).lower():
+    if squeeze(ng) == squeeze(npred):
         return True
+    if _BASE_RE.search(ng) or _BASE_RE.search(npred):  # 1011_2: the base is part of the value
+        return _based(ng) == _based(npred)
     gnum, pnum = to_number(ng), to_number(npred)
     if gnum is not None and pnum is not None:
         return _numbers_equal(gnum, pnum)
@@ -131,56 +92,47 @@ def fast_check(ng: str, npred: str) -> bool | None:
     return False if hedged(ng, npred) else None
 
 
+def unwrap(s: str) -> str:
+    """``s`` without brackets or braces around the whole of one value (``(0.333)``,
+    ``{3.14}``): the value's own rules (exact decimals, tiny magnitudes) then apply to it. A
+    bracket holding a list (``(1, 2)``) or a set (``\\{1\\}``) is kept."""
+    for _ in range(8):
+        t = s.strip()
+        if len(t) < 2 or (t[0], t[-1]) not in (("(", ")"), ("{", "}")) or not _wraps(t):
+            return t
+        if "," in t and len(_split_top(t[1:-1], ",")) > 1:
+            return t
+        s = t[1:-1]
+    return s.strip()
+
+
+def _wraps(t: str) -> bool:
+    """Whether the first bracket of ``t`` closes at its last character."""
+    depth = 0
+    for k, ch in enumerate(t):
+        if ch == "\\" and t[k + 1 : k + 2] in ("{", "}"):
+            return False  # a \\{ set brace: not a wrapper
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if depth == 0:
+            return k == len(t) - 1
+    return False
+
+
+def _container(s: str) -> str | None:
+    """``set`` for ``\\{a, b\\}``, ``seq`` for a pair, tuple or interval ``(a, b]``, else None."""
+    t = squeeze(s)
+    if t.startswith("\\{") and t.endswith("\\}"):
+        return "set"
+    if t[:1] in "([" and t[-1:] in ")]" and _wraps(t) and len(_split_top(t[1:-1], ",")) > 1:
+        return "seq"
+    return None
+
+
 def _looks_like_mixed(s: str) -> bool:
     # "2 2/3 cups" style leftovers that sympy would read as 2*2/3 or as 2
     parts = s.split()
     return len(parts) >= 2 and parts[0].lstrip("-").isdigit() and "/" in parts[1]
-
-
-#: commands math-verify evaluates as the LaTeX means them; any other command a prediction
-#: adds (``\cap``, ``\to``, ``\quad``, ``\pm``) it reads as one of its operands ("3 \cap 4" as 4)
-_EVALUATED = frozenset(
-    "frac sqrt pi cdot times div sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh "
-    "log ln exp lg infty inf binom lfloor rfloor lceil rceil begin end alpha beta gamma delta "
-    "epsilon varepsilon theta vartheta lambda mu nu rho sigma tau phi varphi omega".split()
-)
-#: characters of the arithmetic grammar; any other a prediction adds is an operator math-verify
-#: does not evaluate as written (``:``, ``;``, ``→``, ``∩``)
-_PLAIN = frozenset(
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 +-*/^_()[]{},.!'%|\\=<>"
-)
-#: separators that join values into a list math-verify reads as its last item ("3 ... 4")
-_JOINERS = ("..",)
-#: digits apart, not as a subscript or power ("1 0"; "\\log_2 4" is one value)
-_SPLIT_NUMBER_RE = re.compile(r"(?<![_^\d])\d+ \d")
-_ENV_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]*\}")
-
-
-def _letters(s: str) -> set[str]:
-    """The variables of an answer: its letters outside command names."""
-    return set(re.findall(r"[a-zA-Z]", _COMMAND_RE.sub(" ", _ENV_RE.sub(" ", s))))
-
-
-def unread(ng: str, npred: str) -> str | None:
-    """Why math-verify would read less than the whole prediction, else None: a command or a
-    symbol it does not evaluate (``3 \\cap 4``, ``3 : 4``), unless the gold has it too; an
-    unpaired ``|`` (``3 | 4``); digits apart (``1 0``) that are no mixed number; other variables than the gold's (``2ab`` for 2, 2 for ``2m``). Its fallback reads such answers as
-    one operand, so they would earn the reward of that operand."""
-    cmds = set(_COMMAND_RE.findall(npred)) - set(_COMMAND_RE.findall(ng))
-    if any(c[1:] not in _EVALUATED for c in cmds):
-        return "unknown_operator"
-    extra = set(npred) - set(ng) - _PLAIN
-    if extra and not (extra == {"&"} and "\\begin" in npred):
-        return "unknown_operator"
-    if npred.count("|") % 2 or any(op in npred and op not in ng for op in _JOINERS):
-        return "unknown_operator"
-    if "\\\\" in npred and "\\begin" not in npred and "\\\\" not in ng:
-        return "unknown_operator"  # a line break outside a matrix: "3 \\ 4"
-    if _SPLIT_NUMBER_RE.search(squeeze(npred)) and not _SPLIT_NUMBER_RE.search(squeeze(ng)):
-        return "split_number"  # "1 0": 10, or 1 * 0 as math-verify reads it?
-    if _letters(npred) != _letters(ng):
-        return "other_variables"  # math-verify drops some letters as units: "2m" reads as 2
-    return None
 
 
 def _split_top(s: str, sep: str) -> list[str]:
@@ -212,6 +164,9 @@ def statement(s: str) -> tuple[str, list[str]] | None:
     if not all(parts) or len(_split_top(s, ",")) > 1:
         return None
     head = parts[0]
+    if len(parts) == 2 and not _NAME_RE.fullmatch(head) and _NAME_RE.fullmatch(parts[1]):
+        parts = parts[::-1]  # "2 = x" states x = 2
+        head = parts[0]
     if _NAME_RE.fullmatch(head):
         if any(head[0] in _letters(p) for p in parts[1:]):
             return None  # the name is on the right too: an equation, not its solution
@@ -232,35 +187,52 @@ def _system_ok(s: str) -> bool:
 def judge(ng: str, npred: str, timeout_s: float | None = None) -> tuple[bool, str]:
     """(equal, reason) for two normalised answers. A prediction is right only if everything
     it states is: each value of a chain (``4 = 3`` is not 3), its variable's name where both
-    name one (``y = 2x + 3`` is not ``x = 2x + 3``); an unsolved equation answers no value."""
+    name one (``y = 2x + 3`` is not ``x = 2x + 3``); an unsolved equation answers no value.
+    One symbolic time budget for the whole answer: a chain of parts shares it."""
+    budget = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    deadline = time.monotonic() + budget
+    compare = functools.partial(_compare, deadline=deadline, budget=budget)
     sg, sp = statement(ng), statement(npred)
     if sp is None:
         if "," in npred and not _system_ok(npred):
             return False, "false_statement"
         if sg is not None and len(_split_top(npred, ",")) == 1:
             return False, "equation"
-        return compare(ng, npred, timeout_s)
+        return compare(ng, npred)
     if sg is None:
-        return compare(ng, npred, timeout_s)
+        return compare(ng, npred)
     (lg, vg), (lp, vp) = sg, sp
     if lg and lp and lg != lp:
         return False, "other_variable"
     verdict = (False, "no_answer")
     for v in vp:
-        verdict = compare(vg[-1], v, timeout_s)
+        verdict = compare(vg[-1], v)
         if not verdict[0]:
             return verdict
     return verdict
 
 
 def compare(ng: str, npred: str, timeout_s: float | None = None) -> tuple[bool, str]:
+    """One normalised value against another (see :func:`_compare`), with its own budget."""
+    budget = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    return _compare(ng, npred, time.monotonic() + budget, budget)
+
+
+def _compare(ng: str, npred: str, deadline: float, budget: float) -> tuple[bool, str]:
     """One normalised value against another: units by name (a unit on one side only is the
-    one the question asked for; two units must be the same), then exactly, then math-verify
-    on what it reads whole."""
+    one the question asked for; two units must be the same; ``%`` is a unit too), then
+    exactly, then math-verify on what it reads whole, with every decimal as its exact
+    fraction, until ``deadline``."""
     ng, ug = split_unit(ng)
     npred, up = split_unit(npred)
-    if ug and up and ug != up:
+    if ug and up and ug != up or (ug and npred.endswith("%")) or (up and ng.endswith("%")):
         return False, "unit_mismatch"
+    ng, npred = unwrap(ng), unwrap(npred)
+    if ng.count("'") != npred.count("'"):
+        return False, "prime"  # 14' (feet, or a derivative) is not 14
+    cg, cp = _container(ng), _container(npred)
+    if cg and cp and cg != cp:
+        return False, "container_mismatch"  # a set is not a pair, tuple or interval
     fast = fast_check(ng, npred)
     if fast is not None:
         return fast, "exact" if fast else "mismatch"
@@ -269,7 +241,29 @@ def compare(ng: str, npred: str, timeout_s: float | None = None) -> tuple[bool, 
         return False, why
     if len(npred) > MAX_SYMBOLIC_CHARS or len(ng) > MAX_SYMBOLIC_CHARS:
         return False, "too_long"
-    return symbolic(ng, npred, timeout_s)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False, "timeout"
+    # the whole budget when little of it is spent, so a remembered timeout answers a repeat
+    limit = budget if left >= budget - _GRACE_S else left
+    return symbolic(exact_decimals(_no_pct(ng)), exact_decimals(_no_pct(npred)), limit)
+
+
+_DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
+
+
+def exact_decimals(s: str) -> str:
+    """``s`` with every decimal literal as its exact fraction (``0.75`` ->
+    ``{\\frac{75}{100}}``): math-verify compares floats rounded to 6 places, which would
+    accept ``0.333333`` for 1/3 inside any wrapper."""
+    return _DECIMAL_RE.sub(
+        lambda m: f"{{\\frac{{{int(m.group(1) + m.group(2))}}}{{1{'0' * len(m.group(2))}}}}}", s
+    )
+
+
+def _no_pct(s: str) -> str:
+    """A trailing ``%`` is a unit (see :func:`_numbers_equal`): math-verify would divide by 100."""
+    return s[:-1].rstrip() if s.endswith("%") else s
 
 
 # ---------------------------------------------------------------- symbolic worker (child)
@@ -285,21 +279,27 @@ def _worker_main() -> None:  # pragma: no cover - runs in the child process
     sys.stdout = sys.stderr  # stray prints from libraries must not corrupt the protocol
     try:
         import sympy
-        from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+        from math_verify import LatexExtractionConfig, parse, verify
     except Exception as e:  # math-verify missing: report and exit
         out.write(json.dumps(["unavailable", repr(e)]) + "\n")
         out.flush()
         return
-    latex_first = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+    import math_verify.parser as mv_parser
+
+    # an answer that does not parse whole is unread, never its last equation ("13 ( 14 = 14")
+    mv_parser.get_last_eq = lambda latex: latex
+    latex_only = [LatexExtractionConfig(boxed_match_priority=0)]
 
     @functools.lru_cache(maxsize=8192)
     def parse_answer(s: str):
         # wrapping in $\boxed{}$ makes the LaTeX extractor take the whole string as one
-        # expression, which is what an already-extracted answer is
-        got = parse("$\\boxed{" + s + "}$", extraction_config=latex_first, parsing_timeout=None)
-        if not got:
-            got = parse(s, extraction_config=latex_first, parsing_timeout=None)
-        return got
+        # expression, which is what an already-extracted answer is. LaTeX only: the free-text
+        # extractor would take a number out of what LaTeX cannot read ("13 ( 14" as 14); a
+        # bare string back means the parse failed
+        if malformed(s):
+            return []
+        got = parse("$\\boxed{" + s + "}$", extraction_config=latex_only, parsing_timeout=None)
+        return got if len(got) == 2 and not isinstance(got[0], str) else []
 
     def tiny_guard(g, p) -> bool:
         """False when both are tiny numbers that differ (math-verify rounds them to 0)."""
@@ -540,6 +540,21 @@ def symbolic(gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool
 
 
 _INT_RE = re.compile(r"-?\d{1,18}")
+_WORDS_RE = re.compile(r"[a-zA-Z]+(?:[ -][a-zA-Z]+)*")
+_TEXT_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|operatorname)\s*\{\s*[a-zA-Z]{2}")
+
+
+def _text_answer(raw: str, norm: str) -> bool:
+    """Whether a gold is words (``\\text{even}``, ``no solution``, ``East``): letters only, and
+    written as text or longer than a two-letter product (``ab`` stays algebra)."""
+    if not _WORDS_RE.fullmatch(norm):
+        return False
+    return bool(_TEXT_RE.search(raw)) or " " in norm or "-" in norm or len(norm) >= 3
+
+
+def _words(s: str) -> str:
+    """Words compared case-insensitively (``Yes``, ``yes``), the only place case is dropped."""
+    return " ".join(s.replace("-", " ").split()).casefold()
 
 
 def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> Verdict:
@@ -554,7 +569,14 @@ def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> 
         if _INT_RE.fullmatch(g) and _INT_RE.fullmatch(p):  # most RL answers: nothing to parse
             ok = int(g) == int(p)
         else:
-            ok, reason = judge(normalize(gold), normalize(prediction), timeout_s)
+            ng, npred = normalize(gold), normalize(prediction)
+            why = malformed(npred)
+            if why:  # a parser would read one of its pieces
+                return Verdict(0.0, False, prediction, why)
+            if _text_answer(gold, ng):  # words are compared as words, never as letter products
+                ok = _words(ng) == _words(npred)
+                return Verdict(float(ok), ok, prediction, "text" if ok else "text_mismatch")
+            ok, reason = judge(ng, npred, timeout_s)
             return Verdict(float(ok), ok, prediction, reason)
         return Verdict(float(ok), ok, prediction, "exact" if ok else "mismatch")
     except Exception as e:  # a verdict, never an exception, whatever the input
