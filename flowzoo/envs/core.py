@@ -5,13 +5,25 @@ prompt and answers with a text completion. When the workflow ends, the task fami
 verifier scores the final answer and every agent receives the team reward (plus a per-role
 signal in ``reward_mode="role"``, less ``overlong_penalty`` for turns cut at their token
 budget). This is the one place rewards are mixed: a trainer trains on what the env gives
-(``infos[agent]["turn_rewards"]``, one per turn). Whatever an agent emits, the engine never
-raises on it: non-text is coerced, oversize text is cut, and every fallback is flagged in
-``infos``.
+(``infos[agent]["turn_rewards"]``, one per turn). Whatever *text* an agent emits, the engine
+never raises on it: ``None`` and ``bytes`` are turned into text, NUL characters are stripped,
+oversize text is cut, and every fallback is flagged in ``infos``. Anything else (an int, a
+list, an array) is not a completion: ``step`` raises TypeError before the turn is recorded.
+
+Copies: ``copy.copy``/``copy.deepcopy`` of an env is a branch of its state (tree rollouts,
+TRL's per-completion resume): the episode, the AEC bookkeeping, the RNG and the spaces are
+copied; the workflow, the task family (its sandbox) and the task set are shared. Pickling
+carries the workflow, family and tasks by value and a shared sandbox by its recipe (backend
+and options): unpickled, it is the process's shared sandbox for that recipe (the same object
+in this process, a new one in another); a sandbox passed as an instance cannot be pickled.
 """
 
 from __future__ import annotations
 
+import copy
+import io
+import pickle
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +32,32 @@ from gymnasium.spaces import Dict as DictSpace
 from gymnasium.spaces import Discrete
 from pettingzoo import AECEnv
 
+from flowzoo.envs import options as opt
 from flowzoo.envs.spaces import UnicodeText
 from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow
 from flowzoo.tasks.base import Task, TaskSet
 
 REWARD_MODES = ("team", "role")
 RENDER_MODES = ("ansi", "human")
+#: what every agent's info holds once the episode ended, terminated or truncated
+FINAL_INFO_KEYS = (
+    "final_answer",
+    "correct",
+    "score",
+    "team_reward",
+    "role_reward",
+    "turn_rewards",
+    "flags",
+    "flags_by_agent",
+    "n_flags",
+)
+
+
+class UnknownTaskError(ValueError, KeyError):
+    """A ``task_id`` the env's task set does not hold (a ValueError; a KeyError as before)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class Cut(str):
@@ -72,22 +104,17 @@ class WorkflowEnv(AECEnv):
         env_id: str = "",
     ) -> None:
         super().__init__()
-        if reward_mode not in REWARD_MODES:
-            raise ValueError(
-                f"unknown reward_mode {reward_mode!r}; valid: {', '.join(REWARD_MODES)}"
-            )
-        if render_mode is not None and render_mode not in RENDER_MODES:
-            raise ValueError(
-                f"unknown render_mode {render_mode!r}; valid: {', '.join(RENDER_MODES)}"
-            )
-        if not 0.0 <= role_weight <= 1.0:
-            raise ValueError(f"role_weight must be in [0, 1], got {role_weight}")
-        if max_prompt_chars < 64 or max_action_chars < 1:
-            raise ValueError("max_prompt_chars must be >= 64 and max_action_chars >= 1")
-        if not 0.0 <= overlong_penalty < float("inf"):  # also refuses NaN
-            raise ValueError(
-                f"overlong_penalty must be a finite number >= 0, got {overlong_penalty}"
-            )
+        given = {
+            "reward_mode": reward_mode,
+            "role_weight": role_weight,
+            "max_cycles": max_cycles,
+            "max_prompt_chars": max_prompt_chars,
+            "max_action_chars": max_action_chars,
+            "overlong_penalty": overlong_penalty,
+            "render_mode": render_mode,
+        }
+        for o in opt.ENGINE:  # declared once, with help, in flowzoo.envs.options
+            o.validate(given[o.name])
         self.workflow = workflow
         self.family = workflow.family
         self.tasks = tasks
@@ -119,6 +146,7 @@ class WorkflowEnv(AECEnv):
         self.episode: Episode | None = None
         self._prompt = ""
         self._step = 0
+        self._closed = False
 
     # ------------------------------------------------------------------ PettingZoo API
     def observation_space(self, agent: str) -> DictSpace:
@@ -146,11 +174,17 @@ class WorkflowEnv(AECEnv):
         return {r: self.workflow.token_budget(r) for r in self.roles}
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        # every input is checked, and an explicit task resolved, before any state changes
+        opt.check_seed(seed)
+        task = self._explicit_task(options)
+        self._closed = False
         if seed is not None:
+            seed = int(seed)
             self._rng = np.random.default_rng(seed)
             for i, a in enumerate(self.possible_agents):
                 self.action_spaces[a].seed(seed + i)
-        task = self._pick_task(options or {})
+        if task is None:
+            task = self.tasks[int(self._rng.integers(len(self.tasks)))]
         self.episode = Episode(task=task, family=self.family)
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
@@ -162,16 +196,38 @@ class WorkflowEnv(AECEnv):
         self.agent_selection = self.workflow.first(self.episode)
         self._prompt = self._build_prompt(self.agent_selection)
 
+    def check_reset(self, seed: Any = None, options: Any = None) -> None:
+        """Raise what ``reset(seed, options)`` would raise, changing nothing: views check
+        first, then touch their own state."""
+        opt.check_seed(seed)
+        self._explicit_task(options)
+
     def observe(self, agent: str) -> dict[str, Any]:
+        if agent not in self._roles:
+            raise ValueError(
+                f"observe({agent!r}): unknown agent; valid: {', '.join(self.possible_agents)}"
+            )
+        self._check_open("observe()")
         prompt = self._prompt if agent == self.agent_selection and not self._done() else ""
         return {"prompt": prompt, "turn": np.int64(min(self._step, self.max_cycles))}
 
     def step(self, action: Any) -> None:
+        self._check_open("step()")
+        if not self.agents:
+            raise RuntimeError(
+                f"step({_short(action)}) after the episode of {self} ended (every agent has "
+                "been removed); call reset() to start the next one"
+            )
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
+            if action is not None:
+                raise ValueError(
+                    f"step({_short(action)}) for {agent!r}, whose episode is over: the only "
+                    "valid action of a terminated or truncated agent is None"
+                )
             self._was_dead_step(action)
             return
-        text, flags = self._coerce_action(action)
+        text, flags = self._coerce_action(action)  # raises before anything is recorded
         ep = self.episode
         turn = Turn(
             agent=agent, role=self._roles[agent], prompt=self._prompt, action=text, flags=flags
@@ -202,12 +258,27 @@ class WorkflowEnv(AECEnv):
     def render(self) -> str | None:
         text = self.transcript()
         if self.render_mode == "human":
-            print(text)
+            # never raises on what an agent wrote (a lone surrogate, a character the
+            # terminal's encoding lacks): the turn is already recorded when this prints
+            enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+            try:
+                safe = text.encode(enc, "backslashreplace").decode(enc, "replace")
+            except LookupError:
+                safe = text.encode("ascii", "backslashreplace").decode("ascii")
+            print(safe)
             return None
         return text
 
     def close(self) -> None:
+        """End the episode; ``step``/``observe`` then raise until ``reset``."""
         self.episode = None
+        self._closed = True
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"{what} on {self} after close(); call reset() to reopen it")
+        if self.episode is None:
+            raise RuntimeError(f"{what} on {self} before reset(); call reset() first")
 
     # ------------------------------------------------------------------ helpers
     def transcript(self) -> str:
@@ -245,23 +316,71 @@ class WorkflowEnv(AECEnv):
             for t in self.episode.turns
         )
 
+    def behaviour_log(self) -> tuple[bool | None, ...]:
+        """Per turn of :meth:`turn_log`: whether it shows its role's considered behaviour
+        (True), the shortcut (False), or cannot tell (None) — the workflow's behaviour menu
+        (docs/testbed.md), read by evaluations to measure each role's behaviour rate."""
+        if self.episode is None:
+            return ()
+        return tuple(
+            self.workflow.behaviour(self.episode, i) for i in range(len(self.episode.turns))
+        )
+
     def _done(self) -> bool:
         return bool(self.agents) and self.episode_over()
 
-    def _pick_task(self, options: dict[str, Any]) -> Task:
-        if "task" in options and options["task"] is not None:
-            t = options["task"]
+    def _explicit_task(self, options: Any) -> Task | None:
+        """The task ``reset``'s options name (None: draw one), every key and value checked
+        first: misspelt keys, wrong types, a task of another family are errors."""
+        if options is None:
+            return None
+        if not isinstance(options, dict):
+            raise TypeError(
+                f"reset(options={_short(options)}) has type {type(options).__name__}; options "
+                f"must be a dict with keys from {', '.join(opt.RESET_KEYS)} (or None)"
+            )
+        unknown = sorted(set(options) - {*opt.RESET_KEYS, *opt.IGNORED_RESET_KEYS}, key=repr)
+        if unknown:
+            raise ValueError(
+                f"reset(options=...) has unknown key(s) {unknown}; valid: "
+                f"{', '.join(opt.RESET_KEYS)}"
+            )
+        given = {k: v for k, v in options.items() if v is not None and k in opt.RESET_KEYS}
+        if len(given) > 1:
+            raise ValueError(
+                f"reset(options=...) names the problem {len(given)} ways ({sorted(given)}); "
+                f"give one of {', '.join(opt.RESET_KEYS)}"
+            )
+        if "task" in given:
+            t = given["task"]
             if not isinstance(t, Task):
-                raise TypeError(f"options['task'] must be a flowzoo Task, got {type(t).__name__}")
+                raise TypeError(
+                    f"reset(options={{'task': {_short(t)}}}) has type {type(t).__name__}; "
+                    "task must be a flowzoo Task"
+                )
+            if t.family != self.family.name:
+                raise ValueError(
+                    f"reset(options={{'task': ...}}): task {t.id!r} is a {t.family!r} task; "
+                    f"{self} scores {self.family.name!r} tasks only"
+                )
             return t
-        if options.get("task_id") is not None:
-            return self.tasks.by_id(str(options["task_id"]))
-        if options.get("task_index") is not None:
-            i = int(options["task_index"])
-            if not 0 <= i < len(self.tasks):
-                raise ValueError(f"task_index {i} out of range 0..{len(self.tasks) - 1}")
-            return self.tasks[i]
-        return self.tasks[int(self._rng.integers(len(self.tasks)))]
+        if "task_id" in given:
+            tid = given["task_id"]
+            opt.RESET[1].validate(tid, "reset(options): ")
+            try:
+                return self.tasks.by_id(tid)
+            except KeyError as e:
+                raise UnknownTaskError(f"reset(options): task_id={tid!r}: {e.args[0]}") from None
+        if "task_index" in given:
+            i = given["task_index"]
+            opt.RESET[2].validate(i, "reset(options): ")
+            if i >= len(self.tasks):
+                raise ValueError(
+                    f"reset(options): task_index={i!r} is out of range; task_index must be an "
+                    f"int in [0, {len(self.tasks) - 1}]"
+                )
+            return self.tasks[int(i)]
+        return None
 
     def _base_info(self, agent: str) -> dict[str, Any]:
         return {
@@ -367,32 +486,94 @@ class WorkflowEnv(AECEnv):
         self.agent_selection = self.agents[0]
 
     def _truncate(self) -> None:
+        """``max_cycles`` ended the episode: no answer, reward 0, and the same final keys as
+        a finished episode (``FINAL_INFO_KEYS``) so a reader needs no second code path."""
+        flags_by_agent = {
+            a: sorted({f for t in self.episode.turns_of(a) for f in t.flags}) for a in self.agents
+        }
         for a in self.agents:
             self.truncations[a] = True
             self.rewards[a] = 0.0
-            self.infos[a].update(final_answer=None, correct=False, score=0.0, truncated=True)
-            self.infos[a]["flags"] = sorted(set(self.infos[a].get("flags", [])) | {"max_cycles"})
+            info = self.infos[a]
+            info["flags"] = sorted(set(info.get("flags", [])) | {"max_cycles"})
+            flags_by_agent[a] = sorted(set(flags_by_agent[a]) | {"max_cycles"})
+        n_flags = sum(len(v) for v in flags_by_agent.values())
+        for a in self.agents:
+            self.infos[a].update(
+                final_answer=None,
+                correct=False,
+                score=0.0,
+                verdict_reason="truncated at max_cycles",
+                team_reward=0.0,
+                role_reward=0.0,
+                turn_rewards=[0.0] * len(self.episode.turns_of(a)),
+                flags_by_agent=flags_by_agent,
+                n_flags=n_flags,
+                truncated=True,
+            )
         self.agent_selection = self.agents[0]
 
     def __str__(self) -> str:
         return self.metadata["name"]
 
-    def __deepcopy__(self, memo: dict) -> WorkflowEnv:
-        """A branch of this env's current state (tree rollouts): the episode and AEC state
-        are copied; workflow, task family (its sandbox), tasks and spaces are shared."""
-        import copy
+    #: what every copy of an env shares with it (not episode state: read-only or a resource)
+    _SHARED = ("workflow", "family", "tasks", "_roles", "possible_agents", "metadata")
 
+    def __deepcopy__(self, memo: dict) -> WorkflowEnv:
+        """A branch of this env's current state (tree rollouts, TRL's per-completion resume):
+        the episode, AEC state, RNG and spaces are copied; the workflow, the task family (and
+        its sandbox) and the task set are shared, also where the episode refers to them."""
         new = object.__new__(type(self))
-        shared = {
-            "workflow",
-            "family",
-            "tasks",
-            "observation_spaces",
-            "action_spaces",
-            "_roles",
-            "possible_agents",
-            "metadata",
-        }
+        memo[id(self)] = new
+        for k in self._SHARED:
+            v = self.__dict__[k]
+            memo[id(v)] = v
+        memo[id(self.family)] = self.family  # the episode's reference, whatever the attr name
+        if self.episode is not None:
+            memo[id(self.episode.task)] = self.episode.task  # frozen; shared with the task set
         for k, v in self.__dict__.items():
-            new.__dict__[k] = v if k in shared else copy.deepcopy(v, memo)
+            new.__dict__[k] = v if k in self._SHARED else copy.deepcopy(v, memo)
         return new
+
+    def __copy__(self) -> WorkflowEnv:
+        """Same as :meth:`__deepcopy__`: a shallow copy would share the episode, which no
+        caller wants (stepping one would step both)."""
+        return self.__deepcopy__({})
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        """Pickle by value, a shared sandbox by its recipe (see the module docstring)."""
+        buf = io.BytesIO()
+        try:
+            _EnvPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(self.__dict__)
+        except (TypeError, AttributeError, pickle.PicklingError) as e:
+            raise TypeError(
+                f"cannot pickle {self}: {e}. A sandbox passed to make_env as an instance "
+                "cannot be pickled; pass sandbox=<backend name> (re-created from its recipe "
+                "on unpickle), or branch the env in-process with copy.deepcopy (shares it)"
+            ) from None
+        return (_unpickle_env, (type(self), buf.getvalue()))
+
+
+class _EnvPickler(pickle.Pickler):
+    """Pickles a sandbox made by ``shared_sandbox(backend, options)`` as that call."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        code = sys.modules.get("flowzoo.tasks.code")
+        if code is None or isinstance(obj, (str, bytes, int, float, tuple, list, dict)):
+            return NotImplemented
+        for (backend, items), sb in list(code._SANDBOXES.items()):
+            if sb is obj:
+                return (code.shared_sandbox, (backend, dict(items)))
+        return NotImplemented
+
+
+def _unpickle_env(cls: type, blob: bytes) -> WorkflowEnv:
+    new = object.__new__(cls)
+    new.__dict__.update(pickle.loads(blob))
+    return new
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut for an error message (an action may be megabytes)."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 3] + "..."

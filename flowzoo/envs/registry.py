@@ -21,26 +21,19 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowzoo.envs import options as _opt
 from flowzoo.tasks.families import family_spec
 
 ENV_VERSION = 0
 #: the multi-agent workflows of the study (``single`` is its single-agent control)
 STUDY_WORKFLOWS = ("eval-opt", "voting", "orch-workers")
 
-#: options of the engine itself (see WorkflowEnv)
-ENGINE_OPTIONS = (
-    "reward_mode",
-    "role_weight",
-    "max_cycles",
-    "max_prompt_chars",
-    "max_action_chars",
-    "overlong_penalty",
-    "render_mode",
-)
+#: options of the engine itself (see WorkflowEnv; declared in flowzoo.envs.options)
+ENGINE_OPTIONS = tuple(o.name for o in _opt.ENGINE)
 #: options choosing the problems
-TASK_OPTIONS = ("dataset", "split", "n_tasks", "task_seed")
+TASK_OPTIONS = ("dataset", *(o.name for o in _opt.TASKS))
 #: the most problems an env may ask a task source for (more fails here, not in a generator)
-MAX_TASKS = 1_000_000
+MAX_TASKS = _opt.MAX_TASKS
 
 
 @dataclass(frozen=True)
@@ -175,12 +168,19 @@ def make_env(env_id: str, **overrides: Any):
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for {spec.id!r}; valid: {', '.join(valid)}")
     opts = {**spec.defaults, **overrides}
-    n = opts.get("n_tasks")
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_TASKS):
-        raise ValueError(f"n_tasks must be an int in 1..{MAX_TASKS:,}, got {n!r}")
     wf_cls = _workflow_cls(spec.workflow)
     wf_fields = {f.name for f in dataclasses.fields(wf_cls.Options)}
     fam = family_spec(spec.family)
+    declared = {**_opt.DECLARED, **_opt.workflow_opts(wf_cls.Options)}
+    for k, v in overrides.items():  # every value checked before anything is built
+        if k in declared:
+            declared[k].validate(v, f"make_env({spec.id!r}): ")
+    dataset = opts.get("dataset", fam.default_dataset)
+    if not isinstance(dataset, (str, TaskSet)):
+        raise TypeError(
+            f"make_env({spec.id!r}): dataset={dataset!r} has type {type(dataset).__name__}; "
+            "dataset must be a spec string or a TaskSet"
+        )
     family = fam.make(**{k: opts[k] for k in fam.options if k in opts})
     try:
         wf_options = wf_cls.Options(**{k: v for k, v in opts.items() if k in wf_fields})
@@ -188,21 +188,16 @@ def make_env(env_id: str, **overrides: Any):
         raise ValueError(f"bad workflow options for {spec.id!r}: {e}") from None
     workflow = wf_cls(wf_options, family)
 
-    dataset = opts.get("dataset", fam.default_dataset)
     if isinstance(dataset, TaskSet):
         tasks = dataset
-    elif isinstance(dataset, str):
-        split = str(opts.get("split", "train"))
+    else:
+        split = opts.get("split", "train")
         tasks = _load_tasks(
             spec.family,
             dataset,
             split,
-            int(opts.get("n_tasks", fam.n_tasks.get(split, 200))),
-            int(opts.get("task_seed", 0)),
-        )
-    else:
-        raise ValueError(
-            f"dataset must be a spec string or a TaskSet, got {type(dataset).__name__}"
+            opts.get("n_tasks", fam.n_tasks.get(split, 200)),
+            opts.get("task_seed", 0),
         )
     bad = [t.id for t in list(tasks)[:50] if t.family != spec.family]
     if bad:

@@ -6,7 +6,11 @@ features, so any Gymnasium/SB3 algorithm can learn it inside the real workflow.
 - :class:`EvaluatorChoiceEnv`: the Eval-Opt evaluator answers ACCEPT (1) or REVISE (0)
   (``Discrete(2)``) on each draft; the optimizer is played by a given policy.
 
-Rewards are the workflow's team reward at the end of the episode.
+Rewards are the workflow's team reward at the end of the episode. An action outside the
+declared ``Discrete`` space (a bool, a float, a string, out of range) is refused before the
+episode moves. When ``max_cycles`` ends the episode before the choosing role acts, ``reset``
+returns zero features and the role's final info, and the next ``step`` returns the end
+(``truncated=True``), as :class:`SingleAgentEnv` does.
 """
 
 from __future__ import annotations
@@ -22,6 +26,22 @@ from flowzoo.envs.registry import make_env
 from flowzoo.envs.wrappers.single_agent import SingleAgentEnv
 
 _EQ_RE = re.compile(r"(-?\d+)\s*([-+*])\s*(-?\d+)\s*=\s*(-?\d+)")
+
+
+def check_choice(space: spaces.Discrete, action: Any, view: str) -> int:
+    """``action`` as an int if it is in ``space`` (an int, a numpy integer or a 0-d/size-1
+    integer array, as SB3 passes it), else a TypeError/ValueError naming the space."""
+    a = action
+    if isinstance(a, np.ndarray) and a.size == 1 and np.issubdtype(a.dtype, np.integer):
+        a = a.reshape(()).item()
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+        raise TypeError(
+            f"{view}: action {action!r} has type {type(action).__name__}; it must be an int "
+            f"in {space} (0..{space.n - 1})"
+        )
+    if not space.contains(int(a)):
+        raise ValueError(f"{view}: action {action!r} is outside {space}; valid: 0..{space.n - 1}")
+    return int(a)
 
 
 def step_consistency(text: str) -> tuple[float, int]:
@@ -75,22 +95,18 @@ class AggregatorChoiceEnv(gym.Env):
         return feats.reshape(-1)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.wf.check_reset(seed, options)
         super().reset(seed=seed)
-        self.inner.reset(seed=seed, options=options)
+        _, info = self.inner.reset(seed=seed, options=options)
+        if info.get("ended_before_acting"):
+            return np.zeros(self.observation_space.shape, dtype=np.float32), info
         return self._features(), {}
 
     def step(self, action):
-        a = int(action)
-        if not 0 <= a < self.k:
-            raise ValueError(f"action {action} out of range 0..{self.k - 1}")
+        a = check_choice(self.action_space, action, type(self).__name__)
         _, reward, term, trunc, info = self.inner.step(f"\\boxed{{{a + 1}}}")
-        return (
-            np.zeros(self.observation_space.shape, dtype=np.float32),
-            float(reward),
-            True,
-            False,
-            info,
-        )
+        obs = np.zeros(self.observation_space.shape, dtype=np.float32)
+        return obs, float(reward), term, trunc, info
 
 
 class EvaluatorChoiceEnv(gym.Env):
@@ -124,16 +140,16 @@ class EvaluatorChoiceEnv(gym.Env):
         )
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.wf.check_reset(seed, options)
         super().reset(seed=seed)
-        self.inner.reset(seed=seed, options=options)
+        _, info = self.inner.reset(seed=seed, options=options)
+        if info.get("ended_before_acting"):
+            return np.zeros(4, dtype=np.float32), info
         return self._features(), {}
 
     def step(self, action):
-        verdict = (
-            "Verdict: ACCEPT"
-            if int(action) == 1
-            else "Verdict: REVISE\nFeedback: recheck each step."
-        )
+        a = check_choice(self.action_space, action, type(self).__name__)
+        verdict = "Verdict: ACCEPT" if a == 1 else "Verdict: REVISE\nFeedback: recheck each step."
         _, reward, term, trunc, info = self.inner.step(verdict)
         if term or trunc:
             return np.zeros(4, dtype=np.float32), float(reward), term, trunc, info

@@ -4,6 +4,13 @@
 the controlled agent; the others are played by callables. A callable is either
 ``fn(prompt) -> str`` (an LLM, a fixed transcript) or a scripted policy ``fn(env, agent)``
 wrapped with :func:`scripted`. Rewards are the controlled agent's rewards from the AEC env.
+
+Ends: the final ``info`` is the controlled agent's (for a role, its first agent's, whose
+reward the view returns), with the engine's final keys whether the workflow finished or
+``max_cycles`` truncated it. When ``max_cycles`` ends the episode before the controlled agent
+acts, ``reset`` returns the blank final observation with that final info
+(``info["ended_before_acting"]``), and the next ``step`` ignores its action and returns the
+end (reward 0, ``truncated=True``): Gymnasium has no way to end an episode inside ``reset``.
 """
 
 from __future__ import annotations
@@ -102,6 +109,9 @@ class SingleAgentEnv(gym.Env):
         self.action_space = env.action_space(first)
         self._reward_agent = first
         self._last_info: dict = {}
+        self._ended_by_trunc = False
+        #: the end ``reset`` already reached (the controlled agent never acted): step returns it
+        self._pending_end: tuple[float, bool, bool] | None = None
 
     def _other_for(self, agent: str):
         o = self._others
@@ -112,7 +122,8 @@ class SingleAgentEnv(gym.Env):
         return o
 
     def _advance(self) -> tuple[float, bool, bool]:
-        """Play the others (and dead steps) until a controlled agent must act or the end."""
+        """Play the others (and dead steps) until a controlled agent must act or the end;
+        at the end the controlled agent's final info is kept (not the last removed one's)."""
         env = self.env
         reward = 0.0
         while env.agents:
@@ -120,19 +131,21 @@ class SingleAgentEnv(gym.Env):
             if a == self._reward_agent:
                 reward += float(env._cumulative_rewards.get(a, 0.0))
             if env.terminations[a] or env.truncations[a]:
-                ended_by_trunc = env.truncations[a]
-                info = dict(env.infos[a])
+                if a == self._reward_agent:
+                    self._last_info = dict(env.infos[a])
+                    self._ended_by_trunc = bool(env.truncations[a])
                 env.step(None)
-                if not env.agents:
-                    self._last_info = info
-                    return reward, not ended_by_trunc, ended_by_trunc
                 continue
             if a in self.agents:
                 return reward, False, False
             env.step(partner_action(env, a, self._other_for(a)))
-        return reward, True, False
+        return reward, not self._ended_by_trunc, self._ended_by_trunc
+
+    def _final_obs(self) -> dict[str, Any]:
+        return {"prompt": "", "turn": self.observation_space["turn"].n - 1}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.env.check_reset(seed, options)  # before any state (the others' RNGs) is touched
         super().reset(seed=seed)
         if seed is not None:  # stateful others (noisy experts) restart too: same seed, same episode
             pols = self._others.values() if isinstance(self._others, dict) else [self._others]
@@ -141,22 +154,36 @@ class SingleAgentEnv(gym.Env):
                     pol.reseed(seed * 7919 + k)
         self.env.reset(seed=seed, options=options)
         self._last_info = {}
-        self._advance()
+        self._ended_by_trunc = False
+        self._pending_end = None
+        reward, term, trunc = self._advance()
+        if not self.env.agents:  # max_cycles ended it before the controlled agent acted
+            self._pending_end = (reward, term, trunc)
+            return self._final_obs(), {**self._last_info, "ended_before_acting": True}
         a = self.env.agent_selection
         return self.env.observe(a), dict(self.env.infos[a])
 
     def step(self, action: str):
         env = self.env
-        a = env.agent_selection
-        if a not in self.agents or not env.agents:
+        if env.episode is None:
+            raise RuntimeError(f"step() on {self.controlled!r}'s view before reset(); reset first")
+        if not (action is None or isinstance(action, (str, bytes, bytearray))):
+            raise TypeError(
+                f"action has type {type(action).__name__}; the {self.controlled!r} view's action "
+                f"is a str (the completion, {self.action_space})"
+            )
+        if self._pending_end is not None:
+            reward, term, trunc = self._pending_end
+            self._pending_end = None
+            return self._final_obs(), reward, term, trunc, dict(self._last_info)
+        if not env.agents or env.agent_selection not in self.agents:
             raise RuntimeError("step() called after the episode ended; call reset()")
         env.step(action)
         reward, term, trunc = self._advance()
         if env.agents:
             nxt = env.agent_selection
             return env.observe(nxt), reward, False, False, dict(env.infos[nxt])
-        obs = {"prompt": "", "turn": self.observation_space["turn"].n - 1}
-        return obs, reward, term, trunc, self._last_info
+        return self._final_obs(), reward, term, trunc, dict(self._last_info)
 
     def render(self) -> str:
         return self.env.transcript()

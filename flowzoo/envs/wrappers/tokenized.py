@@ -56,7 +56,19 @@ class TokenizedView(gym.Wrapper):
         return self._obs(obs, info), info
 
     def step(self, action):
-        ids = [int(i) for i in np.asarray(action).reshape(-1) if int(i) != self.pad_id]
+        arr = np.asarray(action)
+        if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
+            raise TypeError(
+                f"TokenizedView: action has dtype {arr.dtype}; it must be integer token ids in "
+                f"{self.action_space}"
+            )
+        if not self.action_space.contains(arr.astype(self.action_space.dtype)):
+            raise ValueError(
+                f"TokenizedView: action of shape {arr.shape} (ids {arr.min(initial=0)}.."
+                f"{arr.max(initial=0)}) is outside {self.action_space}: shape "
+                f"{self.action_space.shape}, ids 0..{self.vocab_size - 1}"
+            )
+        ids = [int(i) for i in arr.reshape(-1) if int(i) != self.pad_id]
         obs, r, term, trunc, info = self.env.step(self._decode(ids))
         info = dict(info)
         return self._obs(obs, info), r, term, trunc, info
