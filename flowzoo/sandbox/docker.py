@@ -25,7 +25,6 @@ import json
 import os
 import queue
 import shutil
-import sys
 import tarfile
 import threading
 import time
@@ -34,18 +33,17 @@ import weakref
 from dataclasses import dataclass
 
 from flowzoo.sandbox.base import (
-    SYSTEM_DIRS,
     ConcurrentRunMixin,
     ExecResult,
     SandboxUnavailable,
     checked_files,
     classify,
-    outside_system_dirs,
 )
 from flowzoo.sandbox.forkserver import GUARD_SOURCE
+from flowzoo.sandbox.runtime import runtime_dir, sandbox_python
 
 LABEL = "flowzoo.sandbox"
-HOST_IMAGE = "flowzoo-sandbox:host"
+HOST_IMAGE = "flowzoo-sandbox:host-rt1"  # rt1: the runtime layout (runtime.py)
 NOBODY = "65534:65534"
 
 _BOOT = """\
@@ -123,24 +121,11 @@ def ensure_host_image(client) -> str:
         pass
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for d in (
-            "box",
-            "tmp",
-            "usr",
-            "lib",
-            "lib64",
-            "lib32",
-            "bin",
-            "sbin",
-            "etc",
-            "proc",
-            "dev",
-            "sys",
-        ):
+        # the system is the runtime's ``usr`` (see runtime.py): the rest links into it
+        for d in ("box", "tmp", "usr", "lib", "lib64", "bin", "sbin", "etc", "proc", "dev", "sys"):
             info = tarfile.TarInfo(d)
-            host = "/" + d
-            if d not in ("box", "tmp") and os.path.islink(host):
-                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(host)
+            if d in ("lib", "lib64", "bin", "sbin"):
+                info.type, info.linkname = tarfile.SYMTYPE, "usr/" + d
             else:
                 info.type = tarfile.DIRTYPE
                 info.mode = 0o1777 if d in ("tmp", "box") else 0o755
@@ -155,15 +140,10 @@ def ensure_host_image(client) -> str:
 
 
 def _host_mounts() -> tuple[dict, str]:
-    vols: dict[str, dict] = {}
-    for d in SYSTEM_DIRS:  # symlinked ones (/lib -> usr/lib) are links in the image
-        if os.path.isdir(d) and not os.path.islink(d):
-            vols[d] = {"bind": d, "mode": "ro"}
-    exe = os.path.realpath(sys.executable)
-    prefix = os.path.realpath(sys.base_prefix)
-    if outside_system_dirs(prefix):
-        vols[prefix] = {"bind": prefix, "mode": "ro"}
-    return vols, exe
+    """The minimal runtime (interpreter, its libraries, the stdlib; no site-packages, no host
+    data) as the container's read-only ``/usr``: nothing else of the host is mounted."""
+    rt = runtime_dir()
+    return {os.path.join(rt, "usr"): {"bind": "/usr", "mode": "ro"}}, sandbox_python()
 
 
 @dataclass(frozen=True)

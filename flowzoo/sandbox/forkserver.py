@@ -27,8 +27,8 @@ from typing import TypeVar
 from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import ExecResult, classify, popen_isolated
 
-#: the guard (seccomp) first, then the server
-GUARD_SOURCE = (Path(__file__).with_name("guard.py")).read_text()
+#: the jail (unshare's file system, a no-op elsewhere), the guard (seccomp), then the server
+GUARD_SOURCE = "\n".join(Path(__file__).with_name(f).read_text() for f in ("jail.py", "guard.py"))
 SERVER_SOURCE = GUARD_SOURCE + "\n" + (Path(__file__).with_name("forkserver_main.py")).read_text()
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from flowzoo.sandbox.base import SYSTEM_DIRS, outside_system_dirs
+from flowzoo.sandbox.runtime import bwrap_binds
 
 NOBODY = 65534
 
@@ -63,9 +63,11 @@ def _traversable_by_others(path: str) -> bool:
         p = parent
 
 
-def _bwrap_prefix(prefix: str, disk_mb: int, inputs: str | None) -> list[str]:
-    """bubblewrap around the interpreter. Every writable place is a tmpfs of the sandbox's
-    own, ``disk_mb`` each (the run cannot fill the host's disk; it vanishes with the
+def _bwrap_prefix(runtime: str, disk_mb: int, inputs: str | None) -> list[str]:
+    """bubblewrap around the interpreter. The only host files shown are the minimal runtime
+    (``runtime.py``: the interpreter, its libraries and the stdlib, no site-packages, no
+    ``/usr/share``, no home or project), read-only. Every writable place is a tmpfs of the
+    sandbox's own, ``disk_mb`` each (the run cannot fill the host's disk; it vanishes with the
     sandbox); ``inputs``, a host dir of a single run's files, is shown read-only at ``/in``."""
     args = [
         "bwrap",
@@ -80,14 +82,8 @@ def _bwrap_prefix(prefix: str, disk_mb: int, inputs: str | None) -> list[str]:
         str(NOBODY),
         "--hostname",
         "sandbox",
+        *bwrap_binds(runtime),
     ]
-    for d in SYSTEM_DIRS:
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-    if outside_system_dirs(prefix):
-        args += ["--ro-bind", prefix, prefix]
     size = str(max(1, disk_mb) << 20)
     args += ["--proc", "/proc", "--dev", "/dev"]
     for d in ("/tmp", "/dev/shm", "/box"):
@@ -116,6 +112,7 @@ ISOLATION = {
         "uts-ns",
         "mount-ns",
         "fs-readonly",
+        "fs-runtime-only",
         "uid-65534",
         "cap-drop-all",
         "rlimits",
@@ -123,6 +120,8 @@ ISOLATION = {
     ),
     "unshare": (
         "unshare",
+        "mount-ns",
+        "fs-runtime-only",
         "pid-ns",
         "net-ns",
         "ipc-ns",

@@ -3,16 +3,17 @@
 Mechanisms (``mechanism="auto"`` takes bubblewrap, and refuses to run without it unless
 ``allow_weak_isolation=True``):
 
-- ``bwrap`` (bubblewrap): new user, PID, network, IPC, UTS, cgroup and mount namespaces; a
-  read-only view of the interpreter and system libraries; the work dir, ``/tmp`` and
+- ``bwrap`` (bubblewrap): new user, PID, network, IPC, UTS, cgroup and mount namespaces; the
+  only host files shown are the minimal runtime (``runtime.py``: interpreter, its libraries,
+  the stdlib; no site-packages, no ``/usr/share``, no home or project), read-only; the work dir, ``/tmp`` and
   ``/dev/shm`` are tmpfs file systems of the sandbox's own with a size quota (nothing lands on
   the host's disk, nothing survives the sandbox); uid 65534, all capabilities dropped,
   ``--die-with-parent`` (without it a killed bwrap leaves the program running), and the whole
   PID namespace dies with it.
-- ``unshare`` (util-linux), opt-in only: network, PID, IPC and UTS namespaces and a private
-  ``/proc``; the program drops to uid 65534 when started as root. The host file system stays
-  visible (the project, ``/etc/passwd``, the host ``/tmp``), runs share world-writable dirs and
-  one run can reach a concurrent run's files, so ``isolation`` does not claim ``fs``.
+- ``unshare`` (util-linux), opt-in only: network, PID, IPC, UTS and mount namespaces; the
+  program drops to uid 65534 when started as root. ``jail.py`` pivots into a root holding only
+  the minimal runtime, the run's dir and private scratch dirs. No user namespace: weaker than
+  bubblewrap (the uid is a real host uid), so still opt-in.
 - ``none``, opt-in only: rlimits, a scrubbed environment, its own session, uid 65534 when
   root. No network or PID isolation: a program can open sockets and a ``setsid`` daemon can
   outlive the run.
@@ -59,10 +60,10 @@ from flowzoo.sandbox.mechanisms import (
     NOBODY,
     PRELOAD,
     _bwrap_prefix,
-    _interpreter,
     _traversable_by_others,
     _unshare_prefix,
 )
+from flowzoo.sandbox.runtime import runtime_dir, sandbox_python, version_dir
 
 MECHANISMS = ("auto", "bwrap", "unshare", "none")
 #: mechanisms that leave the host's files and other runs reachable: only on explicit opt-in
@@ -205,8 +206,12 @@ class ProcessSandbox(ConcurrentRunMixin):
             )
         self.mechanism = mechanism
         self.default_workers = workers or max(2, os.cpu_count() or 2)
-        self._exe, self._prefix = _interpreter()
-        self._stdlib_public = _traversable_by_others(self._prefix)
+        # every mechanism runs the minimal runtime's interpreter (runtime.py): no site-packages
+        # on any path; bubblewrap (and unshare's jail) show nothing else of the host
+        self._runtime = runtime_dir()
+        host_exe = os.path.join(self._runtime, "usr", "bin", version_dir())
+        self._exe = sandbox_python() if mechanism == "bwrap" else host_exe
+        self._stdlib_public = mechanism == "unshare" or _traversable_by_others(self._runtime)
         self._cgroups = cgroups.available() if use_cgroups else ()
         self.forkserver = bool(forkserver)
         self._idle: list = []
@@ -237,10 +242,17 @@ class ProcessSandbox(ConcurrentRunMixin):
         """The clean interpreter inside this mechanism's isolation (arguments follow)."""
         py = [self._exe, "-I", "-S"]
         if self.mechanism == "bwrap":
-            return _bwrap_prefix(self._prefix, lim.disk_mb, inputs) + py
+            return _bwrap_prefix(self._runtime, lim.disk_mb, inputs) + py
         if self.mechanism == "unshare":
             return _unshare_prefix() + py
         return py
+
+    def _env(self, box: str | None, lim: ProcessLimits) -> dict[str, str]:
+        """The run's whole environment; under unshare, what its jail (``jail.py``) mounts."""
+        env = dict(_RUN_ENV)
+        if self.mechanism == "unshare":
+            env["FZ_JAIL"] = f"{self._runtime}\n{box}\n{lim.disk_mb}"
+        return env
 
     def _command(self, workdir: str, lim: ProcessLimits) -> list[str]:
         boot = _BOOT.format(
@@ -306,7 +318,7 @@ class ProcessSandbox(ConcurrentRunMixin):
     def _execute(
         self, workdir: str, lim: ProcessLimits, has_stdin: bool, backend: str
     ) -> ExecResult:
-        env = dict(_RUN_ENV)
+        env = self._env(workdir, lim)
         cmd = self._command(workdir, lim)
         group = None
         if self._cgroups:
@@ -368,7 +380,10 @@ class ProcessSandbox(ConcurrentRunMixin):
                 "--max-files",
                 str(lim.max_files),
             ]
-        args = [root] + (["--ipc"] if self.mechanism == "unshare" else [])
+        args = [root]
+        if self.mechanism == "unshare":  # the jail: the host root dir is /box, scratch is private
+            args = ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"]
+            args += ["--max-files", str(lim.max_files)]
         if os.geteuid() == 0:
             args += ["--uid", str(NOBODY), "--preload", ",".join(self._preload)]
         return args
@@ -382,7 +397,7 @@ class ProcessSandbox(ConcurrentRunMixin):
         try:
             if root is not None and os.geteuid() == 0:
                 os.chown(root, NOBODY, NOBODY)
-            env = dict(_RUN_ENV)
+            env = self._env(root, lim)
             argv = self._interpreter_command(None, lim)
             if self._cgroups:
                 # one cgroup for the server and the run it is doing
