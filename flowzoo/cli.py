@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -135,6 +136,10 @@ def _print_summary(summary: dict) -> None:
         )
         if e.get("greedy_base") is not None:
             print(f"  greedy: base {e['greedy_base']:.3f}, last {e['greedy_last']:.3f}")
+        b0, b1 = e.get("behaviour_base") or {}, e.get("behaviour_last") or {}
+        if b0:
+            rates = ", ".join(f"{r} {b0[r]:.2f} -> {b1.get(r, float('nan')):.2f}" for r in b0)
+            print(f"  considered behaviour (share of decidable turns), base -> last: {rates}")
         o = summary.get("ood")
         if o:
             print(
@@ -157,8 +162,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     bad = [e for e in args.env or [] if e not in list_envs()]
     if bad:  # before torch is imported or any model is built or loaded
         raise ValueError(f"unknown env {bad[0]!r}; valid: {', '.join(list_envs())}")
+    t = args.temperature
+    if not math.isfinite(t) or t < 0:  # -1 means something only to a training config
+        raise ValueError(f"--temperature must be a finite number >= 0 (0: greedy), got {t}")
+    if args.samples < 1 or args.episodes < 0:
+        raise ValueError("--samples must be >= 1 and --episodes >= 0")
     from flowzoo.models.threads import apply_threads
+    from flowzoo.train.checkpoint import check_weights
     from flowzoo.train.evaluate import evaluate_env, is_run_dir, model_policies
+
+    check_weights(args.model)  # a truncated weights file named, before anything loads it
 
     apply_threads(args.threads)  # before a model is loaded (torch's default: every core)
 
@@ -170,6 +183,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         role_models[role.strip()] = spec.strip()
     endpoint = dict(concurrency=args.concurrency, timeout_s=args.timeout, on_error=args.on_error)
     run_env, env_options, policy_for = model_policies(args.model, role_models, **endpoint)
+    test_options = env_options
+    if is_run_dir(args.model) and not args.env:  # the run's own held-out set, as it measured it
+        from flowzoo.config import TrainConfig
+        from flowzoo.train.heldout import for_run
+
+        cfg = TrainConfig.from_dict(
+            json.loads((Path(args.model) / "config.json").read_text()), source=args.model
+        )
+        held = for_run(cfg)
+        print(f"flowzoo eval: {held.line()}")
+        test_options = {**env_options, "dataset": held.tasks}
     envs = args.env or ([run_env] if run_env else list(study_envs("math")))
     what = "run " if is_run_dir(args.model) else ""
     print(
@@ -196,7 +220,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                 temperature=args.temperature,
                 samples=args.samples,
                 seed=args.seed,
-                env_options=env_options,
+                env_options=test_options if split == "test" else env_options,
                 split=split,
                 progress=f"{env_id} {split}",
             )

@@ -14,10 +14,10 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from flowzoo.envs.registry import MAX_TASKS, list_envs  # MAX_TASKS: the most an env may ask for
+from flowzoo.config_files import read_config_file
+from flowzoo.envs.registry import MAX_TASKS, check_options, list_envs  # MAX_TASKS: env's most
 
 #: the experiment trackers ``report_to`` may name (:mod:`flowzoo.train.trackers` opens them)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
@@ -82,6 +82,7 @@ UPPER_BOUNDS = {
     "eval_episodes": 1_000_000,
     "eval_ood_episodes": 1_000_000,
     "warmup_steps": 10**7,
+    "lr_decay_steps": 10**7,
     "resample_rounds": 1000,
     "max_new_tokens": MAX_NEW_TOKENS,
     "threads": 4096,
@@ -110,7 +111,11 @@ class TrainConfig:
     r64/alpha32) to every field not given explicitly."""
 
     env: str = _f("voting-math", "environment id (`flowzoo envs` lists them)")
-    env_options: dict[str, Any] = _f({}, "options passed to make_env (JSON), e.g. reward_mode")
+    env_options: dict[str, Any] = _f(
+        {},
+        "options passed to make_env (JSON), e.g. reward_mode; checked against the env's "
+        "declared options (split, n_tasks and overlong_penalty are set by their own fields)",
+    )
     model: str = _f("tiny-s", "tiny-s | tiny-m | tiny-l | a local Hugging Face checkpoint path")
     policy: str = _f("shared", "shared | isolated | role=name,role=name (a custom role map)")
     param: str = _f("full", "train all weights, or a LoRA adapter per policy", ("full", "lora"))
@@ -120,7 +125,9 @@ class TrainConfig:
     steps: int = _f(50, "rollout + update steps to run (a resumed run continues to this)")
     problems_per_step: int = _f(16, "distinct problems per step")
     group_size: int = _f(8, "episodes per problem (GRPO's G)")
-    train_tasks: int = _f(500, "size of the training task pool")
+    train_tasks: int = _f(
+        0, "size of the training task pool (0: the task family's default, math 500, code 200)"
+    )
     temperature: float = _f(0.7, "sampling temperature of rollouts")
     max_new_tokens: int = _f(
         0, "most tokens a turn may generate (0: each role's default from its workflow)"
@@ -132,8 +139,14 @@ class TrainConfig:
     overlong_penalty: float = _f(
         0.0, "subtracted by the training env from the reward of a turn cut at its token budget"
     )
-    lr: float = _f(1e-5, "AdamW learning rate (the peak, under a schedule)")
+    lr: float = _f(5e-5, "AdamW learning rate (the peak, under a schedule)")
     lr_schedule: str = _f("cosine", "learning-rate schedule after warmup", LR_SCHEDULES)
+    lr_decay_steps: int = _f(
+        0,
+        "cosine: the step the lr reaches min_lr_ratio (the schedule's horizon; it shapes the "
+        "run). 0: steps, fixed when the config is made, so extending a finished run keeps "
+        "its schedule only when given explicitly",
+    )
     warmup_steps: int = _f(5, "rollout steps of linear warmup from 0 to lr")
     min_lr_ratio: float = _f(0.0, "cosine: the final lr as a fraction of lr")
     weight_decay: float = _f(0.0, "AdamW weight decay")
@@ -210,6 +223,12 @@ class TrainConfig:
     )
     eval_every: int = _f(25, "steps between held-out evaluations (0: none)")
     eval_episodes: int = _f(0, "held-out problems per evaluation (0: the whole test split)")
+    eval_dataset: str = _f(
+        "",
+        "a separate held-out dataset spec (e.g. jsonl:test.jsonl), read whole; empty: the "
+        "training dataset's test side (a single file is split by what is solved, one in five "
+        "held out). Its overlap with the training problems is measured and recorded",
+    )
     eval_temperature: float = _f(
         -1.0, "sampling temperature of evaluation (-1: the training temperature; 0: greedy)"
     )
@@ -285,7 +304,6 @@ class TrainConfig:
         positive = (
             "problems_per_step",
             "group_size",
-            "train_tasks",
             "micro_batch",
             "minibatches",
             "ppo_epochs",
@@ -315,6 +333,7 @@ class TrainConfig:
             "lora_alpha",
             "overlong_penalty",
             "warmup_steps",
+            "lr_decay_steps",
             "resample_rounds",
             "ppo_mini_batch",
             "max_new_tokens",
@@ -336,12 +355,12 @@ class TrainConfig:
             raise ValueError(f"lr must be in (0, 1], got {self.lr}")
         if self.env not in list_envs():  # before any model is built or loaded
             raise ValueError(f"unknown env {self.env!r}; valid: {', '.join(list_envs())}")
-        if "overlong_penalty" in self.env_options:  # one owner: training envs get the field's
-            raise ValueError("set overlong_penalty as its own field, not in env_options")
         if self.resample_rounds > 0 and not self.filter_groups:
             raise ValueError("resample_rounds (dynamic sampling) needs filter_groups=True")
-        if self.eval_temperature < 0 and self.eval_temperature != -1:
-            raise ValueError(f"eval_temperature must be -1 or >= 0, got {self.eval_temperature}")
+        t = self.eval_temperature
+        if not math.isfinite(t) or (t < 0 and t != -1):
+            raise ValueError(f"eval_temperature must be -1 or a finite number >= 0, got {t}")
+        self._validate_options()
         for role, v in self.max_new_tokens_per_role.items():
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_NEW_TOKENS:
                 raise ValueError(
@@ -353,12 +372,38 @@ class TrainConfig:
                 raise ValueError(f"{k} must be in [0, 1], got {getattr(self, k)}")
         if not 0 < self.vllm_memory <= 1:
             raise ValueError(f"vllm_memory must be in (0, 1], got {self.vllm_memory}")
+        if self.train_tasks < 0:
+            raise ValueError(
+                f"train_tasks must be >= 0 (0: the family's default), got {self.train_tasks}"
+            )
         if self.train_tasks > MAX_TASKS:
             raise ValueError(f"train_tasks must be <= {MAX_TASKS:,}, got {self.train_tasks:,}")
         for role, v in self.kl_per_role.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
                 raise ValueError(f"kl_per_role[{role!r}] must be a number >= 0, got {v!r}")
         self._validate_roles()
+
+    def _validate_options(self) -> None:
+        """``env_options`` checked as ``make_env`` would check them (names, types, ranges,
+        nothing coerced: "false" is not a bool), and the keys the trainer sets refused."""
+        owned = {
+            "overlong_penalty": "set overlong_penalty as its own field",
+            "split": "the trainer sets split (train for rollouts, test for evaluation; a "
+            "separate held-out set: eval_dataset)",
+            "n_tasks": "set the training pool's size with train_tasks",
+        }
+        for k, why in owned.items():
+            if k in self.env_options:
+                raise ValueError(f"env_options may not set {k!r}: {why}")
+        check_options(self.env, self.env_options, "env_options")
+        if not isinstance(self.eval_dataset, str) or "\0" in self.eval_dataset:
+            raise ValueError(
+                f"eval_dataset must be a dataset spec string, got {self.eval_dataset!r}"
+            )
+        if self.lr_decay_steps == 0 and self.lr_schedule == "cosine":
+            self.lr_decay_steps = self.steps  # the horizon recorded, so it cannot drift
+        if self.lr_schedule == "cosine" and self.lr_decay_steps < 1:
+            raise ValueError(f"lr_decay_steps must be >= 1, got {self.lr_decay_steps}")
 
     def _validate_roles(self) -> None:
         for role, d in self.role_settings.items():
@@ -422,13 +467,14 @@ class TrainConfig:
 
     def lr_at(self, step: int) -> float:
         """The learning rate of rollout step ``step``: linear warmup over ``warmup_steps``,
-        then constant or cosine down to ``min_lr_ratio * lr`` at ``steps``. A function of
-        the step alone, so a resumed run continues on the same schedule."""
+        then constant or cosine down to ``min_lr_ratio * lr`` at ``lr_decay_steps`` (its own
+        field, not ``steps``: a run's length does not shape it, its schedule does). A
+        function of the step alone, so a resumed run continues on the same schedule."""
         if self.warmup_steps and step < self.warmup_steps:
             return self.lr * (step + 1) / self.warmup_steps
         if self.lr_schedule == "constant":
             return self.lr
-        span = max(1, self.steps - self.warmup_steps)
+        span = max(1, (self.lr_decay_steps or self.steps) - self.warmup_steps)
         frac = min(1.0, (step - self.warmup_steps) / span)
         floor = self.min_lr_ratio
         return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * frac)))
@@ -549,36 +595,6 @@ def apply_preset(cfg: TrainConfig, name: str, explicit: set[str] | None = None) 
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         if k not in (explicit or ()) and getattr(cfg, k) == default:
             setattr(cfg, k, v)
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The table in a TOML or YAML file (training configs and sweep files alike)."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"config file not found: {p}")
-    text = p.read_text()
-    if p.suffix == ".toml":
-        try:
-            import tomllib  # Python >= 3.11
-        except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI (setup.cfg)
-            import tomli as tomllib
-
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:  # the parser's message has no file name
-            raise ValueError(f"{p} is not valid TOML: {e}") from None
-    if p.suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            with p.open() as stream:  # its marks then name the file, not "<unicode string>"
-                data = yaml.safe_load(stream) or {}
-        except yaml.YAMLError as e:
-            raise ValueError(f"{p} is not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{p} must hold a table of config keys")
-        return data
-    raise ValueError(f"config file must be .toml, .yaml or .yml, got {p.name}")
 
 
 def load_config_file(path: str | os.PathLike, **overrides: Any) -> TrainConfig:

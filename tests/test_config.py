@@ -59,16 +59,16 @@ def test_explicit_values_win_over_a_preset(tmp_path):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: TrainConfig(preset="study", param="full", lr=1e-5),
-        lambda: TrainConfig.from_preset("study", param="full", lr=1e-5),
-        lambda: TrainConfig.from_dict({"preset": "study", "param": "full", "lr": 1e-5}),
+        lambda: TrainConfig(preset="study", param="full", lr=5e-5),
+        lambda: TrainConfig.from_preset("study", param="full", lr=5e-5),
+        lambda: TrainConfig.from_dict({"preset": "study", "param": "full", "lr": 5e-5}),
     ],
 )
 def test_an_explicit_value_equal_to_the_default_still_wins(make):
-    """``param="full"`` and ``lr=1e-5`` are the defaults; given explicitly they must beat the
+    """``param="full"`` and ``lr=5e-5`` are the defaults; given explicitly they must beat the
     study preset's LoRA and 2e-5 in Python exactly as on the command line."""
     cfg = make()
-    assert (cfg.param, cfg.lr, cfg.group_size) == ("full", 1e-5, 8)
+    assert (cfg.param, cfg.lr, cfg.group_size) == ("full", 5e-5, 8)
 
 
 def test_the_default_run_dir_is_one_rule_everywhere(tmp_path):
@@ -140,7 +140,7 @@ def test_cli_help_names_every_flag_with_its_help_and_choices():
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
     assert "--group-by {task,task_role,task_role_turn,task_agent_turn}" in text
-    assert "AdamW learning rate (the peak, under a schedule) (default: 1e-05)" in text
+    assert "AdamW learning rate (the peak, under a schedule) (default: 5e-05)" in text
     assert _cli("--version").stdout.startswith("flowzoo ")
 
 
@@ -163,3 +163,99 @@ def test_help_shows_no_empty_choice_and_one_default():
     assert "--preset {study}" in text and "{,study}" not in text
     out_dir = text[text.rindex("--out-dir OUT_DIR") :][:120]
     assert out_dir.count("default") == 0 and "runs/<env>-<policy>" in out_dir
+
+
+# ------------------------------------------------------------------ values outside their domain
+
+
+@pytest.mark.parametrize("t", [float("nan"), float("inf"), float("-inf"), -0.5, -2.0])
+def test_eval_temperature_outside_its_domain_is_refused(t):
+    with pytest.raises(ValueError, match="eval_temperature"):
+        TrainConfig(eval_temperature=t)
+    assert TrainConfig(eval_temperature=-1).eval_temp == TrainConfig().temperature
+
+
+@pytest.mark.parametrize(
+    "env, options, msg",
+    [
+        ("voting-math", {"split": "test"}, "may not set 'split'"),
+        ("voting-math", {"n_tasks": 5}, "may not set 'n_tasks'.*train_tasks"),
+        ("voting-math", {"overlong_penalty": 0.1}, "overlong_penalty"),
+        ("voting-code", {"partial_credit": "false"}, "partial_credit='false' has type str"),
+        ("voting-math", {"n_voters": "3"}, "n_voters='3' has type str"),
+        ("voting-math", {"reward_mode": "teams"}, "reward_mode must be one of"),
+        ("voting-math", {"role_weight": 2.0}, "role_weight.*out of range"),
+        ("voting-math", {"no_such_option": 1}, r"unknown option\(s\) \['no_such_option'\]"),
+        ("voting-math", {"dataset": 3}, "dataset"),
+    ],
+)
+def test_env_options_are_checked_with_the_config(env, options, msg):
+    with pytest.raises(ValueError, match=msg):
+        TrainConfig(env=env, env_options=options)
+
+
+def test_valid_env_options_pass():
+    cfg = TrainConfig(env="voting-code", env_options={"partial_credit": True, "n_voters": 3})
+    assert cfg.env_options["partial_credit"] is True
+
+
+def test_eval_temperature_flag_of_eval_is_checked(tmp_path):
+    from flowzoo.cli import main
+
+    for bad in ("-1", "nan", "inf"):
+        assert main(["eval", "--model", "tiny-s", "--temperature", bad]) != 0
+
+
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("lr: 0.001\nsteps: 3\nlr: 0.5\n", "duplicate key 'lr'"),
+        ("env_options:\n  reward_mode: team\n  reward_mode: role\n", "duplicate key"),
+        ("a: &x [1, 2]\nb: *x\n", "aliases"),
+        ("a: &a ['x','x']\nb: &b [*a,*a]\nc: &c [*b,*b]\n", "aliases"),
+    ],
+)
+def test_yaml_duplicates_and_aliases_are_refused_naming_the_file(tmp_path, text, msg):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=f"(?s)c.yaml.*{msg}"):
+        load_config_file(p)
+
+
+def test_an_oversized_config_file_is_refused_unread(tmp_path):
+    p = tmp_path / "big.yaml"
+    p.write_text("# pad\n" * 300_000)
+    with pytest.raises(ValueError, match="big.yaml.*at most"):
+        load_config_file(p)
+
+
+def test_toml_duplicate_keys_are_refused(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text("lr = 0.001\nlr = 0.5\n")
+    with pytest.raises(ValueError, match="c.toml"):
+        load_config_file(p)
+
+
+def test_the_cosine_horizon_is_its_own_shaping_field():
+    """Decided: ``steps`` is a run's length (a resumed run may extend it); the cosine's
+    horizon is ``lr_decay_steps``, fixed to ``steps`` when the config is made, and shapes
+    the run. Extending a cosine run changes its identity unless the horizon is kept."""
+    a = TrainConfig(steps=10, warmup_steps=0)
+    assert a.lr_decay_steps == 10 and a.lr_at(10) == pytest.approx(a.lr * a.min_lr_ratio)
+    longer = TrainConfig(steps=20, warmup_steps=0)
+    assert longer.identity() != a.identity()  # its schedule differs: not the same run
+    kept = TrainConfig(steps=20, warmup_steps=0, lr_decay_steps=10)
+    assert kept.identity() == a.identity()  # same schedule, longer run: a resume continues
+    assert [kept.lr_at(s) for s in range(10)] == [a.lr_at(s) for s in range(10)]
+    const = TrainConfig(steps=10, lr_schedule="constant")
+    assert TrainConfig(steps=30, lr_schedule="constant").identity() == const.identity()
+    with pytest.raises(ValueError, match="lr_decay_steps"):
+        TrainConfig(lr_decay_steps=-1)
+
+
+def test_eval_dataset_is_a_shaping_field_with_help():
+    import dataclasses
+
+    f = {x.name: x for x in dataclasses.fields(TrainConfig)}["eval_dataset"]
+    assert "held-out" in f.metadata["help"]
+    assert TrainConfig(eval_dataset="jsonl:t.jsonl").identity() != TrainConfig().identity()

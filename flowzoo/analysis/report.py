@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,23 +87,47 @@ class Run:
         return (self.task, self.workflow, str(c["model"]), c["policy"], c["param"], self.levers)
 
 
+def read_record(path: Path, skipped: list[str]) -> dict | None:
+    """A run's JSON record (``summary.json``, ``config.json``), or None with the reason added
+    to ``skipped``: a file torn by a kill or a disk fault names itself, it does not fail the
+    whole report with a JSON error and no path."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        skipped.append(f"{path}: unreadable ({type(e).__name__}: {str(e)[:80]})")
+        return None
+    if not isinstance(data, dict):
+        skipped.append(f"{path}: not a JSON object")
+        return None
+    return data
+
+
 def load_runs(root: str | Path | list[str | Path]) -> list[Run]:
     """Every run directory below ``root`` (or several roots) with a summary and an eval
     curve; ``varying`` names the config keys that differ across all of them."""
     roots = root if isinstance(root, (list, tuple)) else [root]
     runs = []
+    skipped: list[str] = []
     for s in (p for r in roots for p in sorted(Path(r).rglob("summary.json"))):
         d = s.parent
         cfg_p = d / "config.json"
         if not cfg_p.exists():
             continue
-        summary = json.loads(s.read_text())
+        summary, config = read_record(s, skipped), read_record(cfg_p, skipped)
+        if summary is None or config is None:
+            continue
         metrics = read_metrics(d / "metrics.jsonl")
-        curve = [tuple(x) for x in summary.get("eval_curve", [])]
+        try:
+            curve = [(int(x[0]), float(x[1])) for x in summary.get("eval_curve", [])]
+        except (TypeError, ValueError, IndexError):
+            skipped.append(f"{s}: its eval_curve is not a list of [step, accuracy]")
+            continue
         if not curve:
             continue
         base = next((m["eval"] for m in metrics if m.get("step") == -1 and "eval" in m), {})
-        runs.append(Run(d, json.loads(cfg_p.read_text()), summary, metrics, curve, base))
+        runs.append(Run(d, config, summary, metrics, curve, base))
+    for why in skipped:  # named, never a traceback: one torn record does not stop a report
+        print(f"flowzoo report: skipped {why}", file=sys.stderr)
     keys = sorted({k for r in runs for k in r.config} - NOT_LEVERS)
     varying = tuple(
         k

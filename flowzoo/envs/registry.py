@@ -147,6 +147,33 @@ def valid_options(env_id: str) -> list[str]:
     )
 
 
+def check_options(env_id: str, options: dict[str, Any], where: str) -> None:
+    """``make_env(env_id, **options)``'s checks of names and values, without building
+    anything: a config checks its ``env_options`` when it is made, not when an env is."""
+    spec = _resolve_id(env_id)
+    unknown = sorted(set(options) - set(valid_options(spec.id)))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown option(s) {unknown} for {spec.id!r}; valid: "
+            f"{', '.join(valid_options(spec.id))}"
+        )
+    wf_cls = _workflow_cls(spec.workflow)
+    declared = {**_opt.DECLARED, **_opt.workflow_opts(wf_cls.Options)}
+    for k, v in options.items():
+        if k in declared:
+            try:
+                declared[k].validate(v, f"{where}: ")
+            except TypeError as e:  # the same error either way for a config: a bad value
+                raise ValueError(str(e)) from None
+    if "dataset" in options and not isinstance(options["dataset"], str):
+        raise ValueError(f"{where}: dataset must be a dataset spec string")
+    wf_fields = {f.name for f in dataclasses.fields(wf_cls.Options)}
+    try:  # the workflow's own range and choice checks
+        wf_cls.Options(**{k: v for k, v in options.items() if k in wf_fields})
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: bad workflow option for {spec.id!r}: {e}") from None
+
+
 @functools.lru_cache(maxsize=64)
 def _load_tasks(family: str, dataset: str, split: str, n_tasks: int, task_seed: int):
     return family_spec(family).load(dataset, split, n_tasks, task_seed)

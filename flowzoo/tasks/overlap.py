@@ -105,3 +105,18 @@ def overlap(a: Iterable[Task], b: Iterable[Task], names: tuple[str, str] = ("a",
         duplicates_b=_duplicates(kb),
         examples=examples,
     )
+
+
+def overlapping(a: Iterable[Task], b: Iterable[Task]) -> list[str]:
+    """The ids of every task of ``b`` that ``a`` already holds (by the criteria of
+    :func:`overlap`), so a held-out set can be cut down to what is really held out."""
+    ka = [_keys(t) for t in a]
+    keys_a = {k for k, _, _ in ka if k}
+    stmts_a = {s for _, s, _ in ka}
+    tests_a = {t for _, _, t in ka if t is not None}
+    out = []
+    for t in b:
+        k, s, ts = _keys(t)
+        if (k and k in keys_a) or s in stmts_a or (ts is not None and ts in tests_a):
+            out.append(t.id)
+    return out

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -94,3 +95,22 @@ def max_int(n: int, info: DistInfo) -> int:
     if not info.active:
         return n
     return int(_reduce_scalars([n], torch.int64, dist.ReduceOp.MAX, info)[0])
+
+
+def check_fsdp(cfg: Any, info: DistInfo) -> None:
+    """What ``fsdp=True`` supports, as one clear error instead of a hang between processes."""
+    if not info.active:
+        raise ValueError(
+            "fsdp=True shards policies over torchrun processes; run it under "
+            "`torchrun --nproc_per_node N` with N >= 2 (one process needs no sharding)"
+        )
+    bad = {
+        "algo": (cfg.algo, "grpo"),
+        "param": (cfg.param, "full"),
+        "generation_backend": (cfg.generation_backend, "transformers"),
+    }
+    for key, (got, want) in bad.items():
+        if got != want:
+            raise ValueError(f"fsdp=True supports {key}={want!r} only, got {got!r}")
+    if cfg.damper_lambda > 0:
+        raise ValueError("fsdp=True does not support the coherence damper (damper_lambda > 0)")

@@ -9,13 +9,16 @@ Why its own room: a run record must be honest whatever happens to the process (a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -33,6 +36,34 @@ LOCK_FILE = ".flowzoo.lock"
 PRE_RUN = frozenset({"run_config.json", "train.log", LOCK_FILE})
 #: keys every config.json a flowzoo run writes has (a model's config.json has none of them)
 RUN_KEYS = ("env", "policy", "param", "algo", "model")
+
+
+def atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) -> None:
+    """Write ``path`` whole or not at all: a temp file in the same directory, flushed to
+    disk, then ``os.replace``d over ``path`` (a kill mid-write leaves the old file, never a
+    torn one). ``data``: text, bytes, or a function writing to the open binary file. Every
+    record a run writes (config, summary, metrics rewrite, checkpoint) goes through here."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a record is as any new file
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """``obj`` as indented JSON, written atomically (:func:`atomic_write`)."""
+    atomic_write(path, json.dumps(obj, indent=1, default=str))
 
 
 class RunDirInUse(ValueError):
@@ -149,7 +180,10 @@ def check_dir(out: Path, cfg: TrainConfig) -> None:
             stored = json.loads(cfg_path.read_text())
             diff = config_diff(stored, cfg) if isinstance(stored, dict) else ["(not a table)"]
         except (OSError, ValueError) as e:
-            diff = [f"(unreadable: {e})"]
+            raise ValueError(
+                f"{cfg_path} cannot be read ({type(e).__name__}: {str(e)[:80]}); the run there "
+                "cannot be resumed: use another out_dir, or --resume false to start over there"
+            ) from None
         if diff:  # with or without a checkpoint: its records are another run's
             raise ValueError(
                 f"{out} holds a run of a different configuration ({'; '.join(diff)}); use "
@@ -174,7 +208,7 @@ def prepare_dir(out: Path, cfg: TrainConfig) -> RunLock:
                 elif p.exists():
                     p.unlink()
         cfg_path = out / "config.json"
-        cfg_path.write_text(json.dumps(dataclasses.asdict(cfg), indent=1, default=str))
+        write_json(cfg_path, dataclasses.asdict(cfg))
     except BaseException:
         lock.release()
         raise
@@ -228,7 +262,7 @@ class RunLog:
                 self.path.unlink()
             return
         keep = [r for r in read_metrics(self.path) if r["step"] < resumed_at]
-        self.path.write_text("".join(json.dumps(r, default=float) + "\n" for r in keep))
+        atomic_write(self.path, "".join(json.dumps(r, default=float) + "\n" for r in keep))
 
     def append(self, row: dict) -> None:
         if not self.main:
@@ -363,6 +397,9 @@ def summary(
             "cost_s": round(
                 sum(float((e.get("cost") or {}).get("wall_s", 0)) for _, e in evals), 1
             ),
+            # each role's behaviour rate (the workflow's menu, docs/testbed.md), first and last
+            "behaviour_base": first.get("behaviour") or {},
+            "behaviour_last": last.get("behaviour") or {},
         }
         ood = [(step, e["ood"]) for step, e in evals if "ood" in e]
         if ood:

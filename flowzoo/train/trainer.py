@@ -16,7 +16,6 @@ the damper's EMA and the step, continues exactly. A run record is honest: a cras
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import random
 import sys
@@ -32,7 +31,7 @@ from flowzoo.envs.registry import has_ood
 from flowzoo.models import sharding, threads
 from flowzoo.models.params import LoadSettings, LoraSettings
 from flowzoo.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
-from flowzoo.train import advantage, checkpoint, distributed, runlog
+from flowzoo.train import advantage, checkpoint, distributed, heldout, runlog
 from flowzoo.train.advantage import Advantages
 from flowzoo.train.evaluate import evaluate_env
 from flowzoo.train.learner import Learner, TrainingDiverged
@@ -44,25 +43,6 @@ __all__ = ["TrainConfig", "Trainer", "TrainingDiverged", "load_config_file"]
 NO_SIGNAL_STEPS = 5
 #: a role's truncation rate above which the run warns
 TRUNCATION_WARN = 0.05
-
-
-def _check_fsdp(cfg: TrainConfig, info: distributed.DistInfo) -> None:
-    """What ``fsdp=True`` supports, as one clear error instead of a hang between processes."""
-    if not info.active:
-        raise ValueError(
-            "fsdp=True shards policies over torchrun processes; run it under "
-            "`torchrun --nproc_per_node N` with N >= 2 (one process needs no sharding)"
-        )
-    bad = {
-        "algo": (cfg.algo, "grpo"),
-        "param": (cfg.param, "full"),
-        "generation_backend": (cfg.generation_backend, "transformers"),
-    }
-    for key, (got, want) in bad.items():
-        if got != want:
-            raise ValueError(f"fsdp=True supports {key}={want!r} only, got {got!r}")
-    if cfg.damper_lambda > 0:
-        raise ValueError("fsdp=True does not support the coherence damper (damper_lambda > 0)")
 
 
 class Trainer:
@@ -87,7 +67,7 @@ class Trainer:
                 "processes do not share; use adv_norm='group' or 'none' under torchrun"
             )
         if cfg.fsdp:
-            _check_fsdp(cfg, self.dist)
+            distributed.check_fsdp(cfg, self.dist)
         if self.dist.active and cfg.resample_rounds > 0:
             raise ValueError(
                 "resample_rounds (dynamic sampling) decides per process how many problems to "
@@ -106,13 +86,17 @@ class Trainer:
         # the penalty shapes what training sees; evaluation scores the answer alone
         self.env_factory = lambda split, n: make_env(
             cfg.env,
-            split=split,
+            split=heldout.train_split(cfg) if split == "train" else split,
             n_tasks=n,
             **cfg.env_options,
             **({"overlong_penalty": cfg.overlong_penalty} if split == "train" else {}),
         )
-        probe = self.env_factory("train", cfg.train_tasks)
+        probe = self.env_factory("train", heldout.train_pool_size(cfg))
         self.train_tasks = probe.tasks
+        #: the held-out set, its source and its measured overlap with the training pool
+        self.held_out = heldout.resolve(cfg, self.train_tasks) if cfg.eval_every > 0 else None
+        if self.held_out is not None and self.dist.main:
+            print(f"flowzoo: {self.held_out.line()}", file=sys.stderr)
         self.roles = probe.roles
         for what, given in (
             ("kl_per_role", cfg.kl_per_role),
@@ -128,6 +112,7 @@ class Trainer:
         # who plays which role, checked before a model is built or loaded (a build takes minutes)
         plan_roles(self.roles, parse_policy_arg(cfg.policy), cfg.role_models, cfg.frozen)
         self.model_path = resolve_model(cfg.model)
+        checkpoint.check_weights(self.model_path)  # a truncated file, named, before a build
         #: each role's token budget: given per role, else given for all, else the workflow's
         defaults = probe.turn_tokens()
         self.token_limits = {
@@ -187,7 +172,7 @@ class Trainer:
         self.out = Path(cfg.run_dir)
         self.step = 0
         self.envs = [
-            self.env_factory("train", cfg.train_tasks)
+            self.env_factory("train", heldout.train_pool_size(cfg))
             for _ in range(cfg.problems_per_step * cfg.group_size)
         ]
         self.eval_curve: list[tuple[int, float]] = []
@@ -394,6 +379,9 @@ class Trainer:
             shard=(self.dist.rank, self.dist.world),
             reduce=lambda xs: distributed.sum_floats(xs, self.dist),
         )
+        ood_options = common["env_options"]
+        if self.held_out is not None:  # the measured held-out set itself, overlap removed
+            common["env_options"] = {**cfg.env_options, "dataset": self.held_out.tasks}
         with self._gathered():
             res = evaluate_env(
                 cfg.env,
@@ -407,6 +395,7 @@ class Trainer:
                 res["greedy"] = {k: v for k, v in g.as_dict().items() if k != "env"}
             if cfg.eval_ood_episodes > 0 and has_ood(cfg.env, **cfg.env_options):
                 common["n_episodes"] = cfg.eval_ood_episodes
+                common["env_options"] = ood_options
                 o = evaluate_env(
                     cfg.env,
                     self.router.policy_for,
@@ -482,17 +471,17 @@ class Trainer:
 
         cfg = self.cfg
         main = self.dist.main
+        # a resume reads and checks its checkpoint before anything in the directory changes:
+        # a refused resume (a corrupt file, named) leaves the run's records as they were
+        resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
         # process 0 holds the directory's lock until the run's last record is written
         lock = runlog.prepare_dir(self.out, cfg) if main else None
         # from here on whatever fails (a resume, a tracker's start) is recorded as failed
         t_start = time.time()
         status, error = "completed", None
-        resumed, log, bar = False, None, None
-        m: dict | None = None
-        resumed_at = 0
+        log, bar = None, None
+        resumed_at = self.step if resumed else 0
         try:
-            resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
-            resumed_at = self.step if resumed else 0
             log = runlog.RunLog(self.out, main, cfg)
             log.start(self.step if resumed else None)
             if resumed and self.progress:
@@ -554,10 +543,10 @@ class Trainer:
                     }
                 if self.warnings:
                     summary["warnings"] = self.warnings
+                if self.held_out is not None:  # where the held-out numbers come from
+                    summary["held_out"] = self.held_out.record()
                 if main:
-                    (self.out / "summary.json").write_text(
-                        json.dumps(summary, indent=1, default=str)
-                    )
+                    runlog.write_json(self.out / "summary.json", summary)
                 if status == "completed" and (main or cfg.fsdp):
                     self.router.save_pretrained(self.out / "final", sharded=cfg.fsdp, write=main)
                     if main:  # safetensors writes 0600; the umask decides, as for any file

@@ -77,11 +77,13 @@ def test_a_resume_of_another_config_names_what_differs(tmp_path):
         prepare_dir(out, _cfg(out, lr=2e-5, seed=3, steps=99))
     msg = str(e.value)
     assert "lr: 1e-05 -> 2e-05" in msg and "seed: 0 -> 3" in msg
-    assert "steps" not in msg  # a run's length does not shape it: a resume may change it
+    # a run's length does not shape it (a resume may change it); the cosine's horizon,
+    # fixed to the steps the config was made with, does, and is named
+    assert "; steps:" not in msg and "(steps:" not in msg and "lr_decay_steps: 50 -> 99" in msg
     assert _tree(out) == before
     # a key no longer a setting (a record from another version) is named too
     stored = json.loads((out / "config.json").read_text())
-    assert runlog.config_diff({**stored, "old_knob": 1}, _cfg(out)) == [
+    assert runlog.config_diff({**stored, "old_knob": 1}, _cfg(out, lr=1e-5)) == [
         "old_knob: 1 -> (not a setting)"
     ]
 

@@ -119,19 +119,23 @@ def test_save_every_zero_saves_at_the_end_and_the_run_extends(tiny_model, tmp_pa
     assert s["resumed"] and s["steps_done"] == 2
 
 
-def test_a_failed_resume_and_a_failing_tracker_are_recorded_as_failed(
-    tiny_model, tmp_path, monkeypatch
-):
-    from flowzoo.train import runlog
-
+@pytest.mark.parametrize("damage", ["torn", "empty", "foreign"])
+def test_a_corrupt_checkpoint_refuses_the_resume_and_changes_nothing(tiny_model, tmp_path, damage):
     out = tmp_path / "r"
     Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
-    for f in (out / "checkpoint").rglob("*"):
-        if f.is_file():
-            f.write_bytes(b"torn")
-    with pytest.raises((RuntimeError, ValueError, EOFError, OSError, pickle.UnpicklingError)):
+    (ckpt,) = (out / "checkpoint").glob("*.pt")
+    data = {"torn": ckpt.read_bytes()[:100], "empty": b"", "foreign": pickle.dumps([1, 2])}
+    ckpt.write_bytes(data[damage])
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"state.pt .*--resume false"):
         Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
-    assert json.loads((out / "summary.json").read_text())["status"].startswith("failed")
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # summary still completed, final/ and metrics as they were
+    assert json.loads((out / "summary.json").read_text())["status"] == "completed"
+
+
+def test_a_failing_tracker_is_recorded_as_failed(tiny_model, tmp_path, monkeypatch):
+    from flowzoo.train import runlog
 
     def refuses(self, resumed_at):
         raise ConnectionError("tracker server unreachable")
@@ -250,3 +254,131 @@ def test_eval_rebuilds_a_runs_frozen_roles_and_takes_per_role_models(tiny_model,
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bad.returncode != 0 and "endpoint spec" in bad.stderr
+
+
+# ------------------------------------------------------------------ records you can trust
+
+
+def test_records_are_written_whole_or_not_at_all(tmp_path):
+    from flowzoo.train import runlog
+
+    p = tmp_path / "summary.json"
+    runlog.write_json(p, {"status": "completed"})
+
+    def dies(f):
+        f.write(b'{"status": "fai')
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runlog.atomic_write(p, dies)
+    assert json.loads(p.read_text()) == {"status": "completed"}
+    assert [x.name for x in tmp_path.iterdir()] == ["summary.json"]  # no temp file left
+
+
+@pytest.mark.parametrize("torn", ["summary.json", "config.json"])
+def test_a_torn_record_is_skipped_and_named_by_the_report(tiny_model, tmp_path, capsys, torn):
+    import shutil
+
+    from flowzoo.analysis.report import load_runs
+
+    Trainer(_cfg(tiny_model, tmp_path / "a", steps=1), progress=False).train()
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / torn).write_bytes((tmp_path / "b" / torn).read_bytes()[:40])
+    assert [r.path.name for r in load_runs(tmp_path)] == ["a"]
+    assert f"{tmp_path / 'b' / torn}: unreadable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cut", [4, 100, -50])
+def test_a_truncated_weights_file_is_named_before_anything_loads(tiny_model, tmp_path, cut):
+    import shutil
+
+    from flowzoo.cli import main
+
+    model = tmp_path / "m"
+    shutil.copytree(tiny_model, model)
+    w = model / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:cut])
+    with pytest.raises(ValueError, match="model.safetensors is truncated or corrupt"):
+        Trainer(_cfg(tiny_model, tmp_path / "r", model=str(model)), progress=False)
+    assert main(["eval", "--model", str(model), "--episodes", "1", "--env", "voting-math"]) == 2
+
+
+def _math_file(path, n=40):
+    rows = [{"question": f"What is {i} + {i + 2}?", "answer": str(2 * i + 2)} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _mbpp_file(path, n=30):
+    rows = [
+        {
+            "task_id": i,
+            "text": f"Write a function that adds {i} to x.",
+            "code": f"def add_{i}(x):\n    return x + {i}\n",
+            "test_list": [f"assert add_{i}(1) == {i + 1}"],
+        }
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("family", ["math", "code"])
+def test_a_run_on_a_users_file_reports_held_out_accuracy_on_disjoint_problems(
+    tiny_model, tmp_path, capsys, family
+):
+    from flowzoo.cli import main
+    from flowzoo.tasks import TaskSet
+    from flowzoo.tasks.overlap import overlap
+
+    if family == "math":
+        spec, env = f"jsonl:{_math_file(tmp_path / 'mine.jsonl')}", "voting-math"
+    else:
+        spec, env = f"mbpp:{_mbpp_file(tmp_path / 'mine.jsonl')}", "voting-code"
+    out = tmp_path / "r"
+    rc = main(
+        [
+            "train", "--env", env, "--env-options", json.dumps({"dataset": spec}),
+            "--model", str(tiny_model), "--steps", "1", "--problems-per-step", "2",
+            "--group-size", "2", "--eval-every", "1", "--eval-samples", "1",
+            "--eval-ood-episodes", "0", "--max-new-tokens", "24", "--save-every", "0",
+            "--out-dir", str(out), "--resume", "false",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "held-out set: dataset " in err and "overlap with the" in err
+    s = json.loads((out / "summary.json").read_text())
+    h = s["held_out"]
+    assert spec in h["source"] and "split from the training file" in h["source"]
+    assert h["overlap"]["any"] == 0 and h["dropped_as_overlapping"] == 0
+    from flowzoo.envs import make_env
+
+    train = make_env(env, dataset=spec, split="train").tasks
+    test = make_env(env, dataset=spec, split="test").tasks
+    assert overlap(train, test).any == 0 and not set(train.ids()) & set(test.ids())
+    assert h["problems"] == len(test) == s["eval"]["problems"]
+    assert isinstance(test, TaskSet) and len(train) + len(test) == (40 if family == "math" else 30)
+
+
+def test_a_separate_held_out_file_is_measured_and_cut_to_what_is_held_out(tiny_model, tmp_path):
+    train_file = _math_file(tmp_path / "train.jsonl", 20)
+    rows = [{"question": f"What is {i} + {i + 2}?", "answer": str(2 * i + 2)} for i in (3, 50, 51)]
+    held = tmp_path / "held.jsonl"
+    held.write_text("".join(json.dumps(r) + "\n" for r in rows))  # row 3 is a training row
+    cfg = _cfg(
+        tiny_model,
+        tmp_path / "r",
+        steps=1,
+        eval_ood_episodes=0,
+        eval_episodes=0,
+        env_options={"dataset": f"jsonl:{train_file}"},
+        eval_dataset=f"jsonl:{held}",
+    )
+    tr = Trainer(cfg, progress=False)
+    assert len(tr.train_tasks) == 20  # a held-out file given: the training file is used whole
+    s = tr.train()
+    h = s["held_out"]
+    assert "eval_dataset" in h["source"] and "whole file" in h["source"]
+    assert h["overlap"]["any"] == 1 and h["dropped_as_overlapping"] == 1 and h["problems"] == 2
+    assert s["eval"]["problems"] == 2

@@ -9,8 +9,6 @@ the tests, and ``prompt_code`` (the signature a body-only completion continues).
 from __future__ import annotations
 
 import ast
-import gzip
-import json
 import os
 import random
 from collections.abc import Callable
@@ -30,6 +28,7 @@ from flowzoo.tasks.code.names import (
     mbpp_entry_point,
     solution_function,
 )
+from flowzoo.tasks.files import WHOLE, code_key, file_split, read_parquet, read_rows
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
 #: (description, entry point, canonical solution, argument expressions for test cases)
@@ -345,19 +344,8 @@ def split_check_function(test_code: str, entry_point: str) -> tuple[str, list[st
 
 
 def _open_jsonl(path: str | os.PathLike) -> list[dict]:
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"task file not found: {p}")
-    opener = gzip.open if p.suffix == ".gz" else open
-    rows = []
-    with opener(p, "rt", encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
-    return rows
+    """Rows of a JSONL(.gz) file (numbers finite, NaN/Infinity refused), errors named."""
+    return read_rows(path, numbers="value")
 
 
 def humaneval_task(row: dict, source: str = "humaneval") -> Task:
@@ -438,20 +426,9 @@ STYLES = ("auto", "humaneval", "mbpp", "livecodebench", "deepcoder", "apps", "ta
 def _open_rows(path: str | os.PathLike) -> list[dict]:
     """Rows of a local JSONL(.gz), JSON (a list of rows) or parquet file."""
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"task file not found: {p}")
     if p.suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError as e:
-            raise ImportError("reading parquet needs pyarrow: pip install 'flowzoo[tasks]'") from e
-        return pq.read_table(p).to_pylist()
-    if p.suffix == ".json":
-        rows = json.loads(p.read_text(encoding="utf-8"))
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise ValueError(f"{p}: a .json task file must hold a list of objects")
-        return rows
-    return _open_jsonl(p)
+        return read_parquet(p)
+    return read_rows(p, numbers="value")
 
 
 def convert_rows(rows, style: str, source: str) -> list[Task]:
@@ -464,6 +441,10 @@ def convert_rows(rows, style: str, source: str) -> list[Task]:
     convs = {"humaneval": humaneval_task, "mbpp": mbpp_task, **CONVERTERS}
     out = []
     for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ValueError(
+                f"{source}: row {i}: expected an object of fields, got {type(row).__name__}"
+            )
         row = dict(row)
         try:
             out.append(convs[detect_style(row) if style == "auto" else style](row, source))
@@ -504,11 +485,43 @@ def humaneval_tasks() -> TaskSet:
     return TaskSet(list(ts), name="humaneval", split="test")
 
 
+def _load_hf_code(arg: str, split: str) -> TaskSet:
+    """A saved ``datasets`` dir: its own ``split`` when it has splits, else split by what
+    is solved (``all``: its ``test`` split, or the whole dataset)."""
+    try:
+        import datasets
+    except ImportError as e:
+        raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
+    p = Path(arg)
+    if not p.exists():
+        raise FileNotFoundError(f"local dataset path not found: {arg} (flowzoo never downloads)")
+    if not p.is_dir():
+        raise ValueError(
+            f"{arg} is a file; hf:PATH takes a directory written by save_to_disk (a file: "
+            f"file:{arg})"
+        )
+    try:
+        ds = datasets.load_from_disk(arg)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        raise ValueError(
+            f"{arg}: not a saved Hugging Face dataset ({str(e)[:120]}); give a directory "
+            "written by save_to_disk"
+        ) from None
+    if isinstance(ds, datasets.DatasetDict):
+        want = "test" if split == WHOLE else split
+        if want not in ds:
+            raise ValueError(f"{arg} has no split {want!r}; it has {', '.join(ds)}")
+        return file_split(convert_rows(ds[want], "auto", arg), WHOLE, code_key, arg)
+    return file_split(convert_rows(ds, "auto", arg), split, code_key, arg)
+
+
 def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:
     """Resolve a spec: ``funcs`` | ``funcs:1-2`` | ``stdio`` | ``stdio:1-2`` (generated) |
     ``humaneval`` | ``STYLE:PATH`` for a local file (``file:PATH`` tells the style from the
     rows; styles: humaneval, mbpp, livecodebench/lcb, deepcoder, apps, taco, codecontests) |
-    ``hf:PATH`` (a local ``datasets`` dir; its ``split`` when it has several)."""
+    ``hf:PATH`` (a local ``datasets`` dir; its ``split`` when it has several). A local file's
+    ``train``/``test`` are disjoint sides split by what is solved; ``all`` is the whole file
+    (a separate held-out file)."""
     kind, _, arg = spec.partition(":")
     if kind == "funcs":
         return function_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
@@ -516,28 +529,16 @@ def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
         from flowzoo.tasks.code.stdio_data import stdio_tasks
 
         return stdio_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
-    if check_split(split) == "ood":
+    if split != WHOLE and check_split(split) == "ood":
         raise ValueError(f"code dataset {spec!r} has no out-of-distribution split (funcs, stdio)")
+    # one file (or benchmark): train and test are disjoint sides split by what is solved
     if kind == "humaneval" and not arg:
-        return humaneval_tasks()
+        return file_split(humaneval_tasks(), split, code_key, "humaneval")
     style = {"lcb": "livecodebench", "file": "auto"}.get(kind, kind)
     if style in STYLES and arg:
-        return load_code_file(arg, style)
+        return file_split(load_code_file(arg, style), split, code_key, arg)
     if kind == "hf" and arg:
-        try:
-            import datasets
-        except ImportError as e:
-            raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
-        if not Path(arg).exists():
-            raise FileNotFoundError(
-                f"local dataset path not found: {arg} (flowzoo never downloads)"
-            )
-        ds = datasets.load_from_disk(arg)
-        if isinstance(ds, datasets.DatasetDict):
-            if split not in ds:
-                raise ValueError(f"{arg} has no split {split!r}; it has {', '.join(ds)}")
-            ds = ds[split]
-        return TaskSet(convert_rows(ds, "auto", arg), name=arg, split=split)
+        return _load_hf_code(arg, split)
     raise ValueError(
         f"unknown code dataset {spec!r}; valid: funcs, funcs:LO-HI, stdio, stdio:LO-HI, "
         "humaneval, STYLE:PATH (styles: file, humaneval, mbpp, lcb, livecodebench, deepcoder, "

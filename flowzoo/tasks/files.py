@@ -1,0 +1,227 @@
+"""Reading a user's task file, and splitting one file into disjoint train and test sides.
+
+Why one reader for every family: a user's file fails in the same ways whatever it holds (a
+truncated ``.gz``, a directory, bytes that are not UTF-8, a number JSON cannot hold, JSON
+nested past the parser's stack), and each must be a ``ValueError`` that names the file, the
+row and what to do, never a raw exception from ``gzip``, ``json`` or ``pyarrow``.
+
+Why numbers are kept as written: a math gold stored as a JSON number (``0.1000000000000000055``,
+``123456789012345678901``) must reach the verifier digit for digit; going through a float
+loses digits, and ``NaN``/``Infinity`` are not answers at all. With ``numbers="text"`` every
+JSON number is read as a :class:`JsonNumber` (a ``str`` holding its source text).
+
+Why a file is split here: held-out means held out. A single file with no held-out partner is
+split by what is solved (:func:`file_split`), so "test" never returns a training problem.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from flowzoo.tasks.base import TEST_FRACTION_DEN, Task, TaskSet, normalise_statement, stable_hash
+
+#: the split that means "the whole file, unsplit" (a separate held-out file, ``eval_dataset``)
+WHOLE = "all"
+#: the splits a local file has: the two-way rule of :func:`file_split`, or the whole file
+FILE_SPLITS = ("train", "test", WHOLE)
+#: what a file's rows may be read as: JSON Lines (optionally gzipped) or one JSON list
+SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".gz", ".parquet")
+
+
+class JsonNumber(str):
+    """A JSON number as its source text (``"1e999"``, ``"0.10"``): exact, never a float."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a task can hold")
+
+
+def _checked_float(text: str) -> float:
+    """A float that JSON wrote: finite, or an error (``1e999`` would become ``inf``)."""
+    v = float(text)
+    if v in (float("inf"), float("-inf")):
+        raise ValueError(f"the number {text[:40]} overflows a float")
+    return v
+
+
+def parse_json(text: str, numbers: str = "text") -> Any:
+    """``json.loads`` with numbers kept as written (``numbers="text"``: :class:`JsonNumber`)
+    or as finite Python numbers (``"value"``); ``NaN``/``Infinity`` refused either way."""
+    if numbers == "text":
+        return json.loads(
+            text, parse_float=JsonNumber, parse_int=JsonNumber, parse_constant=_no_constant
+        )
+    return json.loads(text, parse_float=_checked_float, parse_constant=_no_constant)
+
+
+def _where(path: Path, line: int | None) -> str:
+    return f"{path}" + (f":{line}" if line is not None else "")
+
+
+def _parse(text: str, path: Path, line: int | None, numbers: str) -> Any:
+    """One JSON document, or a ValueError naming the file, the line and the fix."""
+    try:
+        return parse_json(text, numbers)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{_where(path, line)}: not valid JSON ({e.msg} at column {e.colno}); fix that row "
+            "or remove it"
+        ) from None
+    except RecursionError:
+        raise ValueError(
+            f"{_where(path, line)}: JSON nested too deeply to read; a task row is a flat object "
+            "of text fields"
+        ) from None
+    except ValueError as e:  # NaN/Infinity, an overflowing float, an int past Python's digits
+        raise ValueError(
+            f'{_where(path, line)}: {e}; write the value as a JSON string ("1e999") or fix it'
+        ) from None
+
+
+def _decoded(raw: bytes, path: Path) -> str:
+    """``raw`` as UTF-8, or a ValueError naming the line the first bad byte is on."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+            "save the file as UTF-8"
+        ) from None
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes (gunzipped for ``.gz``), or a ValueError saying what is wrong."""
+    if not path.exists():
+        raise FileNotFoundError(f"task file not found: {path} (flowzoo never downloads)")
+    if path.is_dir():
+        raise ValueError(
+            f"{path} is a directory, not a task file; give a .jsonl, .json or .parquet file "
+            "(a saved Hugging Face dataset directory: hf:PATH)"
+        )
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot be read ({e.strerror}); check its permissions") from None
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as e:
+            raise ValueError(
+                f"{path}: not a complete gzip file ({type(e).__name__}: {e}); the file is "
+                "truncated or not gzipped: download it again, or drop the .gz suffix"
+            ) from None
+    return raw
+
+
+def read_rows(path: str | os.PathLike, numbers: str = "text") -> list[dict]:
+    """Every row of a local JSONL(.gz) or JSON (a list of objects) file, each a dict; any
+    problem is a ValueError naming the file, the row (line) and the fix."""
+    p = Path(path)
+    text = _decoded(read_bytes(p), p)
+    json_list = p.name.endswith((".json", ".json.gz"))
+    if json_list:
+        data = _parse(text, p, None, numbers)
+        if not isinstance(data, list):
+            raise ValueError(
+                f"{p}: a .json task file must hold a list of row objects, got "
+                f"{type(data).__name__}; use a list, or JSON Lines (.jsonl: one object a line)"
+            )
+        rows = list(enumerate(data))
+    else:
+        rows = [
+            (ln, _parse(line, p, ln, numbers))
+            for ln, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        ]
+    for where, row in rows:
+        if not isinstance(row, dict):
+            label = f" row {where}" if json_list else f":{where}"
+            raise ValueError(
+                f"{p}{label}: expected a JSON object of fields, got {type(row).__name__} "
+                f"({str(row)[:40]}); every row is one {{...}} object"
+            )
+    return [r for _, r in rows]
+
+
+def read_parquet(path: str | os.PathLike) -> list[dict]:
+    """Rows of a parquet file, or a ValueError naming it."""
+    p = Path(path)
+    read_bytes(p)  # not found, a directory, unreadable: said the same way
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise ImportError("reading parquet needs pyarrow: pip install 'flowzoo[tasks]'") from e
+    try:
+        return pq.read_table(p).to_pylist()
+    except Exception as e:  # pyarrow's own error types: ArrowInvalid, OSError, ...
+        raise ValueError(
+            f"{p}: not a readable parquet file ({type(e).__name__}: {str(e)[:120]}); "
+            "write it again or convert it to JSONL"
+        ) from None
+
+
+# ------------------------------------------------------------------------------ held out
+
+
+def math_key(task: Task) -> str:
+    """What a loaded math row solves: its normalised question and its answer."""
+    return f"{normalise_statement(task.question)}=>{' '.join(task.answer.split())}"
+
+
+def code_key(task: Task) -> str:
+    """What a loaded code row solves: its entry point and its tests (the behaviour checked),
+    or, for a row without tests, its statement."""
+    tests = task.meta.get("tests") or ()
+    cases = sorted(" ".join(str(t).split()) for t in tests)
+    if not cases:
+        return normalise_statement(task.question)
+    return f"{task.meta.get('entry_point', '')}|" + "\n".join(cases)
+
+
+def side_of(key: str) -> str:
+    """The two-way rule for a user's file: one key in ``TEST_FRACTION_DEN`` is held out."""
+    return "test" if stable_hash(key) % TEST_FRACTION_DEN == 0 else "train"
+
+
+def file_split(tasks: Iterable[Task], split: str, key: Callable[[Task], str], name: str) -> TaskSet:
+    """The ``split`` side of one file's tasks: ``all`` is the whole file; otherwise each task
+    gets ``meta["key"]`` (what it solves) and goes by :func:`side_of` its key, so two rows
+    solving one thing land on one side. A test-side task that repeats a train-side one by
+    statement or tests (a paraphrase the key missed) is moved to train: the sides are
+    disjoint by every criterion :func:`flowzoo.tasks.overlap.overlap` measures."""
+    from flowzoo.tasks.overlap import tests_key
+
+    if split not in FILE_SPLITS:
+        hint = " (a file is not a pretraining corpus)" if split == "pretrain" else ""
+        raise ValueError(
+            f"{name} has no {split!r} split{hint}; a local file has: {', '.join(FILE_SPLITS)}"
+        )
+    tasks = list(tasks)
+    for t in tasks:
+        t.meta["key"] = key(t)
+    if split == WHOLE:
+        return TaskSet(tasks, name=name, split=split)
+    sides = [side_of(t.meta["key"]) for t in tasks]
+    train = [t for t, s in zip(tasks, sides, strict=True) if s == "train"]
+    seen = {normalise_statement(t.question) for t in train}
+    seen_tests = {tests_key(t) for t in train} - {None}
+    for i, t in enumerate(tasks):
+        if sides[i] == "test" and (
+            normalise_statement(t.question) in seen or tests_key(t) in seen_tests
+        ):
+            sides[i] = "train"
+    side = [t for t, s in zip(tasks, sides, strict=True) if s == split]
+    if not side:
+        raise ValueError(
+            f"{name}: its {split} side is empty ({len(tasks)} rows; one in {TEST_FRACTION_DEN} "
+            "goes to test by what it solves); add rows, or give a separate held-out file "
+            "(eval_dataset)"
+        )
+    return TaskSet(side, name=name, split=split)
