@@ -46,6 +46,8 @@ def main() -> None:
         # structure never trained (the ood split): base, final, gain with their CIs
         "ood": s.get("ood"),
         "greedy": [e.get("greedy_base"), e.get("greedy_last")],
+        # each role's considered-behaviour rate (docs/testbed.md), base and last evaluation
+        "behaviour": [e.get("behaviour_base"), e.get("behaviour_last")],
         # accuracy on the step's own training problems, first and last 10 steps (what RL
         # raises on the problems it trains on, beside what carries over to held-out ones)
         "train_acc": [round(mean(acc[:10]), 3), round(mean(acc[-10:]), 3)],

@@ -66,6 +66,37 @@ class ExpertPolicy:
         return env.workflow.expert_action(env.episode, agent, env.role_of(agent), err, self.rng)
 
 
+#: per role, how often the testbed expert takes its shortcut (docs/testbed.md). A worker
+#: does the opposite of its strategy on its shortcut, so 0.3 leaves it working the steps
+#: about half the time over good and poor plans alike.
+SHORTCUT_RATES: dict[str, float] = {"worker": 0.3}
+
+
+class BehaviourPolicy:
+    """The testbed expert (:meth:`Workflow.behaviour_action`): every fact it states is right,
+    and each role takes its shortcut behaviour with probability ``rate`` (per-role
+    ``SHORTCUT_RATES`` where set). ``targets`` maps the episode's turn index to the text a
+    corpus should train on where it differs from what the env received."""
+
+    def __init__(self, rate: float = 0.5, seed: int = 0, rates: dict[str, float] | None = None):
+        self.rate = rate
+        self.rates = dict(SHORTCUT_RATES if rates is None else rates)
+        self.targets: dict[int, str] = {}
+        self.reseed(seed)
+
+    def reseed(self, seed: int | None) -> None:
+        self.rng = random.Random(seed)
+        self.targets = {}
+
+    def __call__(self, env: WorkflowEnv, agent: str) -> str:
+        role = env.role_of(agent)
+        shortcut = self.rng.random() < self.rates.get(role, self.rate)
+        act = env.workflow.behaviour_action(env.episode, agent, role, shortcut, self.rng)
+        if act.target is not None:
+            self.targets[len(env.episode.turns)] = act.target
+        return act.text
+
+
 def expert_policy(error_rate: float, seed: int = 0) -> ExpertPolicy:
     """A noisy role-aware expert (see :class:`ExpertPolicy`)."""
     return ExpertPolicy(error_rate, seed)

@@ -33,9 +33,11 @@ import torch
 
 from flowzoo.envs.registry import study_envs
 from flowzoo.models.chat import CHAT_TEMPLATE, add_chat_template, has_chat_template
+from flowzoo.models.corpus import corpus_fingerprint, make_corpus
+from flowzoo.models.threads import apply_threads
 
 #: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
-RECIPE_VERSION = 6
+RECIPE_VERSION = 7
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 CHARSET = [c for c in string.printable if c not in "\x0b\x0c\r"]
 
@@ -69,13 +71,13 @@ SCALES: dict[str, dict] = {
 #: 0.10 voting-code greedy, 2,400 steps 0.27 / 0.70; docs/models.md); tiny-m learned no
 #: faster per step than tiny-s before, tiny-l faster. Only tiny-s is measured on recipe 4.
 BUDGETS: dict[str, tuple[int, int]] = {
-    "tiny-s": (2400, 16),
+    "tiny-s": (5000, 16),
     "tiny-m": (2400, 16),
     "tiny-l": (2000, 16),
 }
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
-MATH_ENVS = study_envs("math")
+MATH_ENVS = study_envs("math") + ("single-math",)
 CODE_ENVS = study_envs("code")
 
 
@@ -87,12 +89,22 @@ class PretrainConfig:
     #: the workflows whose transcripts make the corpus: math and code (functions and
     #: stdin/stdout programs), every role
     envs: tuple[str, ...] = MATH_ENVS + CODE_ENVS
-    #: episodes of each env with the noisy experts
+    #: episodes of each env in the corpus
     episodes_per_env: int = 800
+    #: episodes of each code env (None: ``episodes_per_env``); fewer leave the capacity of
+    #: a small model to the math testbed's step facts
+    code_episodes_per_env: int | None = 400
+    #: rows of step-fact drills (``fact_drills``: ten facts a row), the primitive of every
+    #: worked math answer given dense supervision
+    fact_drills: int = 5000
     #: size of the pool of distinct train problems the episodes are drawn from
     corpus_tasks: int = 6000
-    #: per-turn mistake rate of the scripted experts (wrong steps, verdicts, plans, choices)
+    #: per-turn mistake rate of the noisy experts that write the *code* transcripts (wrong
+    #: programs, verdicts, plans, choices); math transcripts come from the testbed expert
     error_rate: float = 0.25
+    #: how often each math role takes its shortcut behaviour in the corpus (answer directly,
+    #: pick candidate 1, rubber-stamp, repeat one strategy): the base rate RL can move
+    shortcut_rate: float = 0.5
     #: None: the scale's budget from BUDGETS
     steps: int | None = None
     batch_size: int | None = None
@@ -138,6 +150,8 @@ def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
     base = dict(
         scale=scale,
         episodes_per_env=100,
+        code_episodes_per_env=None,
+        fact_drills=300,
         steps=240,
         batch_size=12,
         lr=4e-3,
@@ -230,71 +244,7 @@ def parameter_count(scale: str) -> int:
     return sum(p.numel() for p in build_model(scale, len(SPECIALS) + len(CHARSET)).parameters())
 
 
-# ------------------------------------------------------------------------------ corpus
-
-
-def corpus_tasks(family: str, n: int, seed: int = 0):
-    """Up to ``n`` distinct *train* problems of the family's built-in generator, every level
-    represented (small levels used up). Why a pool this large: with the envs' default 500
-    train problems the models memorised question -> answer and did not generalise to the test
-    split; thousands of distinct problems force them to read the operands."""
-    if family == "math":
-        from flowzoo.tasks.math.data import arithmetic_tasks
-
-        return arithmetic_tasks(n, split="train", seed=seed, exhaust=True)
-    from flowzoo.tasks.base import TaskSet
-    from flowzoo.tasks.code.data import function_tasks
-    from flowzoo.tasks.code.stdio_data import stdio_tasks
-
-    # both code formats, interleaved: functions (assert tests) and stdin/stdout programs
-    funcs = function_tasks(n - n // 2, split="train", seed=seed, exhaust=True)
-    progs = stdio_tasks(n // 2, split="train", seed=seed, exhaust=True)
-    mixed = [t for pair in zip(funcs, progs, strict=False) for t in pair]
-    k = min(len(funcs), len(progs))
-    return TaskSet(mixed + list(funcs[k:]) + list(progs[k:]), name="code-corpus", split="train")
-
-
-def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, str, str]]:
-    """(env id, prompt, completion) for every turn of noisy-expert episodes on train tasks;
-    episode ``i`` of every env plays a different problem of the pool (offset per env)."""
-    from tqdm import tqdm
-
-    from flowzoo.envs import make_env
-    from flowzoo.envs.scripted import expert_policy, play_episode
-
-    pools = {}
-    rows: list[tuple[str, str, str]] = []
-    bar = tqdm(
-        total=len(cfg.envs) * cfg.episodes_per_env,
-        desc=f"corpus {cfg.scale}",
-        unit="episode",
-        disable=not progress,
-        file=sys.stderr,
-    )
-    for k, env_id in enumerate(cfg.envs):
-        family = env_id.rsplit("-", 1)[1]
-        if family not in pools:
-            pools[family] = corpus_tasks(family, cfg.corpus_tasks, seed=cfg.seed)
-        pool = pools[family]
-        env = make_env(env_id, dataset=pool, **cfg.env_options.get(env_id, {}))
-        pol = expert_policy(cfg.error_rate, seed=cfg.seed * 1000 + k)
-        offset = k * cfg.episodes_per_env
-        for i in range(cfg.episodes_per_env):
-            task = pool[(offset + i) % len(pool)]
-            play_episode(env, pol, seed=cfg.seed * 1_000_003 + i, options={"task_id": task.id})
-            rows.extend((env_id, t.prompt, t.action) for t in env.turn_log())
-            bar.update()
-    bar.close()
-    return rows
-
-
-def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) -> str:
-    """A hash of a small corpus made by ``cfg``'s recipe (its envs, generators, prompts and
-    experts, ``episodes`` per env over a ``pool``-problem train pool): it changes when the
-    code that makes the corpus changes, which a config key cannot see."""
-    small = dataclasses.replace(cfg, episodes_per_env=episodes, corpus_tasks=pool)
-    blob = json.dumps(make_corpus(small), ensure_ascii=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+# ------------------------------------------------------------------------------ encoding
 
 
 def _encode(tok, rows, max_len: int) -> list[tuple[list[int], int]]:
@@ -347,7 +297,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    apply_threads(0, announce=progress)  # the cores this process may use (or OMP_NUM_THREADS)
     t0 = time.time()
     rng = random.Random(cfg.seed)
     rows = make_corpus(cfg, progress=progress)
@@ -534,6 +484,25 @@ def _built(path: Path) -> bool:
     return (path / "flowzoo_tiny.json").exists() and (path / "config.json").exists()
 
 
+def check_weights(path: Path, scale: str) -> Path:
+    """``path`` if its weight file is present and whole (its safetensors header and every
+    tensor it names fit in the file); else a clear error naming the file and the command that
+    rebuilds it, instead of a raw loader error deep inside ``from_pretrained``."""
+    from safetensors import safe_open
+
+    f = path / "model.safetensors"
+    fix = f"remove {path} and run `flowzoo pretrain-tiny --scale {scale}` to rebuild it"
+    if not f.is_file():
+        raise FileNotFoundError(f"tiny model weights missing: {f}; {fix}")
+    try:
+        with safe_open(str(f), framework="pt") as w:
+            for name in w.keys():
+                w.get_slice(name)
+    except Exception as e:
+        raise ValueError(f"tiny model weights {f} are corrupt ({e}); {fix}") from None
+    return path
+
+
 def ensure_tiny(
     name_or_cfg: str | PretrainConfig = "tiny-m",
     fast: bool = False,
@@ -558,7 +527,7 @@ def ensure_tiny(
         if not has_chat_template(path):  # a build from before the chat template
             with build_lock(path, progress):
                 add_chat_template(path)
-        return path
+        return check_weights(path, cfg.scale)
     with build_lock(path, progress):
         if _built(path):  # another process finished it while this one waited
             return path

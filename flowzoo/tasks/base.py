@@ -80,10 +80,13 @@ class TaskSet(Sequence[Task]):
         return f"TaskSet(name={self.name!r}, split={self.split!r}, n={len(self)})"
 
 
-#: ``train`` and ``test`` share their structure (levels, templates) and are disjoint by what
-#: is solved; ``ood`` holds structure that neither of them ever contains
-SPLITS = ("train", "test", "ood")
+#: ``pretrain``, ``train`` and ``test`` share their structure (levels, templates) and are
+#: disjoint by what is solved; ``ood`` holds structure that none of them ever contains.
+#: ``pretrain`` is what the tiny base models' corpus draws from, ``train`` the RL pool: RL
+#: trains on computations its base never saw (a prefix of the pretraining pool taught recall)
+SPLITS = ("pretrain", "train", "test", "ood")
 #: one in-distribution computation (or template x constants) in TEST_FRACTION_DEN is held out
+#: for test, one for the RL pool; the rest are the pretraining side
 TEST_FRACTION_DEN = 5
 
 
@@ -91,10 +94,11 @@ def split_of(key: str, ood: bool = False) -> str:
     """The split a generated task belongs to, fixed by its canonical key (what is solved: a
     math problem's computation, a code task's template and constants), never by its wording,
     so every paraphrase of a held-out computation is held out too. ``ood``: the task's
-    structure is held out whole (never in train or test)."""
+    structure is held out whole (never in pretrain, train or test)."""
     if ood:
         return "ood"
-    return "test" if stable_hash(key) % TEST_FRACTION_DEN == 0 else "train"
+    bucket = stable_hash(key) % TEST_FRACTION_DEN
+    return "test" if bucket == 0 else "train" if bucket == 1 else "pretrain"
 
 
 def normalise_statement(text: str) -> str:
@@ -160,7 +164,7 @@ def generate_distinct(
         lv = live[len(tasks) % len(live)]
         t = draw(lv)
         key = t.meta["key"]
-        unit = t.question if split == "train" else key
+        unit = t.question if split in ("pretrain", "train") else key
         if unit in seen or split_of(key, bool(t.meta.get("ood"))) != split:
             dry[lv] += 1
             if dry[lv] >= budget:

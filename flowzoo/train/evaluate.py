@@ -39,6 +39,9 @@ class EvalResult:
     truncated: dict[str, float] = field(default_factory=dict)
     #: wall seconds and generated tokens this evaluation cost (this process)
     cost: dict[str, float] = field(default_factory=dict)
+    #: role -> share of its decidable turns showing the considered behaviour of the
+    #: workflow's menu (worked steps, the considered pick, a check); docs/testbed.md
+    behaviour: dict[str, float] = field(default_factory=dict)
 
     @property
     def ci(self) -> tuple[float, float]:
@@ -57,6 +60,7 @@ class EvalResult:
             "no_answer": self.no_answer,
             "truncated": self.truncated,
             "cost": self.cost,
+            "behaviour": self.behaviour,
             **self.extra,
         }
         if self.per_problem:
@@ -106,10 +110,11 @@ def evaluate_env(
     mine = episodes[rank::world]
     envs = [probe] + [make_env(env_id, **opts) for _ in range(min(batch, len(mine)) - 1)]
     # counts: per problem correct, then per role (turns, parse failures, answer turns, no
-    # answer, truncated), then per extra key (sum, episodes that report it) - a fixed layout
-    # every process shares
+    # answer, truncated, behaviour decided, behaviour considered), then per extra key (sum,
+    # episodes that report it) - a fixed layout every process shares
+    W = 7
     correct = [0.0] * n
-    per_role = {r: [0.0] * 5 for r in roles}
+    per_role = {r: [0.0] * W for r in roles}
     extra_keys = probe.workflow.readings.extras  # what the workflow declares it decides
     extra = {k: [0.0, 0.0] for k in extra_keys}
     solving, parse_flags = probe.workflow.solving_roles, probe.workflow.parse_flags
@@ -140,13 +145,16 @@ def evaluate_env(
             for t in rec.turns:
                 tokens += len(t.completion_ids)
                 per_role[t.role][4] += not t.finished
-            for t in env.turn_log():
+            for t, b in zip(env.turn_log(), env.behaviour_log(), strict=True):
                 row = per_role[t.role]
                 row[0] += 1
                 row[1] += bool(parse_flags & set(t.flags))
                 if t.role in solving:
                     row[2] += 1
                     row[3] += fam.extract(t.action) is None
+                if b is not None:
+                    row[5] += 1
+                    row[6] += b
         if bar is not None:
             bar.update(len(chunk))
     if bar is not None:
@@ -159,8 +167,8 @@ def evaluate_env(
     if reduce is not None:
         flat = list(reduce(flat))
     correct, flat = flat[:n], flat[n:]
-    per_role = {r: flat[5 * i : 5 * i + 5] for i, r in enumerate(roles)}
-    flat = flat[5 * len(roles) :]
+    per_role = {r: flat[W * i : W * i + W] for i, r in enumerate(roles)}
+    flat = flat[W * len(roles) :]
     extra = {k: flat[2 * i : 2 * i + 2] for i, k in enumerate(extra_keys)}
     total = n * samples
     return EvalResult(
@@ -175,6 +183,7 @@ def evaluate_env(
         per_problem=[int(round(c)) for c in correct],
         truncated={r: c[4] / c[0] for r, c in per_role.items() if c[0] > 0},
         cost={"wall_s": round(time.time() - t0, 2), "tokens": tokens, "episodes": len(mine)},
+        behaviour={r: c[6] / c[5] for r, c in per_role.items() if c[5] > 0},
     )
 
 

@@ -140,3 +140,22 @@ def test_a_chat_renders_as_the_prompt_the_model_was_pretrained_on(tmp_path):
     (old / "chat_template.jinja").unlink()
     assert not has_chat_template(old) and add_chat_template(old) and has_chat_template(old)
     assert not add_chat_template(old)  # idempotent
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "remove"])
+def test_a_damaged_cached_build_names_its_file_and_the_rebuild(tmp_path, tiny_model, damage):
+    """A cached build whose weights are cut short, overwritten or gone is a clear error naming
+    the file and the command that rebuilds it, not a raw loader error."""
+    cfg = fast_config("tiny-s")
+    path = tmp_path / f"tiny-s-{cfg.key()}"
+    shutil.copytree(tiny_model, path)
+    blob = path / "model.safetensors"
+    if damage == "truncate":
+        blob.write_bytes(blob.read_bytes()[:-100])
+    elif damage == "garbage":
+        blob.write_bytes(b"\x00" * 64)
+    else:
+        blob.unlink()
+    with pytest.raises((ValueError, FileNotFoundError)) as err:
+        ensure_tiny(cfg, cache_dir=tmp_path, shipped=False, progress=False)
+    assert str(blob) in str(err.value) and "flowzoo pretrain-tiny --scale tiny-s" in str(err.value)

@@ -28,7 +28,7 @@ def spaces():
     return {
         name: {
             sp: gen(20_000 if sp != "ood" else 2_000, split=sp, seed=0, exhaust=True)
-            for sp in ("train", "test", "ood")
+            for sp in ("pretrain", "train", "test", "ood")
         }
         for name, gen in GENERATORS.items()
     }
@@ -36,8 +36,9 @@ def spaces():
 
 @pytest.mark.parametrize("name", list(GENERATORS))
 def test_no_split_shares_what_it_solves(spaces, name):
-    train, test, ood = (spaces[name][s] for s in ("train", "test", "ood"))
-    for a, b in ((train, test), (train, ood), (test, ood)):
+    pre, train, test, ood = (spaces[name][s] for s in ("pretrain", "train", "test", "ood"))
+    pairs = ((pre, train), (pre, test), (pre, ood), (train, test), (train, ood), (test, ood))
+    for a, b in pairs:
         o = overlap(a, b)
         assert (o.by_key, o.by_statement, o.by_tests, o.any) == (0, 0, 0, 0), o.examples
     # held-out sides keep one wording per computation: no repeats inside them
@@ -113,13 +114,18 @@ def test_overlap_finds_paraphrases_copies_and_shared_tests():
 
 @pytest.mark.parametrize("family", ["math", "code"])
 def test_the_pretraining_corpus_holds_no_held_out_problem(family, spaces):
-    from flowzoo.models.tiny import PretrainConfig, corpus_tasks
+    from flowzoo.models.corpus import corpus_tasks
+    from flowzoo.models.tiny import PretrainConfig
 
     pool = corpus_tasks(family, PretrainConfig(scale="tiny-s").corpus_tasks)
     names = ("arith",) if family == "math" else ("funcs", "stdio")
     for name in names:
-        for sp in ("test", "ood"):
+        # the RL pool too: RL trains on computations its base never saw
+        for sp in ("train", "test", "ood"):
             assert overlap(pool, spaces[name][sp]).any == 0
+    # and the envs' default RL pool is not a prefix of the pretraining pool
+    env = flowzoo.make_env("voting-math" if family == "math" else "voting-code")
+    assert overlap(pool, env.tasks).any == 0
 
 
 def test_ood_split_through_envs_and_its_absence_is_an_error(tmp_path):
@@ -131,7 +137,7 @@ def test_ood_split_through_envs_and_its_absence_is_an_error(tmp_path):
     assert not has_ood("voting-math", dataset=f"jsonl:{f}")
     with pytest.raises(ValueError, match="out-of-distribution"):
         load_math_dataset(f"jsonl:{f}", split="ood")
-    with pytest.raises(ValueError, match="valid: train, test, ood"):
+    with pytest.raises(ValueError, match="valid: pretrain, train, test, ood"):
         arithmetic_tasks(5, split="dev")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import string
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -101,6 +102,16 @@ class Readings:
             "partner_quality": self.partner_quality,
             "parallel": sorted(parallel_roles),
         }
+
+
+@dataclass(frozen=True)
+class Act:
+    """A testbed expert's turn (:meth:`Workflow.behaviour_action`): the text the env receives
+    and, where it differs, the text a pretraining corpus trains on (a simulated wrong guess is
+    what later roles see, but the corpus never teaches a wrong fact)."""
+
+    text: str
+    target: str | None = None
 
 
 @dataclass
@@ -201,6 +212,22 @@ class Workflow:
         fam, task = self.family, ep.task
         return fam.noisy_completion(task, rng) if err else fam.reference_completion(task)
 
+    def behaviour_action(
+        self, ep: Episode, agent: str, role: str, shortcut: bool, rng: random.Random
+    ) -> Act:
+        """The testbed expert that writes the tiny models' corpus: every fact it states is
+        right, and ``shortcut`` picks the role's cheap behaviour (here: answer directly instead
+        of working the steps), which RL can unlearn from the team reward. Workflows override
+        their coordinating roles (docs/testbed.md lists every role's menu)."""
+        return attempt(self.family, ep.task, shortcut, rng)
+
+    def behaviour(self, ep: Episode, i: int) -> bool | None:
+        """Whether turn ``i`` shows its role's considered behaviour (True) or the shortcut
+        (False) of :meth:`behaviour_action`'s menu; None where the turn cannot tell them apart.
+        Solving roles: worked steps vs a bare answer."""
+        turn = ep.turns[i]
+        return shows_work(turn.action) if turn.role in self.solving_roles else None
+
     def wrong_action(self, ep: Episode, agent: str, role: str) -> str:
         """A well-formed but wrong turn (wrong answer, wrong choice, rejecting everything)."""
         return self.family.wrong_completion(ep.task)
@@ -255,6 +282,57 @@ def combine(family: TaskFamily, ep: Episode, role: str, err: bool, rng: random.R
     if err or not good:
         return bad[0] if bad else family.noisy_completion(ep.task, rng)
     return good[0]
+
+
+#: how often a direct answer to a multi-step problem is right in the corpus simulation (what
+#: later roles see; the corpus itself trains only on the right answer)
+DIRECT_HIT = 0.25
+
+
+def attempt(family: TaskFamily, task: Task, direct: bool, rng: random.Random) -> Act:
+    """A solving turn of the testbed expert: the worked steps, or (``direct``) the bare answer.
+    A bare answer to a multi-step problem is a guess a small model gets wrong most of the
+    time, so later roles see a wrong guess ``1 - DIRECT_HIT`` of the time while the corpus
+    row trains on the right answer. Families without a direct form always work it out."""
+    worked = family.reference_completion(task)
+    direct_form = getattr(family, "direct_completion", None)
+    if not direct or direct_form is None:
+        return Act(worked)
+    right = direct_form(task)
+    if len(task.meta.get("steps") or ()) <= 1 or rng.random() < DIRECT_HIT:
+        return Act(right)
+    return Act(family.guess_completion(task, rng), target=right)
+
+
+def majority(classes: list) -> int | None:
+    """Index of the first member of the most common answer class (ties: earliest)."""
+    counts = Counter(c for c in classes if c is not None)
+    if not counts:
+        return None
+    best = max(counts.values())
+    for i, c in enumerate(classes):
+        if c is not None and counts[c] == best:
+            return i
+    return None
+
+
+def considered_pick(family: TaskFamily, task: Task, texts: list[str]) -> int:
+    """The testbed's careful choice among candidate answers: the first that shows its steps,
+    else an answer at least two share, else the first. Reads only the candidates (whether
+    they show work, their answers), never the gold: a rule a small model can learn."""
+    shown = [i for i, t in enumerate(texts) if shows_work(t)]
+    if shown:
+        return shown[0]
+    classes = [family.answer_class(task, v) for v in family.score_many(task, texts)]
+    best = majority(classes)
+    if best is not None and classes.count(classes[best]) >= 2:
+        return best
+    return 0
+
+
+def shows_work(text: str) -> bool:
+    """Whether a math completion writes out at least one step (``a op b = c``)."""
+    return " = " in text
 
 
 def option_names(cls: type) -> list[str]:

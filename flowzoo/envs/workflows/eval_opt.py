@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowzoo.envs.workflows.base import (
+    Act,
     Episode,
     Outcome,
     Readings,
@@ -20,6 +21,7 @@ from flowzoo.envs.workflows.base import (
     Workflow,
     WorkflowOptions,
     quote,
+    shows_work,
 )
 from flowzoo.envs.workflows.parsing import parse_feedback, parse_verdict
 from flowzoo.tasks.base import Verdict
@@ -57,6 +59,27 @@ class EvalOpt(Workflow):
         if ok != err:
             return "Verdict: ACCEPT\nFeedback: the draft is correct."
         return "Verdict: REVISE\nFeedback: the result is wrong; recompute it."
+
+    def behaviour_action(self, ep, agent, role, shortcut, rng) -> Act:
+        """Evaluator: demand the work (accept a draft that shows its steps, send a bare answer
+        back) or, as its shortcut, rubber-stamp every draft. A rule read off the draft, not
+        the gold, so a small model can learn it. The optimizer's drafts and revisions: work
+        the steps or answer directly."""
+        if role != "evaluator":
+            return super().behaviour_action(ep, agent, role, shortcut, rng)
+        if shortcut or shows_work(ep.last_of_role("optimizer").action):
+            return Act("Verdict: ACCEPT\nFeedback: the draft is correct.")
+        return Act("Verdict: REVISE\nFeedback: show the steps.")
+
+    def behaviour(self, ep, i) -> bool | None:
+        """Evaluator: on a wrong draft, REVISE (it checked) vs ACCEPT (rubber-stamp); a right
+        draft cannot tell them apart."""
+        turn = ep.turns[i]
+        if turn.role != "evaluator":
+            return super().behaviour(ep, i)
+        if self.family.score(ep.task, turn.parsed["draft"]).correct:
+            return None
+        return turn.parsed["verdict"] == "revise"
 
     def wrong_action(self, ep, agent, role) -> str:
         if role == "evaluator":

@@ -19,13 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowzoo.envs.workflows.base import (
+    Act,
     Episode,
     Outcome,
     Readings,
     Turn,
     Workflow,
     WorkflowOptions,
+    attempt,
     combine,
+    considered_pick,
     quote,
 )
 from flowzoo.envs.workflows.parsing import parse_plan
@@ -33,6 +36,9 @@ from flowzoo.tasks.math.extract import find_boxed
 
 MODES = ("strategies", "decompose")
 NO_STRATEGY = "Solve the problem directly."
+#: the testbed's plans: distinct strategies that work the steps, or one shortcut repeated
+WORKED_STRATEGIES = ("work the steps", "work the steps, then check", "write each step")
+DIRECT_STRATEGY = "answer directly"
 
 
 @dataclass
@@ -68,6 +74,47 @@ class OrchWorkers(Workflow):
         if role == "synthesizer":
             return combine(self.family, ep, "worker", err, rng)
         return super().expert_action(ep, agent, role, err, rng)
+
+    def behaviour_action(self, ep, agent, role, shortcut, rng) -> Act:
+        """Orchestrator: distinct strategies that work the steps, or (shortcut) one repeated
+        "answer directly". Worker: follows its strategy, or (shortcut) does the opposite — so
+        a worker can learn to work the steps whatever it is told. Synthesizer: the considered
+        pick among the solutions, or (shortcut) solution 1's answer."""
+        if role == "orchestrator":
+            ideas = [DIRECT_STRATEGY] if shortcut else list(WORKED_STRATEGIES)
+            word = "Strategy" if self.options.mode == "strategies" else "Step"
+            return Act("\n".join(f"{word} {i + 1}: {ideas[i % len(ideas)]}" for i in range(self.k)))
+        if role == "worker":
+            told_direct = ep.data["items"][int(agent.rsplit("_", 1)[1])] == DIRECT_STRATEGY
+            return attempt(self.family, ep.task, told_direct != shortcut, rng)
+        if role == "synthesizer" and self.options.mode == "strategies":
+            sols = [ep.turns_of(f"worker_{i}")[-1].action for i in range(self.k)]
+            pick = 0 if shortcut else considered_pick(self.family, ep.task, sols)
+            answer = self.family.extract(sols[pick])
+            if answer is not None:
+                return Act(f"\\boxed{{{answer}}}")
+        return super().behaviour_action(ep, agent, role, shortcut, rng)
+
+    def behaviour(self, ep, i) -> bool | None:
+        """Orchestrator: a plan whose strategies work the steps vs one that says to answer
+        directly (None: unparsed). Synthesizer: the considered pick's answer vs solution 1's
+        (None when they agree)."""
+        turn = ep.turns[i]
+        if turn.role == "orchestrator":
+            plan = turn.parsed.get("plan")
+            if plan is None:
+                return None
+            return not any("direct" in item.lower() for item in plan)
+        if turn.role == "synthesizer" and self.options.mode == "strategies":
+            sols = [ep.turns_of(f"worker_{j}")[-1].action for j in range(self.k)]
+            fam, task = self.family, ep.task
+            best = considered_pick(fam, task, sols)
+            keys = [fam.answer_class(task, v) for v in fam.score_many(task, [sols[0], sols[best]])]
+            mine = fam.answer_class(task, fam.score(task, turn.action))
+            if keys[0] == keys[1] or mine not in keys:
+                return None
+            return mine == keys[1]
+        return super().behaviour(ep, i)
 
     def wrong_action(self, ep, agent, role) -> str:
         if role == "orchestrator":

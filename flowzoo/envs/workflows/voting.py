@@ -12,10 +12,10 @@ aggregator can be compared with majority voting.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from flowzoo.envs.workflows.base import (
+    Act,
     Episode,
     Outcome,
     Readings,
@@ -23,6 +23,8 @@ from flowzoo.envs.workflows.base import (
     Workflow,
     WorkflowOptions,
     combine,
+    considered_pick,
+    majority,
     quote,
 )
 from flowzoo.envs.workflows.parsing import parse_choice
@@ -63,6 +65,28 @@ class Voting(Workflow):
         bad = [i for i in range(len(cands)) if i not in good]
         pool = bad if (err and bad) else (good or bad)
         return f"Best is candidate {pool[0] + 1}. \\boxed{{{pool[0] + 1}}}"
+
+    def behaviour_action(self, ep, agent, role, shortcut, rng) -> Act:
+        """Aggregator: the considered pick (an answer two solvers share, else one that shows
+        its steps) or, as its shortcut, candidate 1."""
+        if role != "aggregator" or self.options.aggregator_mode != "select":
+            return super().behaviour_action(ep, agent, role, shortcut, rng)
+        cands = [t.action for t in ep.turns if t.role == "solver"]
+        pick = 0 if shortcut else considered_pick(self.family, ep.task, cands)
+        return Act(f"\\boxed{{{pick + 1}}}")
+
+    def behaviour(self, ep, i) -> bool | None:
+        """Aggregator: the considered pick vs candidate 1 (None when they coincide or the
+        choice did not parse)."""
+        turn = ep.turns[i]
+        if turn.role != "aggregator":
+            return super().behaviour(ep, i)
+        choice = turn.parsed.get("choice")
+        cands = [t.action for t in ep.turns[:i] if t.role == "solver"]
+        best = considered_pick(self.family, ep.task, cands)
+        if choice is None or best == 0 or choice not in (0, best):
+            return None
+        return choice == best
 
     def wrong_action(self, ep, agent, role) -> str:
         if role == "aggregator" and self.options.aggregator_mode == "select":
@@ -129,7 +153,7 @@ class Voting(Workflow):
         solver_texts = [ep.turns_of(f"solver_{i}")[-1].action for i in range(self.k)]
         verdicts = self.family.score_many(ep.task, solver_texts)
         classes = [self.family.answer_class(ep.task, v) for v in verdicts]
-        maj = _majority(classes)
+        maj = majority(classes)
         agg_turn = ep.last_of_role("aggregator")
         info: dict = {
             "solver_correct": {f"solver_{i}": bool(v.correct) for i, v in enumerate(verdicts)},
@@ -157,15 +181,3 @@ class Voting(Workflow):
         signals = {f"solver_{i}": float(v.score) for i, v in enumerate(verdicts)}
         signals["aggregator"] = float(verdict.score)
         return Outcome(final_text, verdict, signals, info)
-
-
-def _majority(classes: list) -> int | None:
-    """Index of the first member of the most common answer class (ties: earliest)."""
-    counts = Counter(c for c in classes if c is not None)
-    if not counts:
-        return None
-    best = max(counts.values())
-    for i, c in enumerate(classes):
-        if c is not None and counts[c] == best:
-            return i
-    return None

@@ -74,6 +74,24 @@ class MathFamily:
         lines, val = solve_steps(steps, slip_at=at, slip=slip)
         return ". ".join(lines) + f". \\boxed{{{val}}}"
 
+    def direct_completion(self, task: Task) -> str:
+        """The right answer with no steps shown: the testbed's shortcut behaviour, reliable
+        for one step and a guess beyond it (docs/testbed.md)."""
+        return f"\\boxed{{{task.answer}}}"
+
+    def guess_completion(self, task: Task, rng: random.Random) -> str:
+        """A direct answer that misses: near the value, or the value before the last step
+        (what a model that skips the steps tends to write)."""
+        steps = task.meta.get("steps") or []
+        if not steps:
+            return self.wrong_completion(task)
+        gold = solve_steps(steps)[1]
+        partial = solve_steps(steps[:-1])[1] if len(steps) > 1 else gold
+        guess = partial if rng.random() < 0.3 and partial != gold else gold
+        while guess == gold:
+            guess = gold + rng.choice([-10, -3, -2, -1, 1, 2, 3, 10])
+        return f"\\boxed{{{guess}}}"
+
     def wrong_completion(self, task: Task) -> str:
         """A well-formed completion whose answer is wrong."""
         num = to_number(normalize(task.answer))

@@ -10,7 +10,7 @@ trained) is the out-of-distribution split. Sizes of each space: docs/envs.md.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import random
 from collections.abc import Callable, Iterable
@@ -24,6 +24,7 @@ from flowzoo.tasks.base import (
     parse_levels,
     stable_hash,
 )
+from flowzoo.tasks.files import WHOLE, file_split, math_key, read_rows
 from flowzoo.tasks.math.extract import extract_answer, find_boxed
 
 _NAMES = ["Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
@@ -161,7 +162,12 @@ LEVELS: dict[int, Callable[[random.Random], Draw]] = {
 #: the levels whose structure is held out whole: the ``ood`` split
 OOD_LEVELS = (5,)
 #: the levels a split is drawn from when none are named
-DEFAULT_LEVELS = {"train": (1, 2, 3, 4), "test": (1, 2, 3, 4), "ood": OOD_LEVELS}
+DEFAULT_LEVELS = {
+    "pretrain": (1, 2, 3, 4),
+    "train": (1, 2, 3, 4),
+    "test": (1, 2, 3, 4),
+    "ood": OOD_LEVELS,
+}
 
 
 def arithmetic_tasks(
@@ -193,31 +199,28 @@ def arithmetic_tasks(
 
 
 def _read_jsonl(path: str | os.PathLike) -> list[dict]:
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"task file not found: {p}")
-    rows = []
-    with p.open(encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{p}:{ln}: not valid JSON ({e.msg})") from None
-    return rows
+    """Rows of a JSONL(.gz)/JSON file with every number kept as written (a gold is exact)."""
+    return read_rows(path, numbers="text")
 
 
 def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
     if not isinstance(row, dict):
-        raise ValueError(f"{source} row {i}: expected an object, got {type(row).__name__}")
+        raise ValueError(
+            f"{source} row {i}: expected an object of fields, got {type(row).__name__}; "
+            "every row is one {...} object"
+        )
     bad = [k for k in ("answer", "solution", "id") if k in row and not _scalar(row[k])]
     if bad:
-        raise ValueError(f"{source} row {i}: field {bad[0]!r} must be text or a number")
+        raise ValueError(
+            f"{source} row {i}: field {bad[0]!r} must be text or a number, got "
+            f"{type(row[bad[0]]).__name__}; fix the row or remove it"
+        )
     q = row.get("question") or row.get("problem") or row.get("prompt")
     if not isinstance(q, str) or not q.strip():
-        raise ValueError(f"{source} row {i}: no 'question'/'problem' text")
+        raise ValueError(
+            f"{source} row {i}: field 'question' (or 'problem'/'prompt') is missing or not "
+            "text; every row needs the problem's text"
+        )
     if style == "gsm8k":
         raw = str(row.get("answer", ""))
         ans = (
@@ -231,7 +234,10 @@ def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
         ans = row.get("answer")
         ans = None if ans is None else str(ans)
     if ans is None or not str(ans).strip():
-        raise ValueError(f"{source} row {i}: no gold answer found ({style} style)")
+        raise ValueError(
+            f"{source} row {i}: field 'answer' holds no gold answer ({style} style); give "
+            "one, or name the file's style (gsm8k:PATH, math:PATH, hf:STYLE:PATH)"
+        )
     tid = str(row.get("id") or row.get("unique_id") or f"{style}-{stable_hash(q) % 10**10:010d}")
     return Task(
         id=tid, question=q.strip(), answer=str(ans).strip(), family="math", meta={"source": source}
@@ -239,13 +245,29 @@ def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
 
 
 def _scalar(v) -> bool:
+    if isinstance(v, float) and not math.isfinite(v):  # NaN/inf from parquet or a dataset
+        return False
     return isinstance(v, (str, int, float)) and not isinstance(v, bool)
+
+
+#: the row styles a math file may be in
+MATH_STYLES = ("jsonl", "gsm8k", "math")
+
+
+def detect_math_style(rows: list[dict]) -> str:
+    """A file's style from its fields: a ``solution`` field is MATH-style (``\\boxed{}``),
+    answers carrying ``#### a`` are GSM8K-style, anything else plain ``{question, answer}``."""
+    if any(isinstance(r, dict) and "solution" in r for r in rows):
+        return "math"
+    if any(isinstance(r, dict) and "####" in str(r.get("answer", "")) for r in rows):
+        return "gsm8k"
+    return "jsonl"
 
 
 def load_math_file(path: str | os.PathLike, style: str = "jsonl") -> TaskSet:
     """Load a local JSONL file: ``jsonl`` ({id, question, answer}), ``gsm8k`` (``#### a``)
     or ``math`` (a ``\\boxed{}`` solution)."""
-    if style not in ("jsonl", "gsm8k", "math"):
+    if style not in MATH_STYLES:
         raise ValueError(f"unknown math file style {style!r}; valid: jsonl, gsm8k, math")
     rows = _read_jsonl(path)
     return TaskSet(
@@ -253,23 +275,40 @@ def load_math_file(path: str | os.PathLike, style: str = "jsonl") -> TaskSet:
     )
 
 
-def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "jsonl") -> TaskSet:
-    """A Hugging Face ``datasets`` dataset from a local dir (``save_to_disk``) or data file.
+def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "auto") -> TaskSet:
+    """A Hugging Face ``datasets`` dataset from a local dir (``save_to_disk``) or data file,
+    rows in ``style`` (``auto``: told by their fields). A dataset with the asked split uses
+    it as is; one without (a single file or dataset) is split by what is solved.
 
     Never touches the hub: a path that does not exist is an error, not a download."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"local dataset path not found: {p} (flowzoo never downloads)")
+    if style not in (*MATH_STYLES, "auto"):
+        raise ValueError(f"unknown hf style {style!r}; valid: auto, {', '.join(MATH_STYLES)}")
+    if p.is_file() and p.name.endswith((".jsonl", ".json", ".gz")):  # numbers kept exact
+        rows = _read_jsonl(p)
+        style = detect_math_style(rows) if style == "auto" else style
+        tasks = [_task_from_row(r, i, str(p), style) for i, r in enumerate(rows)]
+        return file_split(tasks, split, math_key, str(p))
     try:
         import datasets
     except ImportError as e:
         raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
+    own = False  # whether the dataset itself holds the asked split
     if p.is_dir():
-        ds = datasets.load_from_disk(str(p))
+        try:
+            ds = datasets.load_from_disk(str(p))
+        except (FileNotFoundError, ValueError, OSError) as e:
+            raise ValueError(
+                f"{p}: not a saved Hugging Face dataset ({str(e)[:120]}); give a directory "
+                "written by save_to_disk, or a .jsonl/.parquet file"
+            ) from None
         if isinstance(ds, datasets.DatasetDict):
-            if split not in ds:
-                raise ValueError(f"split {split!r} not in {p}; valid: {', '.join(ds)}")
-            ds = ds[split]
+            want = "test" if split == WHOLE else split
+            if want not in ds:
+                raise ValueError(f"split {want!r} not in {p}; valid: {', '.join(ds)}")
+            ds, own = ds[want], True
     else:
         fmt = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}.get(
             p.suffix
@@ -277,11 +316,10 @@ def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "j
         if fmt is None:
             raise ValueError(f"unsupported data file {p.name}; use .jsonl, .json, .parquet or .csv")
         ds = datasets.load_dataset(fmt, data_files=str(p), split="train")
-    return TaskSet(
-        [_task_from_row(dict(r), i, str(p), style) for i, r in enumerate(ds)],
-        name=str(p),
-        split=split,
-    )
+    rows = [dict(r) for r in ds]
+    style = detect_math_style(rows) if style == "auto" else style
+    tasks = [_task_from_row(r, i, str(p), style) for i, r in enumerate(rows)]
+    return file_split(tasks, WHOLE if own else split, math_key, str(p))
 
 
 def reasoning_gym_tasks(name: str, n: int = 200, split: str = "train", seed: int = 0) -> TaskSet:
@@ -327,19 +365,24 @@ def reasoning_gym_tasks(name: str, n: int = 200, split: str = "train", seed: int
 
 def load_math_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:
     """Resolve a dataset spec: ``arith`` | ``arith:1-2`` | ``jsonl:PATH`` | ``gsm8k:PATH`` |
-    ``math:PATH`` | ``hf:PATH`` | ``reasoning-gym:NAME``."""
+    ``math:PATH`` | ``hf:PATH`` | ``hf:STYLE:PATH`` | ``reasoning-gym:NAME``. A local file's
+    ``train``/``test`` are disjoint sides split by what is solved; ``all`` is the whole file
+    (a separate held-out file)."""
     kind, _, arg = spec.partition(":")
     if kind == "arith":
         return arithmetic_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
-    if check_split(split) == "ood" and kind != "reasoning-gym":
+    if split != WHOLE and check_split(split) == "ood" and kind != "reasoning-gym":
         raise ValueError(f"math dataset {spec!r} has no out-of-distribution split (only arith)")
-    if kind in ("jsonl", "gsm8k", "math") and arg:
-        return load_math_file(arg, style=kind)
+    if kind in MATH_STYLES and arg:  # one file: train and test split by what is solved
+        return file_split(load_math_file(arg, style=kind), split, math_key, arg)
     if kind == "hf" and arg:
+        style, sep, rest = arg.partition(":")
+        if sep and style in (*MATH_STYLES, "auto"):  # hf:STYLE:PATH
+            return load_hf_local(rest, split=split, style=style)
         return load_hf_local(arg, split=split)
     if kind == "reasoning-gym" and arg:
         return reasoning_gym_tasks(arg, n=n, split=split, seed=seed)
     raise ValueError(
         f"unknown math dataset {spec!r}; valid: arith, arith:LO-HI, jsonl:PATH, gsm8k:PATH, "
-        "math:PATH, hf:PATH, reasoning-gym:NAME"
+        "math:PATH, hf:PATH, hf:STYLE:PATH, reasoning-gym:NAME"
     )

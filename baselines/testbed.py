@@ -1,0 +1,50 @@
+"""The testbed's base measurements (docs/testbed.md): per-step accuracy in context, the
+single solver's behaviour and accuracy by difficulty level (in distribution and one notch
+past it), and every math role's behaviour rate and each env's sampled accuracy, before any
+training. Written to ``baselines/results/testbed-<model>.json``.
+
+    python baselines/testbed.py                      # the shipped tiny-s
+    python baselines/testbed.py --model PATH --problems 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from flowzoo.models.policy import Policy
+from flowzoo.models.threads import apply_threads
+from flowzoo.models.tiny import resolve_model
+from flowzoo.train.testbed import measure_base
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(allow_abbrev=False)
+    ap.add_argument("--model", default="tiny-s")
+    ap.add_argument("--problems", type=int, default=200, help="held-out problems per reading")
+    ap.add_argument("--out", default="", help="default: baselines/results/testbed-<model>.json")
+    args = ap.parse_args()
+    apply_threads()
+    policy = Policy(resolve_model(args.model))
+    got = measure_base(policy, args.problems)
+    name = Path(args.model).name
+    out = Path(args.out or f"baselines/results/testbed-{name}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"model": args.model, **got}, indent=1) + "\n")
+    s = got["step_accuracy"]
+    print(f"single steps (greedy, in context): {s['accuracy']:.3f} {s['ci']} on {s['steps']}")
+    for split, key in (("test", "solver_by_level"), ("ood", "ood_solver")):
+        for lv, c in got[key].items():
+            print(
+                f"  {split} level {lv}: worked {c['worked_rate']:.2f}, acc worked "
+                f"{c['acc_worked']}, acc direct {c['acc_direct']}"
+            )
+    for env, r in got["envs"].items():
+        beh = ", ".join(f"{k} {v:.2f}" for k, v in r["behaviour"].items())
+        print(f"  {env}: acc {r['accuracy']:.3f} {r['ci']}; behaviour {beh}")
+    print(f"-> {out}")
+
+
+if __name__ == "__main__":
+    main()
