@@ -21,7 +21,7 @@ from flowzoo.envs.registry import MAX_TASKS, check_options, list_envs  # MAX_TAS
 
 #: the experiment trackers ``report_to`` may name (:mod:`flowzoo.train.trackers` opens them)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
-ALGOS = ("grpo", "ppo")
+ALGOS = ("grpo", "ppo", "rloo")
 #: what ``role_settings`` may set per role, and the type of each
 ROLE_KEYS = {
     "lr": float,

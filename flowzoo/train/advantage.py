@@ -1,24 +1,60 @@
-"""Rewards -> advantages, as arrays aligned with the step's turns (``turn.index``).
+"""What every estimator shares: the :class:`Advantages` container (arrays aligned with the
+step's turns, ``turn.index``), the critic handle, and the groups turns are compared in.
 
-The estimators behind :mod:`flowzoo.train.algorithm`'s seam. GRPO gives one scalar per turn
-(groups named by ``GroupKey``); PPO gives per-token
-advantages, returns and the old values from a critic and GAE over each agent's turns. The
+The estimators themselves live one per file in :mod:`flowzoo.train.algorithms`: GRPO and
+RLOO give one scalar per turn (groups named by :class:`GroupKey`); PPO gives per-token
+advantages, returns and old values from a critic and GAE over each agent's turns. The
 learner asks :meth:`Advantages.tokens` for a turn and never needs to know which it was.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from flowzoo.config import TrainConfig
-from flowzoo.train.algorithms.grpo import GroupKey, advantages, informative
-from flowzoo.train.algorithms.ppo import gae, logprobs_and_values
+from flowzoo.config import GROUP_BY, TrainConfig
 from flowzoo.train.rollout import EpisodeRecord, TurnRecord
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """What two turns must share to be in the same group (GRPO, RLOO)."""
+
+    task: str
+    role: str | None = None
+    agent: str | None = None
+    turn: int | None = None
+
+    @staticmethod
+    def of(group_by: str, task: str, role: str, agent: str, turn: int) -> GroupKey:
+        if group_by == "task":
+            return GroupKey(task)
+        if group_by == "task_role":
+            return GroupKey(task, role=role)
+        if group_by == "task_role_turn":
+            return GroupKey(task, role=role, turn=turn)
+        if group_by == "task_agent_turn":
+            return GroupKey(task, agent=agent, turn=turn)
+        raise ValueError(f"unknown group_by {group_by!r}; valid: {', '.join(GROUP_BY)}")
+
+
+def informative(
+    keys: Sequence[Hashable], rewards: Sequence[float], eps: float = 1e-6
+) -> list[bool]:
+    """Per turn: is its group one a policy can learn from (two or more members whose rewards
+    differ)? DAPO's dynamic sampling drops the rest, whose advantages are all 0."""
+    members: dict[Hashable, list[float]] = defaultdict(list)
+    for k, r in zip(keys, rewards, strict=True):
+        members[k].append(float(r))
+    ok = {
+        k: len(v) > 1 and float(torch.tensor(v, dtype=torch.float64).std(unbiased=False)) >= eps
+        for k, v in members.items()
+    }
+    return [ok[k] for k in keys]
 
 
 @dataclass
@@ -65,21 +101,6 @@ def index_turns(records: list[EpisodeRecord]) -> list[TurnRecord]:
     return turns
 
 
-def grpo(
-    cfg: TrainConfig, records: list[EpisodeRecord], turns: list[TurnRecord], rewards: list[float]
-) -> Advantages:
-    """Group-relative advantages; the group of a turn is named by ``cfg.group_by``."""
-    keys = group_keys(cfg, records, turns)
-    adv, stats = advantages(keys, rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in turns])
-    out = Advantages(scalar=list(adv), stats=dataclasses.asdict(stats))
-    if cfg.filter_groups:
-        ok = informative(keys, rewards)
-        out.skip |= {t.index for t, good in zip(turns, ok, strict=True) if not good}
-        out.stats["dropped_groups"] = len({k for k, good in zip(keys, ok, strict=True) if not good})
-        out.stats["dropped_turns"] = len(out.skip)
-    return out
-
-
 def group_keys(cfg: TrainConfig, records: list[EpisodeRecord], turns: list[TurnRecord]) -> list:
     """Each turn's GRPO group, as ``cfg.group_by`` names it."""
     return [
@@ -88,63 +109,27 @@ def group_keys(cfg: TrainConfig, records: list[EpisodeRecord], turns: list[TurnR
     ]
 
 
+def informative_turns(
+    cfg: TrainConfig, records: list[EpisodeRecord], turns: list[TurnRecord], rewards: list[float]
+) -> list[bool]:
+    """Per turn: whether its group (``cfg.group_by``) has reward variance; what
+    ``filter_groups`` keeps and dynamic sampling counts, for any group-based algorithm."""
+    return informative(group_keys(cfg, records, turns), rewards)
+
+
+def drop_uninformative(
+    out: Advantages, keys: list, turns: list[TurnRecord], rewards: list[float]
+) -> None:
+    """``filter_groups``: leave out of the loss every turn whose group has no reward variance
+    (its advantages are all 0), counted in the step's group statistics."""
+    ok = informative(keys, rewards)
+    out.skip |= {t.index for t, good in zip(turns, ok, strict=True) if not good}
+    out.stats["dropped_groups"] = len({k for k, good in zip(keys, ok, strict=True) if not good})
+    out.stats["dropped_turns"] = len(out.skip)
+
+
 def mask_truncated(adv: Advantages, turns: list[TurnRecord]) -> None:
     """Leave out of the loss every turn cut at max_new_tokens (its end is not the model's)."""
     cut = {t.index for t in turns if not t.finished and t.completion_ids}
     adv.skip |= cut
     adv.stats["masked_truncated"] = len(cut)
-
-
-def ppo(
-    cfg: TrainConfig,
-    critic: Critic,
-    records: list[EpisodeRecord],
-    turns: list[TurnRecord],
-    rewards: list[float],
-) -> Advantages:
-    """GAE over each agent's turns with its policy's critic, normalised per policy."""
-    router, heads = critic.router, critic.heads
-    n = len(turns)
-    out = Advantages(token=[None] * n, returns=[None] * n, old_values=[None] * n)
-    for name in router.names:
-        pol = router.prepare_update(name)
-        head = heads[name]
-        trajs: dict[tuple[int, str], list[TurnRecord]] = defaultdict(list)
-        for r in records:
-            for t in r.turns:
-                if t.policy == name:
-                    trajs[(r.index, t.agent)].append(t)
-        flat = [t for ts in trajs.values() for t in ts if t.completion_ids]
-        values: dict[int, torch.Tensor] = {}
-        with torch.no_grad():
-            for i in range(0, len(flat), cfg.micro_batch):
-                mb = flat[i : i + cfg.micro_batch]
-                _, vs = logprobs_and_values(
-                    pol,
-                    head,
-                    [t.prompt_ids for t in mb],
-                    [t.completion_ids for t in mb],
-                    cfg.temperature,
-                )
-                for t, v in zip(mb, vs, strict=True):
-                    values[t.index] = v.detach().cpu()
-        advs, mine = [], []
-        for ts in trajs.values():
-            ts = [t for t in sorted(ts, key=lambda x: x.turn) if t.completion_ids]
-            if not ts:
-                continue
-            a, ret = gae(
-                [values[t.index] for t in ts], rewards[ts[-1].index], cfg.gamma, cfg.gae_lambda
-            )
-            for t, ai, ri in zip(ts, a, ret, strict=True):
-                out.token[t.index] = ai.to(pol.device)
-                out.returns[t.index] = ri.to(pol.device)
-                out.old_values[t.index] = values[t.index].to(pol.device)
-                advs.append(ai)
-                mine.append(t.index)
-        if advs:
-            allv = torch.cat(advs)
-            mu, sd = allv.mean(), allv.std(unbiased=False)
-            for i in mine:
-                out.token[i] = (out.token[i] - mu.to(out.token[i].device)) / (sd + 1e-6)
-    return out

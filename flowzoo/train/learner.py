@@ -24,8 +24,7 @@ from flowzoo.config import TrainConfig
 from flowzoo.train import distributed
 from flowzoo.train.advantage import Advantages, Critic
 from flowzoo.train.algorithm import algorithm_for
-from flowzoo.train.algorithms.grpo import aggregate, k3_kl
-from flowzoo.train.algorithms.ppo import ValueHead, logprobs_and_values
+from flowzoo.train.algorithms.base import model_outputs
 from flowzoo.train.diagnostics import (
     CoherenceDamper,
     dot,
@@ -33,6 +32,7 @@ from flowzoo.train.diagnostics import (
     flat_params,
     role_gradient_stats,
 )
+from flowzoo.train.losses import aggregate, k3_kl
 from flowzoo.train.rollout import TurnRecord
 
 
@@ -58,11 +58,11 @@ class Learner:
         self.step = 0
         #: the estimator and objective ``cfg.algo`` names (the one place it is read)
         self.algorithm = algorithm_for(cfg)
-        self.heads: dict[str, ValueHead] = {}
-        if self.algorithm.critic:
+        self.heads: dict[str, torch.nn.Module] = {}
+        if self.algorithm.value_head is not None:
             for name in router.names:
                 hs = router.policies[name].model.config.hidden_size
-                self.heads[name] = ValueHead(hs).to(router.policies[name].device)
+                self.heads[name] = self.algorithm.value_head(hs).to(router.policies[name].device)
         #: per policy, the lr its optimizer steps at (before the schedule): the lr its roles
         #: share, else ``cfg.lr``; per role, the factor its gradient is scaled by (role lr / that)
         self.base_lr: dict[str, float] = {}
@@ -198,10 +198,7 @@ class Learner:
         beta, temp = self._kl_for(role), self._temp(role)
         p_ids = [t.prompt_ids for t in mb]
         c_ids = [t.completion_ids for t in mb]
-        if head is not None:
-            new_lp, new_v = logprobs_and_values(pol, head, p_ids, c_ids, temp)
-        else:
-            new_lp, new_v = pol.logprobs(p_ids, c_ids, temp), None
+        new_lp, new_v = model_outputs(pol, head, p_ids, c_ids, temp)
         ref_lp = self.router.reference_logprobs(name, p_ids, c_ids, temp) if beta > 0 else None
         local: dict[str, float] = defaultdict(float)
         tok_losses = []

@@ -39,6 +39,9 @@ class TurnRecord:
     role_reward: float = 0.0
     #: position in the step's flat list of turns (advantages are arrays aligned with it)
     index: int = -1
+    #: the env's flags on this turn (fallbacks, ``cut_at_budget``, ``reward_tamper``), read
+    #: when its episode ends: the step's flag and tamper rates count the turns it trains on
+    flags: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -269,7 +272,16 @@ def _close(rec: EpisodeRecord, env) -> None:
         t.reward = turn_reward(by_agent[t.agent], t.turn, rec.rewards.get(t.agent, 0.0))
         t.team_reward = float(by_agent[t.agent].get("team_reward", 0.0))
         t.role_reward = float(by_agent[t.agent].get("role_reward", 0.0))
+    _read_flags(rec.turns, env.turn_log())
     _advance_dead(env)
+
+
+def _read_flags(turns: list[TurnRecord], log: tuple) -> None:
+    """Copy each turn's flags from the env's turn log; ``turns`` are the log's last entries
+    (a continued episode's earlier turns were recorded elsewhere)."""
+    for t, view in zip(turns, log[len(log) - len(turns) :], strict=False):
+        if view.agent == t.agent:
+            t.flags = tuple(view.flags)
 
 
 def _task_id(env) -> str:
@@ -354,6 +366,9 @@ def tree_rollout(
             t.reward = turn_reward(info, turn_idx, reward)
             t.team_reward = float(info.get("team_reward", 0.0))
             t.role_reward = float(info.get("role_reward", 0.0))
+            log = c.turn_log()  # the sibling played to its end: its branching turn's flags
+            if step < len(log) and log[step].agent == agent:
+                t.flags = tuple(log[step].flags)
             rec.turns.append(t)
             out.append(rec)
         nxt = []

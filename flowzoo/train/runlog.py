@@ -295,7 +295,6 @@ def step_metrics(
     per_policy: dict,
     adv_stats: dict,
     rewards: list[float],
-    envs: list,
 ) -> dict:
     """The metrics line of one step: reward and accuracy; per role the reward, response
     length, truncation, entropy estimate, the update's statistics and gradient-mass share,
@@ -330,10 +329,9 @@ def step_metrics(
     for role in norms:
         role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
     parse, tamper = defaultdict(int), defaultdict(int)
-    for env in envs:  # this process's share of the step's episodes
-        for t in env.turn_log():
-            parse[t.role] += bool(t.flags)
-            tamper[t.role] += "reward_tamper" in t.flags
+    for t in turns:  # the turns trained on, whichever round or rollout shape played them
+        parse[t.role] += bool(t.flags)
+        tamper[t.role] += "reward_tamper" in t.flags
     return {
         "step": step,
         "reward": float(

@@ -252,14 +252,11 @@ class Trainer:
 
     def _informative_problems(self, records: list[EpisodeRecord]) -> list[str]:
         """Problems (in order of appearance) with at least one GRPO group of varied reward."""
-        from flowzoo.train.algorithms.grpo import informative
-
         turns = [t for r in records for t in r.turns]
         for i, r in enumerate(records):
             for t in r.turns:
                 t.episode = i
-        keys = advantage.group_keys(self.cfg, records, turns)
-        ok = informative(keys, [t.reward for t in turns])
+        ok = self.learner.algorithm.informative(self.cfg, records, turns, [t.reward for t in turns])
         good = {str(records[t.episode].group) for t, g in zip(turns, ok, strict=True) if g}
         return [g for g in dict.fromkeys(str(r.group) for r in records) if g in good]
 
@@ -353,8 +350,7 @@ class Trainer:
         self._phase = "update"
         per_policy, adv_stats = self.update(records)
         turns = [t for r in records for t in r.turns]
-        envs = self.envs[: len(records)] if self.cfg.rollout == "independent" else []
-        m = runlog.step_metrics(step, records, turns, per_policy, adv_stats, self._rewards, envs)
+        m = runlog.step_metrics(step, records, turns, per_policy, adv_stats, self._rewards)
         m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
         # what each policy's optimizer stepped at (per-role lrs and the schedule applied)
         m["lr"] = {n: float(o.param_groups[0]["lr"]) for n, o in self.learner.opts.items()}

@@ -11,9 +11,10 @@ torch = pytest.importorskip("torch")  # these tests train: they skip cleanly wit
 from flowzoo.envs.registry import STUDY_WORKFLOWS
 from flowzoo.models.policy import Policy
 from flowzoo.models.tiny import SCALES, build_model, parameter_count
-from flowzoo.train.algorithms.grpo import GroupKey, advantages, aggregate
+from flowzoo.train.algorithms.grpo import GroupKey, advantages
 from flowzoo.train.diagnostics import CoherenceDamper, role_gradient_stats
 from flowzoo.train.evaluate import evaluate_env, single_policy
+from flowzoo.train.losses import aggregate
 from flowzoo.train.trainer import TrainConfig, Trainer, TrainingDiverged, load_config_file
 
 

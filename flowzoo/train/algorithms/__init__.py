@@ -1,12 +1,4 @@
-"""RL algorithms: GRPO (group-relative advantages) and PPO (value head + GAE)."""
-
-from flowzoo.train.algorithms.grpo import (
-    GROUP_BY,
-    LOSS_AGGS,
-    GroupKey,
-    advantages,
-    clipped_token_loss,
-    k3_kl,
-)
-
-__all__ = ["GROUP_BY", "LOSS_AGGS", "GroupKey", "advantages", "clipped_token_loss", "k3_kl"]
+"""RL algorithms, one file each: GRPO (group-relative), PPO (value head + GAE), RLOO
+(leave-one-out baseline). Each exposes ``ALGORITHM``, an
+:class:`~flowzoo.train.algorithms.base.Algorithm`; :mod:`flowzoo.train.algorithm` picks one
+by ``cfg.algo``. The loss pieces they share are in :mod:`flowzoo.train.losses`."""
