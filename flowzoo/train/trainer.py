@@ -236,8 +236,11 @@ class Trainer:
                 seen = {str(r.group) for r in records}
                 records += self._rollout_round(step, rounds, seen)
                 good = self._informative_problems(records)
-            keep = set(good[: cfg.problems_per_step])
-            kept = [r for r in records if str(r.group) in keep] or records
+            # at most problems_per_step problems: the informative ones first, else (none had
+            # a signal) the first ones sampled, so a batch never grows with the rounds
+            order = list(dict.fromkeys(str(r.group) for r in records))
+            keep = set(good[: cfg.problems_per_step] or order[: cfg.problems_per_step])
+            kept = [r for r in records if str(r.group) in keep]
             for i, r in enumerate(kept):  # renumber: turns name their episode by position
                 r.index = i
                 for t in r.turns:

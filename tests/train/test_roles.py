@@ -113,6 +113,14 @@ def test_a_frozen_role_plays_but_is_never_updated(tiny_model, tmp_path):
     assert tr.router.names == ["shared"] and tr.router.frozen_roles == ["aggregator"]
     name, frozen = tr.router.policy_for("aggregator")
     before_frozen, before_shared = _weights(frozen), _weights(tr.router.policies["shared"])
+    roll = tr._rollout
+
+    def varied(step):  # a reward with variance whatever the test model's skill
+        records = roll(step)
+        _varied_rewards(records)
+        return records
+
+    tr._rollout = varied
     summary = tr.train()
     assert _moved(before_frozen, frozen) == 0.0
     assert _moved(before_shared, tr.router.policies["shared"]) > 0
