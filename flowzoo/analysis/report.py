@@ -363,7 +363,7 @@ def build_report(
         md += [
             f"## {task}",
             "",
-            "| workflow | model | policy | param | levers | seeds | base | peak (step) | final | final, out of distribution | gain (95% CI over seeds) | improved / worsened | never rose / held / fell | cliffs | majority vote (base) |",
+            "| workflow | model | policy | param | levers | seeds | base (± SD) | peak (step) (± SD) | final (± SD) | final, out of distribution (± SD) | gain (± 95% CI half-width over seeds) | improved / worsened | never rose / held / fell | cliffs | majority vote (base) (± SD) |",
             "|---|---|---|---|---|---:|---|---|---|---|---|---|---|---|---|",
         ]
         for c in [c for c in stats if c.key[0] == task]:

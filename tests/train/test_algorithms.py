@@ -46,7 +46,9 @@ def test_flag_rates_count_every_turn_trained_on(tiny_model, tmp_path, shape):
         set(t.flags) == set(r.info["flags_by_agent"][t.agent]) for r in kept for t in r.turns
     )
     if "resample_rounds" in shape:
-        assert m["sampling"]["rounds"] == 2 and len(kept) == 2 * cfg.problems_per_step * 4
+        # two rounds sampled; the batch keeps problems_per_step problems x G, never more
+        assert m["sampling"]["rounds"] == 2 and m["sampling"]["problems"] == 4
+        assert len(kept) == cfg.problems_per_step * cfg.group_size
 
 
 def test_ppo_returns_carry_each_turns_own_reward(tiny_model, tmp_path):
