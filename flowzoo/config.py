@@ -372,12 +372,8 @@ class TrainConfig:
                 raise ValueError(f"{k} must be in [0, 1], got {getattr(self, k)}")
         if not 0 < self.vllm_memory <= 1:
             raise ValueError(f"vllm_memory must be in (0, 1], got {self.vllm_memory}")
-        if self.train_tasks < 0:
-            raise ValueError(
-                f"train_tasks must be >= 0 (0: the family's default), got {self.train_tasks}"
-            )
-        if self.train_tasks > MAX_TASKS:
-            raise ValueError(f"train_tasks must be <= {MAX_TASKS:,}, got {self.train_tasks:,}")
+        if not 0 <= self.train_tasks <= MAX_TASKS:  # 0: the task family's default pool
+            raise ValueError(f"train_tasks must be in 0..{MAX_TASKS:,}, got {self.train_tasks:,}")
         for role, v in self.kl_per_role.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
                 raise ValueError(f"kl_per_role[{role!r}] must be a number >= 0, got {v!r}")

@@ -20,6 +20,7 @@ from flowzoo.train.sweep import SweepSpec, expand
         ({"lr": float("nan")}, "lr"),
         ({"group_size": 0}, "group_size"),
         ({"train_tasks": 10**12}, "train_tasks"),
+        ({"train_tasks": -1}, "train_tasks"),
         ({"max_new_tokens": -1}, "max_new_tokens"),
         ({"steps": -1}, "steps"),
         ({"kl_per_role": {"solver": -1}}, "kl_per_role"),
