@@ -196,11 +196,13 @@ class WorkflowEnv(AECEnv):
         self.agent_selection = self.workflow.first(self.episode)
         self._prompt = self._build_prompt(self.agent_selection)
 
-    def check_reset(self, seed: Any = None, options: Any = None) -> None:
+    def check_reset(self, seed: Any = None, options: Any = None) -> int | None:
         """Raise what ``reset(seed, options)`` would raise, changing nothing: views check
-        first, then touch their own state."""
+        first, then touch their own state. Returns the seed as a Python int (a NumPy integer
+        is a valid seed here; Gymnasium's own reset takes only ``int``)."""
         opt.check_seed(seed)
         self._explicit_task(options)
+        return None if seed is None else int(seed)
 
     def observe(self, agent: str) -> dict[str, Any]:
         if agent not in self._roles:
@@ -208,7 +210,8 @@ class WorkflowEnv(AECEnv):
                 f"observe({agent!r}): unknown agent; valid: {', '.join(self.possible_agents)}"
             )
         self._check_open("observe()")
-        prompt = self._prompt if agent == self.agent_selection and not self._done() else ""
+        live = agent in self.agents and agent == self.agent_selection and not self._done()
+        prompt = self._prompt if live else ""  # a removed agent has no turn, so no prompt
         return {"prompt": prompt, "turn": np.int64(min(self._step, self.max_cycles))}
 
     def step(self, action: Any) -> None:
@@ -233,9 +236,13 @@ class WorkflowEnv(AECEnv):
             agent=agent, role=self._roles[agent], prompt=self._prompt, action=text, flags=flags
         )
         ep.turns.append(turn)
+        try:
+            nxt = self.workflow.act(agent, text, ep, turn)
+        except Exception:  # a workflow's parser bug: the env stays as it was, and says so
+            ep.turns.pop()
+            raise
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
-        nxt = self.workflow.act(agent, text, ep, turn)
         self._step += 1
         info = self.infos[agent]
         info["turn"] = len(ep.turns_of(agent))

@@ -72,8 +72,16 @@ class Opt:
         if self.kind in ("int", "float"):
             below = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
             above = self.hi is not None and value > self.hi
-            if below or above or (self.kind == "float" and not math.isfinite(value)):
+            if below or above or (self.kind == "float" and not _finite(value)):
                 raise ValueError(f"{bad} is out of range; {self.name} must be {self.allowed()}")
+
+
+def _finite(x: Any) -> bool:
+    """Whether a number is a finite float (an int too large for a float is not)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _num(x: float) -> str:
@@ -114,7 +122,7 @@ ENGINE = (
     Opt("role_weight", "float", "weight of the per-role signal in reward_mode='role'",
         lo=0.0, hi=1.0),
     Opt("max_cycles", "int", "steps after which the episode is truncated (default: the "
-        "workflow's longest episode + 1)", lo=1, nullable=True),
+        "workflow's longest episode + 1)", lo=1, hi=1_000_000, nullable=True),
     Opt("max_prompt_chars", "int", "a longer prompt keeps its tail and is flagged", lo=64),
     Opt("max_action_chars", "int", "a longer action is cut and flagged", lo=1),
     Opt("overlong_penalty", "float", "subtracted from the reward of a turn cut at its token "

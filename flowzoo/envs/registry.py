@@ -114,6 +114,8 @@ def list_envs() -> list[str]:
 
 
 def _resolve_id(env_id: str) -> EnvSpec:
+    if not isinstance(env_id, str):
+        raise TypeError(f"env id must be a str, got {env_id!r}; valid: {', '.join(SPECS)}")
     key = env_id.removeprefix("flowzoo/")
     if key not in SPECS:
         base, _, ver = key.rpartition("-v")

@@ -238,3 +238,55 @@ def test_human_render_of_a_lone_surrogate_does_not_raise(capsys):
     env.step("answer \ud800 \\boxed{1}")
     assert "\\ud800" in capsys.readouterr().out
     assert env.turn_log()[0].action.startswith("answer")
+
+
+def test_a_long_number_in_a_choice_is_unparsed_and_records_one_turn():
+    """A red-team find: thousands of digits in the aggregator's choice raised inside the
+    parser after the turn was recorded. Now: the defined fallback, one turn."""
+    for text in ("9" * 5000, "\\boxed{" + "7" * 4400 + "}", "Candidate " + "3" * 4500):
+        env = flowzoo.make_env("voting-math")
+        env.reset(seed=0)
+        for _ in range(3):
+            env.step("1")
+        env.step(text)
+        assert "choice_unparsed" in env.infos["aggregator"]["flags"]
+        assert len(env.turn_log()) == 4
+
+
+@pytest.mark.parametrize(
+    "kw,err",
+    [
+        ({"prompt_templates": {"solver": "{}"}}, ValueError),
+        ({"prompt_templates": {"solver": "{0} {question}"}}, ValueError),
+        ({"prompt_templates": {"solver": "{question.upper}"}}, ValueError),
+        ({"prompt_templates": {1: "x", "solver": "y"}}, TypeError),
+        ({"prompt_templates": {"solver": b"{question}"}}, TypeError),
+        ({"overlong_penalty": 10**400}, ValueError),
+        ({"max_cycles": 10**30}, ValueError),
+    ],
+)
+def test_red_team_options_are_refused_at_make_env(kw, err):
+    with pytest.raises(err):
+        flowzoo.make_env("single-math", **kw)
+
+
+def test_a_non_string_id_and_a_numpy_seed_through_a_view():
+    import numpy as np
+
+    for bad in (None, 3):
+        with pytest.raises(TypeError, match="env id"):
+            flowzoo.make_env(bad)
+    view = single_agent(flowzoo.make_env("voting-math"), "aggregator", scripted(oracle_policy))
+    a = view.reset(seed=np.int64(4))[0]
+    b = view.reset(seed=4)[0]
+    assert a["prompt"] == b["prompt"]
+
+
+def test_a_removed_agent_sees_no_prompt():
+    env = flowzoo.make_env("voting-math")
+    env.reset(seed=0)
+    for _agent in env.agent_iter():
+        _, _, term, trunc, _ = env.last()
+        env.step(None if term or trunc else "1")
+    assert not env.agents
+    assert all(env.observe(a)["prompt"] == "" for a in env.possible_agents)

@@ -240,6 +240,12 @@ class Workflow:
 
     def _check_templates(self) -> None:
         valid = set(self.default_templates())
+        bad_keys = [k for k in self.options.prompt_templates if not isinstance(k, str)]
+        if bad_keys:
+            raise TypeError(
+                f"prompt_templates keys must be role names (str), got {bad_keys[0]!r}; "
+                f"valid: {sorted(valid)}"
+            )
         unknown = set(self.options.prompt_templates) - valid
         if unknown:
             raise ValueError(
@@ -248,7 +254,7 @@ class Workflow:
             )
         for key, tpl in self.templates.items():
             if not isinstance(tpl, str):
-                raise ValueError(
+                raise TypeError(
                     f"prompt template for {key!r} must be a str, got {type(tpl).__name__}"
                 )
             allowed = {"question", "answer_format", *self.template_fields.get(key, ())}
@@ -256,6 +262,11 @@ class Workflow:
                 parts = list(string.Formatter().parse(tpl))
             except ValueError as e:
                 raise ValueError(f"prompt template for {key!r} is malformed: {e}") from None
+            if any(f is not None and not f.isidentifier() for _, f, _, _ in parts):
+                raise ValueError(
+                    f"prompt template for {key!r} may only name fields ({{question}}): no "
+                    "positional {} or {0}, no attribute or index access"
+                )
             used = {f for _, f, _, _ in parts if f}
             if any(spec or conv for _, f, spec, conv in parts if f):
                 raise ValueError(

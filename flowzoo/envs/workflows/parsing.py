@@ -83,7 +83,9 @@ def parse_choice(text: str, n: int) -> int | None:
     if ans is None:
         return None
     m = re.search(r"-?\d+", ans)
-    if not m:
+    # a number longer than any candidate count is no candidate (and int() of thousands of
+    # digits raises): refused as unparsed, never a crash
+    if not m or len(m.group(0).lstrip("-0")) > len(str(n)):
         return None
     k = int(m.group(0))
     return k - 1 if 1 <= k <= n else None

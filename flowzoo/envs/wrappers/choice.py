@@ -95,7 +95,7 @@ class AggregatorChoiceEnv(gym.Env):
         return feats.reshape(-1)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        self.wf.check_reset(seed, options)
+        seed = self.wf.check_reset(seed, options)
         super().reset(seed=seed)
         _, info = self.inner.reset(seed=seed, options=options)
         if info.get("ended_before_acting"):
@@ -140,7 +140,7 @@ class EvaluatorChoiceEnv(gym.Env):
         )
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        self.wf.check_reset(seed, options)
+        seed = self.wf.check_reset(seed, options)
         super().reset(seed=seed)
         _, info = self.inner.reset(seed=seed, options=options)
         if info.get("ended_before_acting"):

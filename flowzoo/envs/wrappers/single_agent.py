@@ -145,7 +145,7 @@ class SingleAgentEnv(gym.Env):
         return {"prompt": "", "turn": self.observation_space["turn"].n - 1}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        self.env.check_reset(seed, options)  # before any state (the others' RNGs) is touched
+        seed = self.env.check_reset(seed, options)  # before any state (the others' RNGs)
         super().reset(seed=seed)
         if seed is not None:  # stateful others (noisy experts) restart too: same seed, same episode
             pols = self._others.values() if isinstance(self._others, dict) else [self._others]
