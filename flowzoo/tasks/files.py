@@ -170,6 +170,27 @@ def read_parquet(path: str | os.PathLike) -> list[dict]:
 # ------------------------------------------------------------------------------ held out
 
 
+def saved_dataset(path: str, split: str, instead: str = "") -> tuple[Any, bool]:
+    """A Hugging Face dataset written by ``save_to_disk`` and whether it held ``split`` itself
+    (a ``DatasetDict``: its own ``split``, ``test`` for ``all``); a ValueError naming the path
+    and the fix otherwise (``instead``: what else the loader takes)."""
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(path)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        raise ValueError(
+            f"{path}: not a saved Hugging Face dataset ({str(e)[:120]}); give a directory "
+            f"written by save_to_disk{instead}"
+        ) from None
+    if isinstance(ds, datasets.DatasetDict):
+        want = "test" if split == WHOLE else split
+        if want not in ds:
+            raise ValueError(f"{path} has no split {want!r}; it has {', '.join(ds)}")
+        return ds[want], True
+    return ds, False
+
+
 def math_key(task: Task) -> str:
     """What a loaded math row solves: its normalised question and its answer."""
     return f"{normalise_statement(task.question)}=>{' '.join(task.answer.split())}"

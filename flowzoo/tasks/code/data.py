@@ -28,7 +28,7 @@ from flowzoo.tasks.code.names import (
     mbpp_entry_point,
     solution_function,
 )
-from flowzoo.tasks.files import WHOLE, code_key, file_split, read_parquet, read_rows
+from flowzoo.tasks.files import WHOLE, code_key, file_split, read_parquet, read_rows, saved_dataset
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
 #: (description, entry point, canonical solution, argument expressions for test cases)
@@ -489,7 +489,7 @@ def _load_hf_code(arg: str, split: str) -> TaskSet:
     """A saved ``datasets`` dir: its own ``split`` when it has splits, else split by what
     is solved (``all``: its ``test`` split, or the whole dataset)."""
     try:
-        import datasets
+        import datasets  # noqa: F401 - the missing extra is said before any path check
     except ImportError as e:
         raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
     p = Path(arg)
@@ -500,19 +500,8 @@ def _load_hf_code(arg: str, split: str) -> TaskSet:
             f"{arg} is a file; hf:PATH takes a directory written by save_to_disk (a file: "
             f"file:{arg})"
         )
-    try:
-        ds = datasets.load_from_disk(arg)
-    except (FileNotFoundError, ValueError, OSError) as e:
-        raise ValueError(
-            f"{arg}: not a saved Hugging Face dataset ({str(e)[:120]}); give a directory "
-            "written by save_to_disk"
-        ) from None
-    if isinstance(ds, datasets.DatasetDict):
-        want = "test" if split == WHOLE else split
-        if want not in ds:
-            raise ValueError(f"{arg} has no split {want!r}; it has {', '.join(ds)}")
-        return file_split(convert_rows(ds[want], "auto", arg), WHOLE, code_key, arg)
-    return file_split(convert_rows(ds, "auto", arg), split, code_key, arg)
+    ds, own = saved_dataset(arg, split)
+    return file_split(convert_rows(ds, "auto", arg), WHOLE if own else split, code_key, arg)
 
 
 def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:

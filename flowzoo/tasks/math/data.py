@@ -24,7 +24,7 @@ from flowzoo.tasks.base import (
     parse_levels,
     stable_hash,
 )
-from flowzoo.tasks.files import WHOLE, file_split, math_key, read_rows
+from flowzoo.tasks.files import WHOLE, file_split, math_key, read_rows, saved_dataset
 from flowzoo.tasks.math.extract import extract_answer, find_boxed
 
 _NAMES = ["Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
@@ -297,18 +297,7 @@ def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "a
         raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
     own = False  # whether the dataset itself holds the asked split
     if p.is_dir():
-        try:
-            ds = datasets.load_from_disk(str(p))
-        except (FileNotFoundError, ValueError, OSError) as e:
-            raise ValueError(
-                f"{p}: not a saved Hugging Face dataset ({str(e)[:120]}); give a directory "
-                "written by save_to_disk, or a .jsonl/.parquet file"
-            ) from None
-        if isinstance(ds, datasets.DatasetDict):
-            want = "test" if split == WHOLE else split
-            if want not in ds:
-                raise ValueError(f"split {want!r} not in {p}; valid: {', '.join(ds)}")
-            ds, own = ds[want], True
+        ds, own = saved_dataset(str(p), split, ", or a .jsonl/.parquet file")
     else:
         fmt = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}.get(
             p.suffix
