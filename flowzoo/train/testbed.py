@@ -23,26 +23,19 @@ from flowzoo.train.rollout import rollout
 _LEADING_INT = re.compile(r"\s*(-?\d+)")
 
 
-def _prompt(task_id: str, split: str) -> str:
-    """The single solver's prompt for a problem (what every solving role's prompt starts as)."""
-    from flowzoo.envs import make_env
-
-    env = make_env("single-math", split=split)
-    env.reset(seed=0, options={"task_id": task_id})
-    return env.observe("solver")["prompt"]
-
-
 def step_accuracy(policy: Policy, n_problems: int = 200, split: str = "test") -> dict[str, Any]:
     """Greedy accuracy on single steps in context: for every step of a problem's worked
     solution, the solver's prompt plus the steps before it and ``"x op y = "``, and the number
     the model writes next. Why in context: that is where a wrong fact costs a worked answer."""
     from flowzoo.envs import make_env
 
-    tasks = list(make_env("single-math", split=split).tasks)[:n_problems]
+    env = make_env("single-math", split=split)  # one env: each problem's solver prompt
+    tasks = list(env.tasks)[:n_problems]
     prompts, gold, ops, owner = [], [], [], []
     for j, t in enumerate(tasks):
         lines, _ = solve_steps(t.meta["steps"])
-        head = _prompt(t.id, split)
+        env.reset(seed=0, options={"task_id": t.id})
+        head = env.observe("solver")["prompt"]
         for i, line in enumerate(lines):
             lhs, _, rhs = line.partition(" = ")
             prefix = "".join(f"{done}. " for done in lines[:i])
