@@ -17,9 +17,9 @@ import json
 import time
 from pathlib import Path
 
-from flowzoo.models.policy import Policy
-from flowzoo.models.tiny import resolve_model
-from flowzoo.train.evaluate import evaluate_env, single_policy
+from flowzoo.agents.models.policy import Policy
+from flowzoo.agents.models.tiny import resolve_model
+from flowzoo.agents.train.evaluate import evaluate_env, single_policy
 
 MATH = ["eval-opt-math", "voting-math", "orch-workers-math", "single-math"]
 CODE = ["eval-opt-code", "voting-code", "orch-workers-code", "single-code"]

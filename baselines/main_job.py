@@ -16,8 +16,8 @@ import platform
 from pathlib import Path
 from statistics import mean
 
+from flowzoo.agents.train.trainer import TrainConfig, Trainer
 from flowzoo.analysis.records import read_metrics
-from flowzoo.train.trainer import TrainConfig, Trainer
 
 
 def main() -> None:

@@ -13,10 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
-from flowzoo.models.policy import Policy
-from flowzoo.models.threads import apply_threads
-from flowzoo.models.tiny import resolve_model
-from flowzoo.train.testbed import measure_base
+from flowzoo.agents.models.policy import Policy
+from flowzoo.agents.models.threads import apply_threads
+from flowzoo.agents.models.tiny import resolve_model
+from flowzoo.agents.train.testbed import measure_base
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from flowzoo.train.trainer import TrainConfig, Trainer
+from flowzoo.agents.train.trainer import TrainConfig, Trainer
 
 
 def main() -> None:

@@ -13,11 +13,11 @@ from benchmarks.common import Row
 
 
 def run(quick: bool = False) -> list[Row]:
-    from flowzoo.models.backends import BackendUnavailable, vllm_python
-    from flowzoo.models.endpoint import EndpointPolicy
-    from flowzoo.models.policy import Policy
-    from flowzoo.models.serve import VLLMServer
-    from flowzoo.models.tiny import ensure_tiny
+    from flowzoo.agents.models.backends import BackendUnavailable, vllm_python
+    from flowzoo.agents.models.endpoint import EndpointPolicy
+    from flowzoo.agents.models.policy import Policy
+    from flowzoo.agents.models.serve import VLLMServer
+    from flowzoo.agents.models.tiny import ensure_tiny
 
     if vllm_python() is None:
         print("[endpoint] skipped: FLOWZOO_VLLM_PYTHON is not set", file=sys.stderr)

@@ -20,8 +20,8 @@ from benchmarks.common import Row
 def _child(mode: str, model: str, out: str) -> None:
     """One process of the torchrun job: one rollout and one update, then its own figures."""
     from benchmarks.gpu_check import _varied
-    from flowzoo.models.sharding import local
-    from flowzoo.train.trainer import TrainConfig, Trainer
+    from flowzoo.agents.models.sharding import local
+    from flowzoo.agents.train.trainer import TrainConfig, Trainer
 
     cfg = TrainConfig(
         env="voting-math",

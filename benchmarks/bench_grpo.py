@@ -22,7 +22,7 @@ MAX_NEW = 32
 
 
 def _ours(model: str, problems: int, steps: int) -> float:
-    from flowzoo.train.trainer import TrainConfig, Trainer
+    from flowzoo.agents.train.trainer import TrainConfig, Trainer
 
     cfg = TrainConfig(
         env="single-math",
@@ -110,7 +110,7 @@ def _trl(model: str, problems: int, steps: int) -> float | None:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from flowzoo.models.tiny import ensure_tiny
+    from flowzoo.agents.models.tiny import ensure_tiny
 
     model = str(ensure_tiny("tiny-s", progress=False))
     steps = 4 if quick else 6

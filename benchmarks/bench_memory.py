@@ -11,7 +11,7 @@ from benchmarks.common import Row
 
 _CHILD = """
 import json, resource, sys, tempfile
-from flowzoo.train.trainer import TrainConfig, Trainer
+from flowzoo.agents.train.trainer import TrainConfig, Trainer
 policy, param, model = sys.argv[1:4]
 cfg = TrainConfig(env="orch-workers-math", model=model, policy=policy, param=param, lora_r=8, lora_alpha=16, steps=1,
                   problems_per_step=1, group_size=2, eval_every=0, save_every=0, max_new_tokens=24, filter_groups=False, mask_truncated=False,
@@ -34,7 +34,7 @@ def _measure(policy: str, param: str, model: str) -> dict:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from flowzoo.models.tiny import ensure_tiny
+    from flowzoo.agents.models.tiny import ensure_tiny
 
     model = str(ensure_tiny("tiny-s", progress=False))
     shared = _measure("shared", "full", model)

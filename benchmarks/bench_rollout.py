@@ -14,10 +14,10 @@ from benchmarks.common import Row
 
 
 def run(quick: bool = False) -> list[Row]:
-    from flowzoo.models.policy import Policy
-    from flowzoo.models.tiny import ensure_tiny
-    from flowzoo.train.evaluate import single_policy
-    from flowzoo.train.rollout import rollout
+    from flowzoo.agents.models.policy import Policy
+    from flowzoo.agents.models.tiny import ensure_tiny
+    from flowzoo.agents.train.evaluate import single_policy
+    from flowzoo.agents.train.rollout import rollout
 
     n_env, g = (16, 4) if quick else (64, 8)
     pol = Policy(ensure_tiny("tiny-s", progress=False))
@@ -85,7 +85,7 @@ def run(quick: bool = False) -> list[Row]:
         n_tok += sum(len(x.completion_ids) for r in rr for x in r.turns)
     single = n_tok / (time.perf_counter() - t)
     vllm_rows = []
-    from flowzoo.models.backends import attach, vllm_unavailable_reason
+    from flowzoo.agents.models.backends import attach, vllm_unavailable_reason
 
     if vllm_unavailable_reason() is None:
         attach(pol, "vllm", memory=0.15)

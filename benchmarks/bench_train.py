@@ -30,7 +30,7 @@ _CHILD = r"""
 import json, resource, statistics, sys, tempfile, time
 import torch
 torch.manual_seed(0)
-from flowzoo.train.trainer import TrainConfig, Trainer
+from flowzoo.agents.train.trainer import TrainConfig, Trainer
 env, steps, episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 cfg = TrainConfig(env=env, model="tiny-s", steps=steps + 1, problems_per_step=8, group_size=8,
     lr=5e-5, filter_groups=True, mask_truncated=True, eval_every=10, eval_episodes=episodes,

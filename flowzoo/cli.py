@@ -92,7 +92,7 @@ def _train_config_from_args(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg = _train_config_from_args(args)  # checked before torch is even imported
-    from flowzoo.train.trainer import Trainer, TrainingDiverged
+    from flowzoo.agents.train.trainer import Trainer, TrainingDiverged
 
     if os.environ.get("RANK", "0") == "0":  # under torchrun, process 0 speaks
         print(
@@ -167,9 +167,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--temperature must be a finite number >= 0 (0: greedy), got {t}")
     if args.samples < 1 or args.episodes < 0:
         raise ValueError("--samples must be >= 1 and --episodes >= 0")
-    from flowzoo.models.threads import apply_threads
-    from flowzoo.train.checkpoint import check_weights
-    from flowzoo.train.evaluate import evaluate_env, is_run_dir, model_policies
+    from flowzoo.agents.models.threads import apply_threads
+    from flowzoo.agents.train.checkpoint import check_weights
+    from flowzoo.agents.train.evaluate import evaluate_env, is_run_dir, model_policies
 
     check_weights(args.model)  # a truncated weights file named, before anything loads it
 
@@ -185,8 +185,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     run_env, env_options, policy_for = model_policies(args.model, role_models, **endpoint)
     test_options = env_options
     if is_run_dir(args.model) and not args.env:  # the run's own held-out set, as it measured it
+        from flowzoo.agents.train.heldout import for_run
         from flowzoo.config import TrainConfig
-        from flowzoo.train.heldout import for_run
 
         cfg = TrainConfig.from_dict(
             json.loads((Path(args.model) / "config.json").read_text()), source=args.model
@@ -244,8 +244,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from flowzoo.models.serve import VLLMServer
-    from flowzoo.models.tiny import resolve_model
+    from flowzoo.agents.models.serve import VLLMServer
+    from flowzoo.agents.models.tiny import resolve_model
 
     path = resolve_model(args.model)
     cfg = json.loads((Path(path) / "config.json").read_text())
@@ -285,7 +285,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.models.tiny import PretrainConfig, ensure_tiny, fast_config, ship
+    from flowzoo.agents.models.tiny import PretrainConfig, ensure_tiny, fast_config, ship
 
     for scale in args.scale:
         cfg = (
@@ -307,7 +307,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from flowzoo.train.sweep import load_sweep, parse_subset, run_sweep
+    from flowzoo.agents.train.sweep import load_sweep, parse_subset, run_sweep
 
     spec = load_sweep(args.config)
     if args.out_dir:
@@ -432,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--ship",
         action="store_true",
-        help="copy the built model into the package (flowzoo/models/weights) with its hashes",
+        help="copy the built model into the package (flowzoo/agents/models/weights) with its hashes",
     )
     pt.add_argument("--steps", type=int, default=None)
     pt.add_argument("--cache-dir", default=None)

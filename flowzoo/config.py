@@ -19,7 +19,7 @@ from typing import Any
 from flowzoo.config_files import read_config_file
 from flowzoo.envs.registry import MAX_TASKS, check_options, list_envs  # MAX_TASKS: env's most
 
-#: the experiment trackers ``report_to`` may name (:mod:`flowzoo.train.trackers` opens them)
+#: the experiment trackers ``report_to`` may name (:mod:`flowzoo.agents.train.trackers` opens them)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
 ALGOS = ("grpo", "ppo", "rloo")
 #: what ``role_settings`` may set per role, and the type of each

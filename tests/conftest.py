@@ -1,4 +1,4 @@
-"""Shared fixtures. The tiny model is built by flowzoo.models.tiny in fast mode (cached under
+"""Shared fixtures. The tiny model is built by flowzoo.agents.models.tiny in fast mode (cached under
 $FLOWZOO_CACHE or ~/.cache/flowzoo, keyed by its recipe) and loaded through from_pretrained.
 
 Why the build happens when collection ends: a per-test timeout must time tests, not a model
@@ -15,7 +15,7 @@ _TINY: dict[str, object] = {}
 
 
 def _build_tiny():
-    from flowzoo.models.tiny import ensure_tiny, fast_config
+    from flowzoo.agents.models.tiny import ensure_tiny, fast_config
 
     return ensure_tiny(fast_config("tiny-s"), progress=False)
 
@@ -53,6 +53,6 @@ def tiny_model():
 
 @pytest.fixture(scope="session")
 def tiny_policy(tiny_model):
-    from flowzoo.models.policy import Policy
+    from flowzoo.agents.models.policy import Policy
 
     return Policy(tiny_model)

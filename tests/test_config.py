@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from flowzoo.agents.train.sweep import SweepSpec, expand
 from flowzoo.config import TrainConfig, load_config_file
-from flowzoo.train.sweep import SweepSpec, expand
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
 def test_gpu_check_dry_run(tiny_model, tmp_path):
     out = tmp_path / "gc.json"
-    from flowzoo.models.backends import vllm_unavailable_reason
+    from flowzoo.agents.models.backends import vllm_unavailable_reason
 
     vllm = vllm_unavailable_reason() is None  # CI provides vLLM's CPU environment
     subprocess.run(

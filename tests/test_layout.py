@@ -12,7 +12,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "flowzoo"
 HEAVY = ("torch", "transformers", "peft", "vllm")
-TRAINING = ("flowzoo.train", "flowzoo.models", "flowzoo.integrations", "flowzoo.cli")
+TRAINING = ("flowzoo.agents", "flowzoo.integrations", "flowzoo.cli")
 
 #: room -> the imports it may never make
 FORBIDDEN = {
@@ -21,8 +21,8 @@ FORBIDDEN = {
     "sandbox": TRAINING + HEAVY + ("flowzoo.envs", "flowzoo.tasks"),
     "analysis": TRAINING + HEAVY,
     "config.py": TRAINING + HEAVY,
-    "models": ("flowzoo.train", "flowzoo.integrations", "flowzoo.cli"),
-    "train": ("flowzoo.integrations", "flowzoo.cli"),
+    "agents/models": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
+    "agents/train": ("flowzoo.integrations", "flowzoo.cli"),
 }
 
 
@@ -55,10 +55,12 @@ def test_dependencies_point_one_way(room):
 def test_the_scan_sees_a_back_arrow(tmp_path):
     """The rule can fail: a lazy import of the training side inside a function is found."""
     f = tmp_path / "m.py"
-    f.write_text("def g():\n    from flowzoo.models.players import partners\n    import torch\n")
+    f.write_text(
+        "def g():\n    from flowzoo.agents.models.players import partners\n    import torch\n"
+    )
     hits = _hits(imports_of(f), FORBIDDEN["envs"])
-    assert {"flowzoo.models.players", "torch"} <= set(hits)
-    assert _hits(imports_of(f), FORBIDDEN["train"]) == []
+    assert {"flowzoo.agents.models.players", "torch"} <= set(hits)
+    assert _hits(imports_of(f), FORBIDDEN["agents/train"]) == []
 
 
 def test_environment_side_imports_without_torch():

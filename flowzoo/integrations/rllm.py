@@ -5,7 +5,7 @@ prompt, the response and the server's log-probs, and each trajectory the team re
 Why this shape: rLLM's workflow engine and verl's agent loop drive a workflow through an
 OpenAI-compatible base URL that their gateway serves, capturing token ids and log-probs for
 the trainer; a workflow only needs to turn a task into named trajectories with rewards. This
-runner is that, over flowzoo's AEC env and :class:`~flowzoo.models.endpoint.EndpointPolicy`
+runner is that, over flowzoo's AEC env and :class:`~flowzoo.agents.models.endpoint.EndpointPolicy`
 (no rLLM code: it is not on the package index, and its API moves). Plugging it in: subclass
 rLLM's ``Workflow`` and call :meth:`WorkflowRunner.arun` from its ``run(task, uid)``, mapping
 each :class:`Trajectory` to one of rLLM's (``docs/scale-out.md`` shows the glue).
@@ -20,10 +20,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowzoo.agents.models.endpoint import EndpointPolicy, EndpointSpec
+from flowzoo.agents.models.players import partners
 from flowzoo.envs.registry import make_env
 from flowzoo.envs.wrappers.single_agent import live_agent, partner_action, turn_flags
-from flowzoo.models.endpoint import EndpointPolicy, EndpointSpec
-from flowzoo.models.players import partners
 
 NAME_BY = ("role", "agent")
 

@@ -52,7 +52,7 @@ class FlowzooTextEnv(BaseTextEnv):
         if others:  # keyed by role or agent: each gets its role's token budget
             budgets = env.turn_tokens()
             budgets |= {a: budgets[env.role_of(a)] for a in env.possible_agents}
-            from flowzoo.models.players import partners  # torch only when partners are used
+            from flowzoo.agents.models.players import partners  # torch only when partners are used
 
             others = partners(others, budgets)
         self.view = SingleAgentEnv(env, spec["controlled"], others)

@@ -98,7 +98,7 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
         others = {r: s for r, s in cfg.others.items() if r != cfg.role}
         if not others:
             return {}
-        from flowzoo.models.players import partners  # torch only when partners are used
+        from flowzoo.agents.models.players import partners  # torch only when partners are used
 
         return partners(others, env.turn_tokens())
 

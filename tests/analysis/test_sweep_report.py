@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from flowzoo.agents.train.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
 from flowzoo.analysis.records import read_metrics
 from flowzoo.analysis.report import build_report, cell_stats, load_runs
-from flowzoo.train.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
 
 
 def _fake_run(

@@ -99,7 +99,7 @@ def test_trl_adapter_resumes_copies_of_a_code_env():
 
 
 def test_tree_rollout_branches_a_code_env(tiny_policy):
-    from flowzoo.train.rollout import tree_rollout
+    from flowzoo.agents.train.rollout import tree_rollout
 
     env = flowzoo.make_env("single-code", n_tasks=2)
     _play(env, oracle_policy)  # the sandbox has judged a program before the copies

@@ -16,10 +16,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flowzoo.models.backends import vllm_python
-from flowzoo.models.endpoint import EndpointPolicy
-from flowzoo.train.evaluate import evaluate_env
-from tests.models.test_endpoint import serve_with_template
+from flowzoo.agents.models.backends import vllm_python
+from flowzoo.agents.models.endpoint import EndpointPolicy
+from flowzoo.agents.train.evaluate import evaluate_env
+from tests.agents.models.test_endpoint import serve_with_template
 
 #: a chat template that renders the user's text as the tiny models were trained on it
 PLAIN_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
@@ -33,7 +33,7 @@ def plain_served(tmp_path_factory):
     its chat API fed the format the model was trained on."""
     if not vllm_python():
         pytest.skip("no vLLM environment (set FLOWZOO_VLLM_PYTHON; .ci/run builds one)")
-    from flowzoo.models.tiny import ensure_tiny
+    from flowzoo.agents.models.tiny import ensure_tiny
 
     d = tmp_path_factory.mktemp("plain") / "tiny-plain"
     srv = serve_with_template(ensure_tiny("tiny-s"), d, PLAIN_TEMPLATE)
@@ -200,8 +200,8 @@ def test_skyrl_env_is_registered_and_keeps_the_text_env_contract():
 def test_skyrl_a_dead_partner_endpoint_is_a_zero_not_a_crash():
     import skyrl_gym
 
+    from flowzoo.agents.models.serve import free_port
     from flowzoo.integrations.skyrl_env import skyrl_rows
-    from flowzoo.models.serve import free_port
 
     dead = f"openai-completions:http://127.0.0.1:{free_port()}/v1#m"
     (row,) = skyrl_rows("voting-math", "aggregator", {"solver": dead}, split="test", n=1)
@@ -240,8 +240,8 @@ def test_workflow_runner_records_trajectories_and_scores_as_flowzoo(plain_served
 
 
 def test_workflow_runner_survives_a_dead_endpoint():
+    from flowzoo.agents.models.serve import free_port
     from flowzoo.integrations.rllm import WorkflowRunner
-    from flowzoo.models.serve import free_port
 
     runner = WorkflowRunner("eval-opt-math", f"http://127.0.0.1:{free_port()}/v1", "m",
                             retries=0, split="test")  # fmt: skip

@@ -1,0 +1,148 @@
+"""The tiny models' pretraining corpus: transcripts of the workflows played on the *pretrain*
+split (disjoint by computation from the RL pool and every held-out split).
+
+Math transcripts come from the testbed expert (:class:`~flowzoo.envs.scripted.BehaviourPolicy`):
+every fact right, each role's behaviour a mixture RL can move (docs/testbed.md). Code
+transcripts come from the noisy experts (a mistake in ``error_rate`` of the turns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flowzoo.agents.models.tiny import PretrainConfig
+
+
+def corpus_tasks(family: str, n: int, seed: int = 0):
+    """Up to ``n`` distinct *pretrain* problems (disjoint by computation from the RL pool and
+    every held-out split) of the family's built-in generator, every level
+    represented (small levels used up). Why a pool this large: with the envs' default 500
+    train problems the models memorised question -> answer and did not generalise to the test
+    split; thousands of distinct problems force them to read the operands."""
+    if family == "math":
+        from flowzoo.tasks.math.data import arithmetic_tasks
+
+        return arithmetic_tasks(n, split="pretrain", seed=seed, exhaust=True)
+    from flowzoo.tasks.base import TaskSet
+    from flowzoo.tasks.code.data import function_tasks
+    from flowzoo.tasks.code.stdio_data import stdio_tasks
+
+    # both code formats, interleaved: functions (assert tests) and stdin/stdout programs
+    funcs = function_tasks(n - n // 2, split="pretrain", seed=seed, exhaust=True)
+    progs = stdio_tasks(n // 2, split="pretrain", seed=seed, exhaust=True)
+    mixed = [t for pair in zip(funcs, progs, strict=False) for t in pair]
+    k = min(len(funcs), len(progs))
+    return TaskSet(mixed + list(funcs[k:]) + list(progs[k:]), name="code-corpus", split="pretrain")
+
+
+def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, str, str]]:
+    """(env id, prompt, completion) for every turn of noisy-expert episodes on train tasks;
+    episode ``i`` of every env plays a different problem of the pool (offset per env)."""
+    from tqdm import tqdm
+
+    from flowzoo.envs import make_env
+    from flowzoo.envs.scripted import BehaviourPolicy, expert_policy, play_episode
+
+    pools = {}
+    rows: list[tuple[str, str, str]] = []
+    per_env = {e: episodes_of(cfg, e) for e in cfg.envs}
+    bar = tqdm(
+        total=sum(per_env.values()),
+        desc=f"corpus {cfg.scale}",
+        unit="episode",
+        disable=not progress,
+        file=sys.stderr,
+    )
+    for k, env_id in enumerate(cfg.envs):
+        family = env_id.rsplit("-", 1)[1]
+        if family not in pools:
+            pools[family] = corpus_tasks(family, cfg.corpus_tasks, seed=cfg.seed)
+        pool = pools[family]
+        env = make_env(env_id, dataset=pool, **cfg.env_options.get(env_id, {}))
+        pseed = cfg.seed * 1000 + k
+        pol = (
+            BehaviourPolicy(cfg.shortcut_rate, seed=pseed)
+            if family == "math"
+            else expert_policy(cfg.error_rate, seed=pseed)
+        )
+        offset = k * cfg.episodes_per_env
+        for i in range(per_env[env_id]):
+            task = pool[(offset + i) % len(pool)]
+            targets = getattr(pol, "targets", {})
+            targets.clear()
+            play_episode(env, pol, seed=cfg.seed * 1_000_003 + i, options={"task_id": task.id})
+            rows.extend(
+                (env_id, t.prompt, targets.get(j, t.action)) for j, t in enumerate(env.turn_log())
+            )
+            bar.update()
+    bar.close()
+    return rows + fact_drills(cfg.fact_drills, seed=cfg.seed)
+
+
+def episodes_of(cfg: PretrainConfig, env_id: str) -> int:
+    """Episodes of ``env_id`` in the corpus (code envs may have fewer: the math testbed is
+    where the step facts must be reliable, and code rows are the longest of the corpus)."""
+    code = env_id.endswith("-code") and cfg.code_episodes_per_env is not None
+    return cfg.code_episodes_per_env if code else cfg.episodes_per_env
+
+
+#: operands of the step facts a math chain can meet: a running value from -9 (2 * 2 - 9 - 4
+#: is the lowest a trained chain reaches) up to 45 (5 * 5 + 9 + 9), a one-digit operand, a
+#: factor of the products 2..5
+_RUNNING, _DIGITS, _FACTORS = range(-9, 46), range(1, 10), range(2, 6)
+
+
+def step_facts() -> list[tuple[int, str, int]]:
+    """Every step fact ``x op y`` a generated math chain uses, except the one-step problems of
+    the RL pool and the held-out splits: a fact whose computation is a one-digit ``a +- b``
+    outside the pretrain split is left to the worked steps of pretraining chains, so the
+    corpus holds no RL or held-out computation (the split machinery's rule)."""
+    from flowzoo.tasks.base import split_of
+    from flowzoo.tasks.math.data import computation_key
+
+    facts = [(x, "+", y) for x in _RUNNING for y in _DIGITS]
+    facts += [(y, "+", x) for x in range(10, 46) for y in _DIGITS]  # "4 + 12" (word chains)
+    facts += [(x, "-", y) for x in _RUNNING for y in _DIGITS]
+    facts += [(a, "*", b) for a in _FACTORS for b in _FACTORS]
+    facts += [(k, "*", x) for k in (2, 3) for x in range(6, 10)]  # "3 * 8" (word chains)
+    one_step = [f for f in facts if f[1] in "+-" and 0 <= f[0] < 10 and f[2] < 10]
+    held = {f for f in one_step if split_of(computation_key([f])) != "pretrain"}
+    return [f for f in facts if f not in held]
+
+
+def fact_drills(n: int, seed: int = 0, per_row: int = 10) -> list[tuple[str, str, str]]:
+    """``n`` drill rows of ``per_row`` step facts each, in the worked steps' own format
+    (``14 - 2 = 12. 3 * 4 = 12.``): the primitive every worked answer is built from, given
+    dense supervision so it is learned reliably rather than as often as chains happen to
+    use it (docs/testbed.md)."""
+    import random
+
+    rng = random.Random(f"drills:{seed}")
+    facts = step_facts()
+    ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+    rows = []
+    for _ in range(n):
+        picked = rng.choices(facts, k=per_row)
+        text = " ".join(f"{a} {op} {b} = {ops[op](a, b)}." for a, op, b in picked)
+        rows.append(("drill", "", text))
+    return rows
+
+
+def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) -> str:
+    """A hash of a small corpus made by ``cfg``'s recipe (its envs, generators, prompts and
+    experts, ``episodes`` per env over a ``pool``-problem train pool): it changes when the
+    code that makes the corpus changes, which a config key cannot see."""
+    small = dataclasses.replace(
+        cfg,
+        episodes_per_env=episodes,
+        code_episodes_per_env=episodes,
+        corpus_tasks=pool,
+        fact_drills=min(cfg.fact_drills, episodes),
+    )
+    blob = json.dumps(make_corpus(small), ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,558 @@
+"""The project's own base models: character-level Qwen3-architecture policies, pretrained on
+transcripts of the workflows themselves.
+
+Real checkpoints cannot be downloaded here, so flowzoo makes small ones that can play every
+role: a character tokenizer (``tokenizers``, saved as a ``transformers`` fast tokenizer) and
+``Qwen3ForCausalLM`` at three scales mirroring the study's 0.6B/1.7B/4B spread. The corpus
+comes from running the math and code workflow envs (functions and stdin/stdout programs) with
+*noisy* scripted experts, so every role sees its real prompt format and answers in its real
+output format, and the pretrained models are imperfect: RL has room to help and room to hurt.
+Everything downstream loads them with ``from_pretrained(path)``, exactly like a real
+checkpoint. Embeddings are untied (vLLM's weight reload mishandles a tied ``lm_head``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import functools
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import string
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from flowzoo.agents.models.chat import CHAT_TEMPLATE, add_chat_template, has_chat_template
+from flowzoo.agents.models.corpus import corpus_fingerprint, make_corpus
+from flowzoo.agents.models.threads import apply_threads
+from flowzoo.envs.registry import study_envs
+
+#: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
+RECIPE_VERSION = 7
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+CHARSET = [c for c in string.printable if c not in "\x0b\x0c\r"]
+
+SCALES: dict[str, dict] = {
+    # head_dim 32 at every scale: vLLM's CPU attention kernels have no head_dim 16
+    "tiny-s": dict(
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=192,
+    ),
+    "tiny-m": dict(
+        hidden_size=128,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=384,
+    ),
+    "tiny-l": dict(
+        hidden_size=256,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=768,
+    ),
+}
+#: per-scale training budget on 2 CPU cores: (steps, batch size), chosen so each base model
+#: lands near the 20-60% band on math and code and RL has room to help and to hurt. The math
+#: and code corpus needs ~2.5x the math-only steps (tiny-s: 1,300 steps 0.20 voting-math /
+#: 0.10 voting-code greedy, 2,400 steps 0.27 / 0.70; docs/models.md); tiny-m learned no
+#: faster per step than tiny-s before, tiny-l faster. Only tiny-s is measured on recipe 4.
+BUDGETS: dict[str, tuple[int, int]] = {
+    "tiny-s": (5000, 16),
+    "tiny-m": (2400, 16),
+    "tiny-l": (2000, 16),
+}
+#: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
+PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
+MATH_ENVS = study_envs("math") + ("single-math",)
+CODE_ENVS = study_envs("code")
+
+
+@dataclass
+class PretrainConfig:
+    """How a tiny model is built. Every field is part of the cache key."""
+
+    scale: str = "tiny-m"
+    #: the workflows whose transcripts make the corpus: math and code (functions and
+    #: stdin/stdout programs), every role
+    envs: tuple[str, ...] = MATH_ENVS + CODE_ENVS
+    #: episodes of each env in the corpus
+    episodes_per_env: int = 800
+    #: episodes of each code env (None: ``episodes_per_env``); fewer leave the capacity of
+    #: a small model to the math testbed's step facts
+    code_episodes_per_env: int | None = 400
+    #: rows of step-fact drills (``fact_drills``: ten facts a row), the primitive of every
+    #: worked math answer given dense supervision
+    fact_drills: int = 5000
+    #: size of the pool of distinct train problems the episodes are drawn from
+    corpus_tasks: int = 6000
+    #: per-turn mistake rate of the noisy experts that write the *code* transcripts (wrong
+    #: programs, verdicts, plans, choices); math transcripts come from the testbed expert
+    error_rate: float = 0.25
+    #: how often each math role takes its shortcut behaviour in the corpus (answer directly,
+    #: pick candidate 1, rubber-stamp, repeat one strategy): the base rate RL can move
+    shortcut_rate: float = 0.5
+    #: None: the scale's budget from BUDGETS
+    steps: int | None = None
+    batch_size: int | None = None
+    lr: float = 2e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    max_len: int = 768
+    seed: int = 0
+    #: extra env options per env id, e.g. {"voting-math": {"n_voters": 3}}
+    env_options: dict[str, dict] = field(default_factory=dict)
+    #: weight of the prompt tokens in the loss (0: completions only)
+    prompt_loss_weight: float = 0.0
+    #: fp32 | bf16 (autocast forward passes, fp32 weights); None: the scale's default
+    precision: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise ValueError(f"unknown tiny scale {self.scale!r}; valid: {', '.join(SCALES)}")
+        self.envs = tuple(self.envs)
+        steps, batch = BUDGETS[self.scale]
+        self.precision = self.precision or PRECISION[self.scale]
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"unknown precision {self.precision!r}; valid: fp32, bf16")
+        self.steps = steps if self.steps is None else int(self.steps)
+        self.batch_size = batch if self.batch_size is None else int(self.batch_size)
+
+    def key(self) -> str:
+        d = dataclasses.asdict(self)
+        if d["prompt_loss_weight"] == 0.0:  # keeps the keys of models built before this option
+            del d["prompt_loss_weight"]
+        # the architecture is part of the key: a changed scale must never load an old model
+        blob = json.dumps(
+            {"v": RECIPE_VERSION, "dims": SCALES[self.scale], **d}, sort_keys=True, default=str
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
+    """Seconds-scale pretraining for tests: still learns every role's output format, math and
+    code (240 steps: at 120 the evaluator's verdict did not parse on 72% of math turns once
+    the corpus held code too; the full context: code evaluator prompts run past 448
+    characters, and positions never trained on gave garbage)."""
+    base = dict(
+        scale=scale,
+        episodes_per_env=100,
+        code_episodes_per_env=None,
+        # a seconds-scale model cannot learn the behaviour mixture: with half bare answers it
+        # answered every prompt greedily with one number, so tests had no reward variance;
+        # mostly worked answers keep it varied (the shipped models use the testbed's rates)
+        shortcut_rate=0.2,
+        fact_drills=0,
+        steps=240,
+        batch_size=12,
+        lr=4e-3,
+        warmup_steps=10,
+        max_len=768,
+    )
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+def cache_root() -> Path:
+    """``$FLOWZOO_CACHE`` or ``~/.cache/flowzoo``."""
+    return Path(os.environ.get("FLOWZOO_CACHE", Path.home() / ".cache" / "flowzoo"))
+
+
+# ------------------------------------------------------------------------------ tokenizer
+
+
+def build_tokenizer():
+    """A character-level fast tokenizer (printable ASCII + specials; others -> ``<unk>``).
+    ``tok(text)`` prepends BOS, so libraries that tokenise plain prompts themselves (TRL)
+    feed the models the BOS + text they were pretrained on."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIALS + CHARSET)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", vocab["<s>"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        clean_up_tokenization_spaces=False,
+        model_max_length=4096,
+        chat_template=CHAT_TEMPLATE,  # served tiny models answer chat requests (models/chat.py)
+    )
+
+
+def build_model(scale: str, vocab_size: int, max_len: int = 1024, seed: int = 0, tie: bool = False):
+    """A randomly initialised ``Qwen3ForCausalLM`` of the given tiny scale (``tie``: the
+    output head shares the input embedding, as Qwen3 0.6B-4B do)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    if scale in SCALES:
+        dims = SCALES[scale]
+    else:
+        raise ValueError(f"unknown tiny scale {scale!r}; valid: {', '.join(SCALES)}")
+    cfg = Qwen3Config(
+        vocab_size=vocab_size,
+        max_position_embeddings=max_len,
+        head_dim=dims["hidden_size"] // dims["num_attention_heads"],
+        tie_word_embeddings=tie,
+        rope_theta=10000.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        **dims,
+    )
+    torch.manual_seed(seed)
+    return Qwen3ForCausalLM(cfg)
+
+
+def save_random_model(
+    out_dir: str | os.PathLike,
+    scale: str = "tiny-s",
+    tie: bool = False,
+    seed: int = 0,
+    chat_template: str | None = None,
+) -> Path:
+    """A randomly initialised tiny Qwen3 model + the char tokenizer, saved where
+    ``from_pretrained`` (and vLLM) load it: the stand-in for an architecture test (tied
+    embeddings, a chat template) that needs no pretraining."""
+    tok = build_tokenizer()
+    if chat_template is not None:
+        tok.chat_template = chat_template
+    model = build_model(scale, len(SPECIALS) + len(CHARSET), seed=seed, tie=tie)
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return Path(out_dir)
+
+
+def parameter_count(scale: str) -> int:
+    """Exact parameter count of a tiny scale."""
+    return sum(p.numel() for p in build_model(scale, len(SPECIALS) + len(CHARSET)).parameters())
+
+
+# ------------------------------------------------------------------------------ encoding
+
+
+def _encode(tok, rows, max_len: int) -> list[tuple[list[int], int]]:
+    """(ids, number of prompt tokens) per row; prompts are cut from the left to fit."""
+    out = []
+    for _, prompt, completion in rows:
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        c = tok(completion, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        c = c[: max_len // 2]
+        room = max_len - 1 - len(c)
+        p = [tok.bos_token_id] + p[-room:]
+        out.append((p + c, len(p)))
+    return out
+
+
+# ------------------------------------------------------------------------------ training
+
+
+def _batch(examples, idx, pad_id):
+    width = max(len(examples[i][0]) for i in idx)
+    ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(idx), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(idx), width), dtype=torch.long)
+    for r, i in enumerate(idx):
+        seq, n_prompt = examples[i]
+        ids[r, : len(seq)] = torch.tensor(seq)
+        mask[r, : len(seq)] = 1
+        labels[r, n_prompt : len(seq)] = torch.tensor(seq[n_prompt:])  # loss on completions only
+    return ids, mask, labels
+
+
+def _weighted_loss(model, ids, mask, labels, prompt_weight: float) -> torch.Tensor:
+    """Next-token loss with prompt tokens weighted ``prompt_weight`` and completions 1."""
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    tgt = ids[:, 1:]
+    ce = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none"
+    ).view_as(tgt)
+    w = mask[:, 1:].float() * prompt_weight
+    w = torch.where(labels[:, 1:] != -100, torch.ones_like(w), w)
+    return (ce * w).sum() / w.sum().clamp(min=1.0)
+
+
+def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
+    """Generate the corpus, train, and save model + tokenizer + ``flowzoo_tiny.json``.
+
+    Resumable: a ``checkpoint.pt`` (model, optimizer, step, RNG) is written as it goes and
+    picked up by the next call with the same ``out_dir``."""
+    from tqdm import tqdm
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    apply_threads(0, announce=progress)  # the cores this process may use (or OMP_NUM_THREADS)
+    t0 = time.time()
+    rng = random.Random(cfg.seed)
+    rows = make_corpus(cfg, progress=progress)
+    corpus_s = time.time() - t0
+    tok = build_tokenizer()
+    examples = _encode(tok, rows, cfg.max_len)
+    model = build_model(cfg.scale, len(tok), cfg.max_len, cfg.seed)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98)
+    )
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return cfg.lr * (step + 1) / cfg.warmup_steps
+        frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+    ckpt = out / "checkpoint.pt"
+    start, losses = 0, []
+    order: list[int] = []
+    if ckpt.exists():
+        state = torch.load(ckpt, weights_only=False)
+        if state.get("key") == cfg.key():
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            start, losses = state["step"], state["losses"]
+            order = state.get("order", [])
+            rng.setstate(state["rng"])
+            torch.set_rng_state(state["torch_rng"])
+            if progress:
+                print(
+                    f"flowzoo: resuming the {cfg.scale} build from its checkpoint at step "
+                    f"{start} of {cfg.steps} ({ckpt})",
+                    file=sys.stderr,
+                )
+    model.train()
+    bar = tqdm(
+        range(start, cfg.steps),
+        desc=f"pretrain {cfg.scale}",
+        disable=not progress,
+        file=sys.stderr,
+        initial=start,
+        total=cfg.steps,
+    )
+    for step in bar:
+        if len(order) < cfg.batch_size:
+            # random batches: length-bucketed ones (1.7x fewer padded tokens) were tried and
+            # learned far worse (loss 0.147 vs 0.082, half the accuracy)
+            order = list(range(len(examples)))
+            rng.shuffle(order)
+        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        ids, mask, labels = _batch(examples, idx, tok.pad_token_id)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
+            if cfg.prompt_loss_weight > 0:
+                loss = _weighted_loss(model, ids, mask, labels, cfg.prompt_loss_weight)
+            else:
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"pretraining loss became {loss.item()} at step {step}; last checkpoint kept in {ckpt}"
+            )
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+        if (step + 1) % 200 == 0 and step + 1 < cfg.steps:
+            torch.save(
+                {
+                    "key": cfg.key(),
+                    "model": model.state_dict(),
+                    "opt": opt.state_dict(),
+                    "step": step + 1,
+                    "losses": losses,
+                    "order": order,
+                    "rng": rng.getstate(),
+                    "torch_rng": torch.get_rng_state(),
+                },
+                ckpt.with_suffix(".tmp"),
+            )
+            os.replace(ckpt.with_suffix(".tmp"), ckpt)  # a kill mid-write leaves the old one
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    meta = {
+        "config": dataclasses.asdict(cfg),
+        "key": cfg.key(),
+        "recipe_version": RECIPE_VERSION,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "corpus_examples": len(examples),
+        "corpus_seconds": round(corpus_s, 2),
+        "train_seconds": round(time.time() - t0 - corpus_s, 2),
+        "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
+    }
+    (out / "flowzoo_tiny.json").write_text(json.dumps(meta, indent=1, default=str))
+    if ckpt.exists():
+        ckpt.unlink()
+    return out
+
+
+#: measured first-build times on 2 idle cores (README: Tiny base models)
+FIRST_BUILD_ESTIMATE = {
+    "tiny-s": "9 minutes",
+    "tiny-m": "40-45 minutes",
+    "tiny-l": "85-90 minutes",
+}
+
+
+#: where the shipped base models live inside the package, with MANIFEST.json
+SHIPPED = Path(__file__).parent / "weights"
+
+
+def shipped_manifest() -> dict:
+    """scale -> what was shipped (recipe key, recipe version, corpus fingerprint, sha256 of
+    every file); empty when the package ships none."""
+    path = SHIPPED / "MANIFEST.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@functools.lru_cache(maxsize=8)
+def _verified(scale: str, key: str) -> Path | None:
+    """The shipped model of ``scale`` if it was built by the recipe with ``key`` and every
+    file matches its sha256 (checked once per process); None otherwise."""
+    entry = shipped_manifest().get(scale)
+    path = SHIPPED / scale
+    if not entry or entry.get("key") != key or not path.is_dir():
+        return None
+    for name, digest in entry["files"].items():
+        f = path / name
+        if not f.exists() or hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+            print(
+                f"flowzoo: shipped {scale} file {name} is missing or altered; building instead",
+                file=sys.stderr,
+            )
+            return None
+    return path
+
+
+def ship(path: str | os.PathLike, cfg: PretrainConfig) -> dict:
+    """Copy a built model into the package (``weights/<scale>``) and record it in the
+    manifest: the recipe key and version, the corpus fingerprint and each file's sha256."""
+    src, dst = Path(path), SHIPPED / cfg.scale
+    dst.mkdir(parents=True, exist_ok=True)
+    names = sorted(f.name for f in src.iterdir() if f.is_file() and f.name != "checkpoint.pt")
+    for old in dst.iterdir():
+        if old.name not in names:
+            old.unlink()
+    for name in names:
+        shutil.copyfile(src / name, dst / name)
+    entry = {
+        "key": cfg.key(),
+        "recipe_version": RECIPE_VERSION,
+        "corpus_fingerprint": corpus_fingerprint(cfg),
+        "files": {n: hashlib.sha256((dst / n).read_bytes()).hexdigest() for n in names},
+        "bytes": sum((dst / n).stat().st_size for n in names),
+    }
+    manifest = {**shipped_manifest(), cfg.scale: entry}
+    (SHIPPED / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    _verified.cache_clear()
+    return entry
+
+
+@contextlib.contextmanager
+def build_lock(path: Path, progress: bool = True):
+    """One build per cache dir at a time: a second process waits here (and says so), then
+    finds the finished model instead of writing the same files at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                print(f"flowzoo: another process is building {path}; waiting", file=sys.stderr)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _built(path: Path) -> bool:
+    return (path / "flowzoo_tiny.json").exists() and (path / "config.json").exists()
+
+
+def check_weights(path: Path, scale: str) -> Path:
+    """``path`` if its weight file is present and whole (its safetensors header and every
+    tensor it names fit in the file); else a clear error naming the file and the command that
+    rebuilds it, instead of a raw loader error deep inside ``from_pretrained``."""
+    from safetensors import safe_open
+
+    f = path / "model.safetensors"
+    fix = f"remove {path} and run `flowzoo pretrain-tiny --scale {scale}` to rebuild it"
+    if not f.is_file():
+        raise FileNotFoundError(f"tiny model weights missing: {f}; {fix}")
+    try:
+        with safe_open(str(f), framework="pt") as w:
+            for name in w.keys():
+                w.get_slice(name)
+    except Exception as e:
+        raise ValueError(f"tiny model weights {f} are corrupt ({e}); {fix}") from None
+    return path
+
+
+def ensure_tiny(
+    name_or_cfg: str | PretrainConfig = "tiny-m",
+    fast: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    shipped: bool = True,
+) -> Path:
+    """The path of a pretrained tiny model: the one shipped in the package when its recipe
+    matches (no build), else the cached build, else built now (cached by config hash).
+
+    ``name_or_cfg``: ``tiny-s`` | ``tiny-m`` | ``tiny-l`` or a :class:`PretrainConfig`;
+    ``shipped=False`` ignores the shipped files (``flowzoo pretrain-tiny`` rebuilds)."""
+    if isinstance(name_or_cfg, PretrainConfig):
+        cfg = name_or_cfg
+    else:
+        cfg = fast_config(name_or_cfg) if fast else PretrainConfig(scale=name_or_cfg)
+    if shipped and (found := _verified(cfg.scale, cfg.key())) is not None:
+        return found
+    root = Path(cache_dir) if cache_dir is not None else cache_root() / "tiny"
+    path = root / f"{cfg.scale}-{cfg.key()}"
+    if _built(path):
+        if not has_chat_template(path):  # a build from before the chat template
+            with build_lock(path, progress):
+                add_chat_template(path)
+        return check_weights(path, cfg.scale)
+    with build_lock(path, progress):
+        if _built(path):  # another process finished it while this one waited
+            return path
+        if progress:
+            slow = cfg.steps is None or cfg.steps > 300
+            est = FIRST_BUILD_ESTIMATE.get(cfg.scale, "a while") if slow else "seconds"
+            print(
+                f"flowzoo: building the {cfg.scale} model (about {est} on 2 idle cores); "
+                f"cached in {path} (set FLOWZOO_CACHE to move the cache)",
+                file=sys.stderr,
+            )
+        return pretrain(cfg, path, progress=progress)
+
+
+def resolve_model(model: str, fast: bool = False) -> str:
+    """A model argument as the CLI takes it: a tiny scale name (built on first use) or a
+    local checkpoint path."""
+    if model in SCALES:
+        return str(ensure_tiny(model, fast=fast))
+    if not Path(model).exists():
+        raise FileNotFoundError(
+            f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}) nor a local path"
+        )
+    return model

@@ -1,0 +1,117 @@
+"""GRPO: group-relative advantages (reward minus its group's mean, over a std) and the
+clipped token objective.
+
+Groups are explicit: a :class:`~flowzoo.agents.train.advantage.GroupKey` names what must match for
+two turns to be compared (the study keys by task x role: its trajectories are named by role,
+so a role's turns and its same-role agents share one group). One function,
+:func:`advantages`, turns keys and rewards into advantages. A key seen once (a size-1 group)
+gets advantage 0 and is counted, never its raw reward — a silent failure in some peers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from flowzoo.agents.train.advantage import (
+    Advantages,
+    Critic,
+    GroupKey,
+    drop_uninformative,
+    group_keys,
+    informative,
+)
+from flowzoo.agents.train.algorithms.base import Algorithm
+from flowzoo.agents.train.rollout import EpisodeRecord, TurnRecord
+from flowzoo.config import ADV_NORMS, TrainConfig
+
+
+@dataclass
+class AdvantageStats:
+    groups: int = 0
+    singleton_groups: int = 0
+    zero_std_groups: int = 0
+
+
+def advantages(
+    keys: Sequence[Hashable],
+    rewards: Sequence[float],
+    std_norm: bool = True,
+    norm: str = "group",
+    roles: Sequence[str] | None = None,
+    eps: float = 1e-6,
+) -> tuple[list[float], AdvantageStats]:
+    """Group-relative advantages: reward minus its group's mean, divided by a std that is the
+    group's (``norm="group"``), the whole batch's (``"global"``), the turn's role's
+    (``"per-role"``, as in Dr. MAS) or 1 (``"none"`` / ``std_norm=False``)."""
+    if norm not in ADV_NORMS:
+        raise ValueError(f"unknown advantage norm {norm!r}; valid: {', '.join(ADV_NORMS)}")
+    if len(keys) != len(rewards):
+        raise ValueError(f"{len(keys)} keys but {len(rewards)} rewards")
+    if norm == "per-role" and roles is None:
+        raise ValueError("per-role advantage normalisation needs the turns' roles")
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for i, k in enumerate(keys):
+        members[k].append(i)
+    stats = AdvantageStats(groups=len(members))
+    r = torch.tensor(list(rewards), dtype=torch.float64)
+    centred = torch.zeros_like(r)
+    group_std = torch.ones_like(r)
+    valid = torch.zeros(len(r), dtype=torch.bool)
+    for idx in members.values():
+        if len(idx) == 1:
+            stats.singleton_groups += 1
+            continue
+        t = torch.tensor(idx)
+        g = r[t]
+        sd = g.std(unbiased=False)
+        if float(sd) < eps:
+            stats.zero_std_groups += 1
+        centred[t] = g - g.mean()
+        group_std[t] = sd
+        valid[t] = True
+    if not std_norm or norm == "none":
+        scale = torch.ones_like(r)
+    elif norm == "group":
+        scale = group_std
+    elif norm == "global":
+        scale = torch.full_like(
+            r, float(centred[valid].std(unbiased=False)) if valid.sum() > 1 else 1.0
+        )
+    else:
+        scale = torch.ones_like(r)
+        for role in set(roles):
+            sel = torch.tensor(
+                [i for i, x in enumerate(roles) if x == role and valid[i]], dtype=torch.long
+            )
+            if len(sel) > 1:
+                scale[torch.tensor([i for i, x in enumerate(roles) if x == role])] = float(
+                    centred[sel].std(unbiased=False)
+                )
+    adv = torch.where(valid, centred / (scale + eps), torch.zeros_like(r))
+    return adv.tolist(), stats
+
+
+def estimate(
+    cfg: TrainConfig,
+    records: list[EpisodeRecord],
+    turns: list[TurnRecord],
+    rewards: list[float],
+    critic: Critic | None = None,
+) -> Advantages:
+    """Group-relative advantages; the group of a turn is named by ``cfg.group_by`` (no critic)."""
+    keys = group_keys(cfg, records, turns)
+    adv, stats = advantages(keys, rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in turns])
+    out = Advantages(scalar=list(adv), stats=dataclasses.asdict(stats))
+    if cfg.filter_groups:
+        drop_uninformative(out, keys, turns, rewards)
+    return out
+
+
+ALGORITHM = Algorithm("grpo", estimate)
+
+__all__ = ["ALGORITHM", "AdvantageStats", "GroupKey", "advantages", "estimate", "informative"]

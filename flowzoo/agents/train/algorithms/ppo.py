@@ -1,0 +1,145 @@
+"""PPO: a value head on the policy's last hidden state and GAE over each agent's turns.
+
+Each agent's turns in an episode form one trajectory (its completion tokens in order); the
+turn's own reward (``turn_rewards``: the overlong penalty included) reaches that turn; GAE with ``gamma``
+and ``lam`` runs backwards over that token sequence. The policy loss is the same clipped
+surrogate as GRPO's, per token.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+from flowzoo.agents.train import losses
+from flowzoo.agents.train.advantage import Advantages, Critic
+from flowzoo.agents.train.algorithms.base import (
+    Algorithm,
+    ValueHead,
+    ValueTerms,
+    model_outputs,
+    policy_loss,
+)
+from flowzoo.agents.train.rollout import EpisodeRecord, TurnRecord
+from flowzoo.config import TrainConfig
+
+
+def gae(
+    values: list[torch.Tensor],
+    turn_rewards: Sequence[float],
+    gamma: float = 1.0,
+    lam: float = 0.95,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Advantages and returns for one agent trajectory given per-turn token values and each
+    turn's own reward (what GRPO credits that turn with: the outcome, less the overlong
+    penalty where the turn was cut).
+
+    Each turn's reward reaches its last token as the step from it to the next turn's
+    (``R_k - R_{k+1}``, the last turn's whole ``R``): with ``gamma`` 1 a turn's return is its
+    own reward, a penalty stays with the turn it was paid for, and equal turn rewards give
+    exactly one final reward as before."""
+    lengths = [len(v) for v in values]
+    if len(turn_rewards) != len(values):
+        raise ValueError(f"{len(values)} turns but {len(turn_rewards)} turn rewards")
+    if sum(lengths) == 0:
+        return [v.clone() for v in values], [v.clone() for v in values]
+    v = torch.cat([x.detach().float() for x in values])
+    n = len(v)
+    rewards = torch.zeros(n)
+    ends = torch.tensor(lengths).cumsum(0) - 1
+    nxt_r = [float(x) for x in turn_rewards[1:]] + [0.0]
+    for end, length, r, r_next in zip(ends.tolist(), lengths, turn_rewards, nxt_r, strict=True):
+        if length:  # a turn without tokens has no position to carry its reward
+            rewards[end] += float(r) - r_next
+    adv = torch.zeros(n)
+    last = 0.0
+    for j in range(n - 1, -1, -1):
+        nxt = v[j + 1] if j + 1 < n else 0.0
+        delta = rewards[j] + gamma * nxt - v[j]
+        last = delta + gamma * lam * last
+        adv[j] = last
+    ret = adv + v
+    return list(torch.split(adv, lengths)), list(torch.split(ret, lengths))
+
+
+def estimate(
+    cfg: TrainConfig,
+    records: list[EpisodeRecord],
+    turns: list[TurnRecord],
+    rewards: list[float],
+    critic: Critic | None,
+) -> Advantages:
+    """GAE over each agent's turns with its policy's critic, normalised per policy."""
+    if critic is None:
+        raise ValueError("PPO's estimator needs a critic")
+    router, heads = critic.router, critic.heads
+    n = len(turns)
+    out = Advantages(token=[None] * n, returns=[None] * n, old_values=[None] * n)
+    for name in router.names:
+        pol = router.prepare_update(name)
+        head = heads[name]
+        trajs: dict[tuple[int, str], list[TurnRecord]] = defaultdict(list)
+        for r in records:
+            for t in r.turns:
+                if t.policy == name:
+                    trajs[(r.index, t.agent)].append(t)
+        flat = [t for ts in trajs.values() for t in ts if t.completion_ids]
+        values: dict[int, torch.Tensor] = {}
+        with torch.no_grad():
+            for i in range(0, len(flat), cfg.micro_batch):
+                mb = flat[i : i + cfg.micro_batch]
+                _, vs = model_outputs(
+                    pol,
+                    head,
+                    [t.prompt_ids for t in mb],
+                    [t.completion_ids for t in mb],
+                    cfg.temperature,
+                )
+                for t, v in zip(mb, vs, strict=True):
+                    values[t.index] = v.detach().cpu()
+        advs, mine = [], []
+        for ts in trajs.values():
+            ts = [t for t in sorted(ts, key=lambda x: x.turn) if t.completion_ids]
+            if not ts:
+                continue
+            a, ret = gae(  # each turn's own reward, not only the last turn's
+                [values[t.index] for t in ts],
+                [rewards[t.index] for t in ts],
+                cfg.gamma,
+                cfg.gae_lambda,
+            )
+            for t, ai, ri in zip(ts, a, ret, strict=True):
+                out.token[t.index] = ai.to(pol.device)
+                out.returns[t.index] = ri.to(pol.device)
+                out.old_values[t.index] = values[t.index].to(pol.device)
+                advs.append(ai)
+                mine.append(t.index)
+        if advs:
+            allv = torch.cat(advs)
+            mu, sd = allv.mean(), allv.std(unbiased=False)
+            for i in mine:
+                out.token[i] = (out.token[i] - mu.to(out.token[i].device)) / (sd + 1e-6)
+    return out
+
+
+def objective(
+    cfg: TrainConfig,
+    role: str,
+    new_lp: torch.Tensor,
+    old_lp: torch.Tensor,
+    adv: torch.Tensor,
+    values: ValueTerms | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The clipped objective plus ``vf_coef`` x the clipped value loss."""
+    loss, clipped = policy_loss(cfg, role, new_lp, old_lp, adv, values)
+    if values is None:
+        raise ValueError("the PPO objective needs the critic's values")
+    new_v, old_v, ret = values
+    return loss + cfg.vf_coef * losses.value_loss(new_v, old_v, ret, cfg.value_clip), clipped
+
+
+ALGORITHM = Algorithm("ppo", estimate, objective, value_head=ValueHead)
+
+__all__ = ["ALGORITHM", "ValueHead", "estimate", "gae", "objective"]

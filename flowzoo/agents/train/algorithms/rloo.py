@@ -1,0 +1,62 @@
+"""RLOO (REINFORCE leave-one-out): a turn's advantage is its reward minus the mean reward of
+the *other* members of its group; no std normalisation, no critic.
+
+Why it is here: the baseline excludes the turn itself, so it is unbiased for any group size
+(GRPO's mean includes the turn; its std rescales easy and hard problems alike). Groups are
+the ones GRPO uses (``cfg.group_by``); a one-member group has no one to leave out and gets 0.
+The loss is the shared clipped surrogate (:func:`~flowzoo.agents.train.algorithms.base.policy_loss`).
+This file, plus ``"rloo"`` in :data:`flowzoo.config.ALGOS`, is the whole algorithm.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+
+from flowzoo.agents.train.advantage import Advantages, Critic, drop_uninformative, group_keys
+from flowzoo.agents.train.algorithms.base import Algorithm
+from flowzoo.agents.train.rollout import EpisodeRecord, TurnRecord
+from flowzoo.config import TrainConfig
+
+
+def leave_one_out(
+    keys: Sequence[Hashable], rewards: Sequence[float]
+) -> tuple[list[float], dict[str, int]]:
+    """Per turn, ``r_i - mean(r_j for the other j in its group)``; (advantages, group stats)."""
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for i, k in enumerate(keys):
+        members[k].append(i)
+    adv = [0.0] * len(rewards)
+    stats = {"groups": len(members), "singleton_groups": 0, "zero_std_groups": 0}
+    for idx in members.values():
+        n = len(idx)
+        if n == 1:
+            stats["singleton_groups"] += 1
+            continue
+        total = sum(float(rewards[i]) for i in idx)
+        if len({float(rewards[i]) for i in idx}) == 1:
+            stats["zero_std_groups"] += 1
+        for i in idx:
+            adv[i] = float(rewards[i]) - (total - float(rewards[i])) / (n - 1)
+    return adv, stats
+
+
+def estimate(
+    cfg: TrainConfig,
+    records: list[EpisodeRecord],
+    turns: list[TurnRecord],
+    rewards: list[float],
+    critic: Critic | None = None,
+) -> Advantages:
+    """Leave-one-out advantages within each ``cfg.group_by`` group (no critic)."""
+    keys = group_keys(cfg, records, turns)
+    adv, stats = leave_one_out(keys, rewards)
+    out = Advantages(scalar=adv, stats=stats)
+    if cfg.filter_groups:
+        drop_uninformative(out, keys, turns, rewards)
+    return out
+
+
+ALGORITHM = Algorithm("rloo", estimate)
+
+__all__ = ["ALGORITHM", "estimate", "leave_one_out"]

@@ -1,0 +1,429 @@
+"""The update: one policy at a time, one role at a time, with the role-level gradient
+diagnostics the study is about.
+
+For each policy that played, the step's turns (less those left out: uninformative groups,
+truncated turns) are cut into minibatches (a count, or verl's fixed size, so a policy that
+plays more turns makes more optimizer steps); within one, each
+role's turns run in length-sorted micro-batches and the gradient they add is kept apart, so
+every step logs per role the loss, gradient norm, clip fraction and KL, and per policy the
+cosine between role gradients and the gradient norm actually applied (after the optional
+coherence damper). Out-of-memory halves the micro-batch and retries (nothing of a failed
+micro-batch reaches ``.grad``); under FSDP every process makes the same passes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from typing import Any
+
+import torch
+
+from flowzoo.agents.train import distributed
+from flowzoo.agents.train.advantage import Advantages, Critic
+from flowzoo.agents.train.algorithm import algorithm_for
+from flowzoo.agents.train.algorithms.base import model_outputs
+from flowzoo.agents.train.diagnostics import (
+    CoherenceDamper,
+    dot,
+    flat_grad,
+    flat_params,
+    role_gradient_stats,
+)
+from flowzoo.agents.train.losses import aggregate, k3_kl
+from flowzoo.agents.train.rollout import TurnRecord
+from flowzoo.config import TrainConfig
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss, gradient, reward or sampled distribution became NaN/inf; the last good
+    checkpoint is kept."""
+
+
+class Learner:
+    """Holds the optimizers (and PPO critics, the damper) of every policy of a router and
+    applies one step's update."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        router,
+        dist: distributed.DistInfo,
+        roles: list[str],
+        agents_per_role: dict[str, int],
+    ) -> None:
+        self.cfg, self.router, self.dist = cfg, router, dist
+        self.roles, self.agents_per_role = roles, agents_per_role
+        self.step = 0
+        #: the estimator and objective ``cfg.algo`` names (the one place it is read)
+        self.algorithm = algorithm_for(cfg)
+        self.heads: dict[str, torch.nn.Module] = {}
+        if self.algorithm.value_head is not None:
+            for name in router.names:
+                hs = router.policies[name].model.config.hidden_size
+                self.heads[name] = self.algorithm.value_head(hs).to(router.policies[name].device)
+        #: per policy, the lr its optimizer steps at (before the schedule): the lr its roles
+        #: share, else ``cfg.lr``; per role, the factor its gradient is scaled by (role lr / that)
+        self.base_lr: dict[str, float] = {}
+        self.grad_scale: dict[str, float] = {}
+        for name in router.names:
+            lrs = {float(cfg.for_role(r, "lr")) for r in router.roles_of(name)}
+            self.base_lr[name] = lrs.pop() if len(lrs) == 1 else cfg.lr
+            for r in router.roles_of(name):
+                self.grad_scale[r] = float(cfg.for_role(r, "lr")) / self.base_lr[name]
+        self.opts = {
+            name: torch.optim.AdamW(
+                self.params(name), lr=self.base_lr[name], weight_decay=cfg.weight_decay
+            )
+            for name in router.names
+        }
+        self.damper = (
+            CoherenceDamper(cfg.damper_lambda, cfg.damper_decay) if cfg.damper_lambda > 0 else None
+        )
+        #: per policy, the micro-batch size in use (shrinks when the device runs out of memory)
+        self.micro_batch: dict[str, int] = {}
+        #: per policy, the last update's per-role gradients and their sum (for diagnostics)
+        self.last_role_grads: dict[str, dict] = {}
+
+    @property
+    def critic(self) -> Critic | None:
+        """What the estimator needs of the critic (None for a critic-free algorithm)."""
+        return Critic(self.router, self.heads) if self.algorithm.critic else None
+
+    def params(self, name: str) -> list[torch.nn.Parameter]:
+        """What policy ``name``'s optimizer steps: its trainable weights and its value head."""
+        head = self.heads.get(name)
+        return self.router.trainable(name) + (list(head.parameters()) if head is not None else [])
+
+    def update(self, turns: list[TurnRecord], adv: Advantages, step: int) -> dict:
+        """One update of every policy that played in ``turns`` (a policy with no turns is
+        left exactly as it was); per policy, its per-role statistics."""
+        self.step = step
+        rng = random.Random(f"{self.cfg.seed}:{step}")
+        factor = self.cfg.lr_at(step) / self.cfg.lr  # the schedule, applied to each policy's lr
+        for name, opt in self.opts.items():
+            for group in opt.param_groups:
+                group["lr"] = self.base_lr[name] * factor
+        per_policy = {}
+        self.last_role_grads = {}
+        for name in self.router.names:
+            mine = [t for t in turns if t.policy == name]
+            if distributed.sum_floats([len(mine)], self.dist)[0] > 0:
+                per_policy[name] = self.update_policy(name, mine, adv, rng)
+                self.router.policies[name].sync_backend()  # the next rollout sees the update
+        return per_policy
+
+    def _weights(self, turns: list[TurnRecord]) -> list[float]:
+        """Per-turn loss weights, mean 1 over the whole batch (all processes' shares)."""
+        mode = self.cfg.role_weighting
+        if mode == "tokens":
+            w = [1.0] * len(turns)
+        elif mode == "per-agent":
+            w = [1.0 / self.agents_per_role[t.role] for t in turns]
+        else:
+            counts = distributed.sum_floats(
+                [float(sum(t.role == r for t in turns)) for r in self.roles], self.dist
+            )
+            per_role = {r: c for r, c in zip(self.roles, counts, strict=True) if c > 0}
+            w = [1.0 / (len(per_role) * per_role[t.role]) for t in turns]
+        s, n = distributed.sum_floats([sum(w), float(len(turns))], self.dist)
+        return [x * n / s for x in w] if s > 0 else w
+
+    def _kl_for(self, role: str) -> float:
+        return float(self.cfg.for_role(role, "kl_coef"))
+
+    def _temp(self, role: str) -> float:
+        """The temperature ``role``'s turns were sampled at (their log-probs are of it)."""
+        return float(self.cfg.for_role(role, "temperature"))
+
+    def update_policy(
+        self, name: str, turns: list[TurnRecord], adv: Advantages, rng: random.Random
+    ) -> dict:
+        """Minibatched update of one policy; per-role gradients measured separately."""
+        cfg = self.cfg
+        pol = self.router.prepare_update(name)
+        params = self.params(name)
+        head = self.heads.get(name)
+        stats: dict[str, Any] = {
+            "roles": defaultdict(lambda: defaultdict(float)),
+            "policy": defaultdict(float),
+            "cosine": defaultdict(float),
+        }
+        turns = [t for t in turns if t.completion_ids and t.index not in adv.skip]
+        order = list(range(len(turns)))
+        n_updates = 0
+        for _epoch in range(cfg.ppo_epochs):
+            rng.shuffle(order)
+            n_chunks = self.n_minibatches(len(turns))
+            chunks = [order[i::n_chunks] for i in range(n_chunks)]
+            for chunk in chunks:
+                batch = [turns[i] for i in chunk]
+                if distributed.sum_floats([len(batch)], self.dist)[0] == 0:
+                    continue
+                n_updates += 1
+                self._one_update(name, pol, head, params, batch, adv, stats)
+        # counts add up over the mini-batches (what the step trained on); the rest are means
+        out = {
+            "roles": {
+                r: {
+                    k: v if k in ("tokens", "turns") else v / max(1, n_updates)
+                    for k, v in d.items()
+                }
+                for r, d in stats["roles"].items()
+            }
+        }
+        out["policy"] = {k: v / max(1, n_updates) for k, v in stats["policy"].items()}
+        out["policy"]["opt_steps"] = n_updates
+        out["policy"]["lr"] = self.opts[name].param_groups[0]["lr"]
+        out["cosine"] = {k: v / max(1, n_updates) for k, v in stats["cosine"].items()}
+        return out
+
+    def n_minibatches(self, n_local: int) -> int:
+        """Optimizer steps per epoch for a policy with ``n_local`` turns here: verl-style
+        fixed-size mini-batches (``ppo_mini_batch`` x ``group_size`` turns, counted over all
+        processes), so a policy playing more turns makes more steps; else ``minibatches``."""
+        cfg = self.cfg
+        if cfg.ppo_mini_batch <= 0:
+            return cfg.minibatches
+        n = int(distributed.sum_floats([float(n_local)], self.dist)[0])
+        return max(1, -(-n // (cfg.ppo_mini_batch * cfg.group_size)))
+
+    def _micro_step(
+        self, name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs
+    ) -> tuple[float, dict[str, float]]:
+        """Loss of one micro-batch of one role, its gradient added to ``.grad``; (loss value,
+        the micro-batch's mean kl and clip fraction)."""
+        cfg = self.cfg
+        beta, temp = self._kl_for(role), self._temp(role)
+        p_ids = [t.prompt_ids for t in mb]
+        c_ids = [t.completion_ids for t in mb]
+        new_lp, new_v = model_outputs(pol, head, p_ids, c_ids, temp)
+        ref_lp = self.router.reference_logprobs(name, p_ids, c_ids, temp) if beta > 0 else None
+        local: dict[str, float] = defaultdict(float)
+        tok_losses = []
+        for j, t in enumerate(mb):
+            old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
+            values = (new_v[j], *adv.value_targets(t)) if new_v is not None else None
+            pl, clipped = self.algorithm.objective(
+                cfg, role, new_lp[j], old, adv.tokens(t, old), values
+            )
+            if ref_lp is not None:  # the KL anchor: per role, the same for every algorithm
+                kl = k3_kl(new_lp[j], ref_lp[j])
+                pl = pl + beta * kl
+                local["kl"] += kl.mean().item() / len(mb)
+            tok_losses.append(pl)
+            local["clip_frac"] += float(clipped.mean()) / len(mb)
+            # how far off-policy this turn is: 0 on the first mini-batch, grows on later ones
+            local["ratio_dev"] += float((new_lp[j].detach() - old).exp().sub(1).abs().mean()) / len(
+                mb
+            )
+        loss = aggregate(
+            tok_losses, [wmap[t.index] for t in mb], cfg.loss_agg, total_tokens, total_seqs
+        )
+        if self.grad_scale.get(role, 1.0) != 1.0:  # a role lr apart from its policy's
+            loss = loss * self.grad_scale[role]
+        loss_value = loss.item()
+        if not math.isfinite(loss_value):
+            raise TrainingDiverged(
+                f"loss of role {role!r} (policy {name!r}) is {loss_value} at step {self.step}"
+            )
+        if cfg.fsdp:  # FSDP reduce-scatters from backward hooks, which autograd.grad skips
+            loss.backward()
+        elif loss.requires_grad:
+            _accumulate(loss, params)
+        return loss_value, dict(local)
+
+    def _idle_pass(self, name: str, pol, role: str) -> None:
+        """FSDP: a process out of micro-batches joins the others' gathers and reduce-scatters
+        with a one-token pass whose loss is zero (it adds nothing to the gradient)."""
+        tok = pol.eos_id if pol.eos_id is not None else 0
+        p_ids, c_ids = [[tok]], [[tok]]
+        lp = pol.logprobs(p_ids, c_ids, self._temp(role))
+        if self._kl_for(role) > 0:
+            self.router.reference_logprobs(name, p_ids, c_ids, self._temp(role))
+        (lp[0].sum() * 0.0).backward()
+
+    def _one_update(
+        self, name, pol, head, params, batch: list[TurnRecord], adv: Advantages, stats
+    ) -> None:
+        """One optimizer step of policy ``name`` on ``batch``, as named steps: weigh the
+        turns, group them by role, accumulate each role's gradient apart, read the
+        diagnostics, then damp, clip and step."""
+        self.opts[name].zero_grad(set_to_none=True)
+        norm = self._normalisers(batch)
+        by_role = self._group_by_role(name, batch)
+        role_grads, total, sums = self._role_gradients(name, pol, head, params, by_role, adv, norm)
+        self._record_role_sums(sums, stats)
+        total_norm, rg = self._diagnose(name, params, role_grads, total)
+        self._step(name, params, role_grads, total, total_norm, rg, stats)
+
+    def _normalisers(self, batch: list[TurnRecord]) -> tuple[dict[int, float], float, float]:
+        """Each turn's loss weight, and the loss normalisers over the whole batch (every
+        process's share under data parallel): total tokens and sequences."""
+        weights = self._weights(batch)
+        wmap = {t.index: w for t, w in zip(batch, weights, strict=True)}
+        total_tokens, total_seqs = distributed.sum_floats(
+            [sum(len(t.completion_ids) for t in batch), float(len(batch))], self.dist
+        )
+        return wmap, total_tokens, total_seqs
+
+    def _group_by_role(self, name: str, batch: list[TurnRecord]) -> dict[str, list[TurnRecord]]:
+        """The batch's turns per role, in a fixed role order with global counts (so every
+        process makes the same collectives); turns of one prompt side by side (its forward
+        is computed once in a micro-batch), similar lengths too (less padding)."""
+        mine: dict[str, list[TurnRecord]] = defaultdict(list)
+        for t in batch:
+            mine[t.role].append(t)
+        roles = [r for r in self.roles if r in self.router.roles_of(name)]
+        counts = distributed.sum_floats([len(mine.get(r, [])) for r in roles], self.dist)
+        return {
+            r: sorted(
+                mine.get(r, []),
+                key=lambda t: (len(t.prompt_ids), t.prompt_ids, len(t.completion_ids)),
+            )
+            for r, n in zip(roles, counts, strict=True)
+            if n > 0
+        }
+
+    def _role_gradients(
+        self, name, pol, head, params, by_role, adv, norm
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, dict[str, float]]]:
+        """Back-propagate each role's turns in micro-batches, keeping the gradient each role
+        adds apart; (per-role gradients, the accumulated total, per-role sums of this
+        process's loss, tokens, turns, clip fraction and KL)."""
+        cfg, dist = self.cfg, self.dist
+        wmap, total_tokens, total_seqs = norm
+        role_grads: dict[str, torch.Tensor] = {}
+        sums: dict[str, dict[str, float]] = {}
+        prev = flat_grad(params)
+        for role, rturns in by_role.items():
+            acc: dict[str, float] = defaultdict(float)
+            size = self.micro_batch.get(name, cfg.micro_batch)
+            # FSDP: every process makes the same number of sharded passes, agreed beforehand
+            passes = -(-len(rturns) // size)
+            idle = distributed.max_int(passes, dist) - passes if cfg.fsdp else 0
+            i = 0
+            while i < len(rturns):
+                mb = rturns[i : i + size]
+                try:
+                    loss_value, local = self._micro_step(
+                        name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs
+                    )
+                except torch.OutOfMemoryError:
+                    # nothing of this micro-batch reached .grad (see _accumulate): halve, retry
+                    if size == 1 or cfg.fsdp:  # FSDP: the others are mid-collective; no retry
+                        raise
+                    size = max(1, size // 2)
+                    self.micro_batch[name] = size
+                    if pol.device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    continue
+                for k, v in local.items():
+                    acc[k] += v * len(mb)
+                acc["loss"] += loss_value
+                i += len(mb)
+            for _ in range(idle):
+                self._idle_pass(name, pol, role)
+            acc["tokens"] += sum(len(t.completion_ids) for t in rturns)
+            acc["turns"] += len(rturns)
+            sums[role] = acc
+            cur = flat_grad(params)
+            # FSDP: each process holds its shard of the summed gradient already
+            role_grads[role] = cur - prev if cfg.fsdp else distributed.sum_(cur - prev, dist)
+            prev = cur
+        total = sum(role_grads.values()) if role_grads else prev
+        return role_grads, total, sums
+
+    def _record_role_sums(self, sums: dict[str, dict[str, float]], stats) -> None:
+        """Per role, the global loss, tokens and turns; clip fraction, mean |ratio - 1| and
+        KL as means over the role's turns."""
+        for role, acc in sums.items():
+            keys = ["loss", "tokens", "turns", "clip_frac", "ratio_dev"]
+            keys += ["kl"] if self._kl_for(role) > 0 else []
+            got = distributed.sum_floats([acc.get(k, 0.0) for k in keys], self.dist)
+            g = dict(zip(keys, got, strict=True))
+            rs = stats["roles"][role]
+            for k, v in g.items():
+                rs[k] += v / g["turns"] if k in ("clip_frac", "ratio_dev", "kl") else v
+
+    def _diagnose(self, name, params, role_grads, total) -> tuple[float, dict]:
+        """The role-level diagnostics of this step's gradient: per-role norms and cosines
+        (:func:`role_gradient_stats`) and the total norm; a non-finite gradient ends the run."""
+        cfg, dist = self.cfg, self.dist
+        if dist.active and not cfg.fsdp:
+            _write_flat_grad(params, total)
+        self.last_role_grads[name] = {"roles": role_grads, "total": total.clone()}
+        reduce = None
+        if cfg.fsdp:  # norms and cosines of sharded gradients: sum the Gram matrix
+
+            def reduce(g: torch.Tensor) -> torch.Tensor:
+                return torch.tensor(distributed.sum_floats(g.flatten().tolist(), dist)).view_as(g)
+
+        rg = role_gradient_stats(role_grads, reduce)
+        sq = dot(total, total)
+        total_norm = math.sqrt(distributed.sum_floats([sq], dist)[0] if cfg.fsdp else sq)
+        if not math.isfinite(total_norm):  # the same verdict on every process
+            raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
+        return total_norm, rg
+
+    def _step(self, name, params, role_grads, total, total_norm, rg, stats) -> None:
+        """Damp (the coherence damper re-weights each role's gradient), log the norms the
+        step applies, clip, step."""
+        if self.damper is not None:
+            total = torch.zeros_like(total)
+            for role, g in role_grads.items():
+                f = self.damper.factor(f"{name}/{role}", g)
+                stats["roles"][role]["damper_factor"] += f
+                total += f * g
+            _write_flat_grad(params, total)
+            total_norm = math.sqrt(dot(total, total))  # the damped gradient the step applies
+        for role in role_grads:
+            stats["roles"][role]["grad_norm"] += rg["norm"][role]
+        for pair, c in rg["cosine"].items():
+            stats["cosine"][pair] += c
+        stats["policy"]["grad_norm"] += total_norm
+        stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        before = flat_params(params)
+        self.opts[name].step()
+        self._update_shares(params, before, role_grads, rg, stats)
+
+    def _update_shares(self, params, before, role_grads, rg, stats) -> None:
+        """What moved the weights, per role: the step's actual update (after clipping and
+        Adam) projected on each role's descent direction (``update_along``: its length along
+        it) and each role's part of the update's total descent (``update_share``). Adam
+        normalises step sizes, so raw gradient norms alone can mislead about amplification."""
+        delta = flat_params(params) - before
+        along = [-dot(delta, g) for g in role_grads.values()]
+        if self.cfg.fsdp:  # shards: sum the projections over the processes
+            along = distributed.sum_floats(along, self.dist)
+        total = sum(along)
+        for (role, _), a in zip(role_grads.items(), along, strict=True):
+            rs = stats["roles"][role]
+            rs["update_along"] += a / max(rg["norm"][role], 1e-12)
+            rs["update_share"] += a / total if total else 0.0
+
+
+def _accumulate(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:
+    """Add d(loss)/d(params) to ``.grad``. Why not ``backward()``: if the device runs out of
+    memory half-way, backward leaves some gradients accumulated and others not; here nothing
+    is written until the whole gradient exists, so the micro-batch can be retried smaller."""
+    live = [p for p in params if p.requires_grad]
+    grads = torch.autograd.grad(loss, live, allow_unused=True)
+    for p, g in zip(live, grads, strict=True):
+        if g is None:
+            continue
+        if p.grad is None:
+            p.grad = g
+        else:
+            p.grad.add_(g)
+
+
+def _write_flat_grad(params, flat: torch.Tensor) -> None:
+    i = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[i : i + n].view_as(p).to(p.dtype).clone()
+        i += n

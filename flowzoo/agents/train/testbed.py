@@ -1,0 +1,143 @@
+"""Measuring a base model as a testbed, before any training: does it know the primitives
+(each step fact, in the context where it is used), and what is left for RL (each role's
+behaviour rate, and what each behaviour is worth at each difficulty)?
+
+A testbed is judged by whether it can show an effect *and* its absence (docs/testbed.md):
+these are the numbers that say which. ``python baselines/testbed.py`` writes them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+import torch
+
+from flowzoo.agents.models.policy import Policy
+from flowzoo.agents.train.evaluate import evaluate_env, single_policy
+from flowzoo.agents.train.rollout import rollout
+from flowzoo.analysis.stats import bootstrap_ci
+from flowzoo.tasks.math.data import solve_steps
+
+_LEADING_INT = re.compile(r"\s*(-?\d+)")
+
+
+def step_accuracy(policy: Policy, n_problems: int = 200, split: str = "test") -> dict[str, Any]:
+    """Greedy accuracy on single steps in context: for every step of a problem's worked
+    solution, the solver's prompt plus the steps before it and ``"x op y = "``, and the number
+    the model writes next. Why in context: that is where a wrong fact costs a worked answer."""
+    from flowzoo.envs import make_env
+
+    env = make_env("single-math", split=split)  # one env: each problem's solver prompt
+    tasks = list(env.tasks)[:n_problems]
+    prompts, gold, ops, owner = [], [], [], []
+    for j, t in enumerate(tasks):
+        lines, _ = solve_steps(t.meta["steps"])
+        env.reset(seed=0, options={"task_id": t.id})
+        head = env.observe("solver")["prompt"]
+        for i, line in enumerate(lines):
+            lhs, _, rhs = line.partition(" = ")
+            prefix = "".join(f"{done}. " for done in lines[:i])
+            prompts.append(f"{head}{prefix}{lhs} = ")
+            gold.append(int(rhs))
+            ops.append(lhs.split()[1])
+            owner.append(j)
+    hits: list[int] = []
+    for start in range(0, len(prompts), 64):
+        gens = policy.generate(prompts[start : start + 64], max_new_tokens=4, temperature=0.0)
+        for g, want in zip(gens, gold[start : start + 64], strict=True):
+            m = _LEADING_INT.match(g.text)
+            hits.append(int(m is not None and int(m.group(1)) == want))
+    by_op: dict[str, list[int]] = defaultdict(list)
+    for h, op in zip(hits, ops, strict=True):
+        by_op[op].append(h)
+    per_problem: dict[int, list[int]] = defaultdict(list)
+    for h, j in zip(hits, owner, strict=True):
+        per_problem[j].append(h)
+    # the unit resampled is the problem (its steps share a context), as everywhere else
+    _, lo, hi = bootstrap_ci([sum(v) / len(v) for v in per_problem.values()])
+    acc = sum(hits) / len(hits)
+    return {
+        "problems": len(tasks),
+        "steps": len(hits),
+        "accuracy": acc,
+        "ci": [lo, hi],
+        "by_op": {op: sum(v) / len(v) for op, v in sorted(by_op.items())},
+    }
+
+
+def solver_by_level(
+    policy: Policy, n_problems: int = 200, split: str = "test", samples: int = 4, seed: int = 0
+) -> dict[str, Any]:
+    """The single solver sampled at T=0.7: per difficulty level, how often it works the steps
+    and how accurate each behaviour is. The gap between the two is what RL can gain by
+    choosing the behaviour; the worked accuracy per level is the difficulty dial."""
+    from flowzoo.envs import make_env
+    from flowzoo.envs.workflows.base import shows_work
+
+    probe = make_env("single-math", split=split)
+    tasks = list(probe.tasks)[:n_problems]
+    envs = [make_env("single-math", split=split) for _ in range(32)]
+    cells: dict[int, dict[str, list[int]]] = defaultdict(lambda: {"worked": [], "direct": []})
+    gen = torch.Generator().manual_seed(seed)
+    jobs = [(t, s) for t in tasks for s in range(samples)]
+    for start in range(0, len(jobs), len(envs)):
+        chunk = jobs[start : start + len(envs)]
+        recs = rollout(
+            envs[: len(chunk)],
+            single_policy(policy),
+            reset_options=[{"task_id": t.id} for t, _ in chunk],
+            seeds=[seed + i for i in range(len(chunk))],
+            max_new_tokens=probe.turn_tokens(),
+            temperature=0.7,
+            generator=gen,
+        )
+        for (t, _), rec in zip(chunk, recs, strict=True):
+            kind = "worked" if shows_work(rec.turns[0].text) else "direct"
+            cells[t.meta["level"]][kind].append(int(rec.correct))
+    out = {}
+    for lv, c in sorted(cells.items()):
+        n = len(c["worked"]) + len(c["direct"])
+        out[str(lv)] = {
+            "samples": n,
+            "worked_rate": len(c["worked"]) / n,
+            "acc_worked": sum(c["worked"]) / len(c["worked"]) if c["worked"] else None,
+            "acc_direct": sum(c["direct"]) / len(c["direct"]) if c["direct"] else None,
+        }
+    return out
+
+
+def behaviour_rates(
+    policy: Policy,
+    env_ids: tuple[str, ...] = ("single-math", "voting-math", "eval-opt-math", "orch-workers-math"),
+    n_problems: int = 200,
+    samples: int = 2,
+    split: str = "test",
+) -> dict[str, Any]:
+    """Per env: sampled accuracy (95% CI over problems) and each role's behaviour rate at
+    T=0.7, what training starts from."""
+    out = {}
+    for env_id in env_ids:
+        r = evaluate_env(
+            env_id, single_policy(policy), n_problems, temperature=0.7, samples=samples, split=split
+        )
+        _, lo, hi = bootstrap_ci([c / r.samples for c in r.per_problem])
+        out[env_id] = {
+            "accuracy": r.accuracy,
+            "ci": [lo, hi],
+            "behaviour": r.behaviour,
+            "parse_fail": r.parse_fail,
+            **r.extra,
+        }
+    return out
+
+
+def measure_base(policy: Policy, n_problems: int = 200) -> dict[str, Any]:
+    """Everything the testbed page reports about a base model (docs/testbed.md)."""
+    return {
+        "step_accuracy": step_accuracy(policy, n_problems),
+        "solver_by_level": solver_by_level(policy, n_problems),
+        "ood_solver": solver_by_level(policy, min(n_problems, 100), split="ood"),
+        "envs": behaviour_rates(policy, n_problems=n_problems),
+    }

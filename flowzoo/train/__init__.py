@@ -1,5 +1,0 @@
-"""Training: rollout -> advantages -> update -> evaluation -> checkpoint, and what a run writes.
-
-Read :mod:`flowzoo.train.trainer` top to bottom first; the algorithm's one seam is
-:mod:`flowzoo.train.algorithms` (an advantage estimator and an objective, chosen once from
-the config). Imports torch."""

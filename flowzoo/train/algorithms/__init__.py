@@ -1,4 +1,0 @@
-"""RL algorithms, one file each: GRPO (group-relative), PPO (value head + GAE), RLOO
-(leave-one-out baseline). Each exposes ``ALGORITHM``, an
-:class:`~flowzoo.train.algorithms.base.Algorithm`; :mod:`flowzoo.train.algorithm` picks one
-by ``cfg.algo``. The loss pieces they share are in :mod:`flowzoo.train.losses`."""

@@ -1,0 +1,161 @@
+"""The tiny base models ship with the package; a rebuild stays safe (lock, resume)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from flowzoo.agents.models import tiny
+from flowzoo.agents.models.tiny import (
+    RECIPE_VERSION,
+    PretrainConfig,
+    corpus_fingerprint,
+    ensure_tiny,
+    fast_config,
+    shipped_manifest,
+)
+
+
+def test_shipped_models_match_the_recipe_that_builds_them():
+    """Fails when the recipe (config, version, or the code that makes the corpus) changes and
+    the shipped files do not: rebuild with ``flowzoo pretrain-tiny --scale S --ship``."""
+    manifest = shipped_manifest()
+    assert "tiny-s" in manifest
+    for scale, entry in manifest.items():
+        cfg = PretrainConfig(scale=scale)
+        hint = f"rebuild: flowzoo pretrain-tiny --scale {scale} --ship"
+        assert entry["key"] == cfg.key(), hint
+        assert entry["recipe_version"] == RECIPE_VERSION, hint
+        assert entry["corpus_fingerprint"] == corpus_fingerprint(cfg), hint
+        for name, digest in entry["files"].items():
+            data = (tiny.SHIPPED / scale / name).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == digest, name
+
+
+def test_first_use_loads_the_shipped_model_without_a_build(tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("FLOWZOO_CACHE", str(tmp_path))
+    monkeypatch.setattr(tiny, "pretrain", lambda *a, **k: pytest.fail("built instead of loaded"))
+    path = ensure_tiny("tiny-s", progress=False)
+    assert path == tiny.SHIPPED / "tiny-s"
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert sum(p.numel() for p in model.parameters()) == tiny.parameter_count("tiny-s")
+    assert not any(tmp_path.iterdir())  # nothing built, nothing cached
+
+
+def test_an_altered_shipped_file_is_not_used(tmp_path, monkeypatch, capsys):
+    copy = tmp_path / "weights"
+    shutil.copytree(tiny.SHIPPED, copy)
+    blob = copy / "tiny-s" / "model.safetensors"
+    blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
+    monkeypatch.setattr(tiny, "SHIPPED", copy)
+    tiny._verified.cache_clear()
+    built = tmp_path / "built"
+    monkeypatch.setattr(tiny, "pretrain", lambda cfg, path, progress=True: built)
+    try:
+        assert ensure_tiny("tiny-s", cache_dir=tmp_path / "cache") == built
+    finally:
+        tiny._verified.cache_clear()
+    assert "altered" in capsys.readouterr().err
+
+
+def test_one_build_per_cache_dir_at_a_time(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_pretrain(cfg, path, progress=True):
+        calls.append(path)
+        time.sleep(1.0)  # long enough for the second caller to arrive while it runs
+        path.mkdir(parents=True)
+        (path / "config.json").write_text("{}")
+        (path / "flowzoo_tiny.json").write_text("{}")
+        return path
+
+    monkeypatch.setattr(tiny, "pretrain", fake_pretrain)
+    cfg = fast_config("tiny-s", seed=123)
+    got = []
+    threads = [
+        threading.Thread(target=lambda: got.append(ensure_tiny(cfg, cache_dir=tmp_path)))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and got[0] == got[1] == calls[0]
+
+
+def test_a_killed_build_resumes_from_its_checkpoint_and_says_so(tmp_path, capsys):
+    cfg = fast_config("tiny-s", episodes_per_env=3, steps=230, batch_size=2, max_len=256)
+    path = tmp_path / f"tiny-s-{cfg.key()}"
+    code = (
+        "import sys; from flowzoo.agents.models.tiny import fast_config, pretrain\n"
+        "cfg = fast_config('tiny-s', episodes_per_env=3, steps=230, batch_size=2, max_len=256)\n"
+        f"pretrain(cfg, {str(path)!r}, progress=False)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        while not (path / "checkpoint.pt").exists():
+            assert proc.poll() is None, "the build ended before its first checkpoint"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not (path / "flowzoo_tiny.json").exists()
+    out = ensure_tiny(cfg, cache_dir=tmp_path, shipped=False)
+    assert out == path and (path / "flowzoo_tiny.json").exists()
+    assert "resuming the tiny-s build from its checkpoint at step 200" in capsys.readouterr().err
+
+
+def test_a_chat_renders_as_the_prompt_the_model_was_pretrained_on(tmp_path):
+    """The tiny models' chat template (thinking off): a chat request's tokens are exactly
+    the completion prompt's (BOS + the role's prompt), for the shipped model and for a build
+    from before the template (which gets it on first use)."""
+    from transformers import AutoTokenizer
+
+    from flowzoo.agents.models.chat import add_chat_template, has_chat_template
+    from flowzoo.agents.models.policy import Policy
+
+    path = ensure_tiny("tiny-s")
+    tok = AutoTokenizer.from_pretrained(path)
+    prompt = "Problem: What is 2 + 3?\nRole: solver. End with \\boxed{ANSWER}.\n"
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "old"},
+            {"role": "assistant", "content": "x"}, {"role": "user", "content": prompt}]  # fmt: skip
+    text = tok.apply_chat_template(
+        chat[-1:], tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
+    assert text == "<s>" + prompt
+    assert tok(text, add_special_tokens=False)["input_ids"] == tok(prompt)["input_ids"]
+    assert tok.apply_chat_template(chat, tokenize=False) == "<s>Be brief.\n" + prompt
+    pol = Policy(str(path))
+    assert pol.use_chat_template and pol.encode_prompt(prompt) == tok(prompt)["input_ids"]
+    old = tmp_path / "old"
+    shutil.copytree(path, old)
+    (old / "chat_template.jinja").unlink()
+    assert not has_chat_template(old) and add_chat_template(old) and has_chat_template(old)
+    assert not add_chat_template(old)  # idempotent
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "remove"])
+def test_a_damaged_cached_build_names_its_file_and_the_rebuild(tmp_path, tiny_model, damage):
+    """A cached build whose weights are cut short, overwritten or gone is a clear error naming
+    the file and the command that rebuilds it, not a raw loader error."""
+    cfg = fast_config("tiny-s")
+    path = tmp_path / f"tiny-s-{cfg.key()}"
+    shutil.copytree(tiny_model, path)
+    blob = path / "model.safetensors"
+    if damage == "truncate":
+        blob.write_bytes(blob.read_bytes()[:-100])
+    elif damage == "garbage":
+        blob.write_bytes(b"\x00" * 64)
+    else:
+        blob.unlink()
+    with pytest.raises((ValueError, FileNotFoundError)) as err:
+        ensure_tiny(cfg, cache_dir=tmp_path, shipped=False, progress=False)
+    assert str(blob) in str(err.value) and "flowzoo pretrain-tiny --scale tiny-s" in str(err.value)

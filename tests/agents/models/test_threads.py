@@ -1,0 +1,91 @@
+"""The CPU threads torch takes: the cores this process may use (CPU affinity capped by the
+cgroup quota, v2 and v1), ``OMP_NUM_THREADS`` when set (a sweep's one per run), and the
+``threads`` setting over both. The cgroup files are real files in a temporary tree."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flowzoo.agents.models.threads import cgroup_cpu_limit, pick_threads, usable_cores
+
+
+def _v2(tmp_path, cpu_max: str, rel: str = "") -> tuple:
+    """A cgroup v2 tree whose leaf (``rel``) has ``cpu.max``; (root, /proc/self/cgroup)."""
+    root = tmp_path / "cg"
+    leaf = root / rel.strip("/") if rel.strip("/") else root
+    leaf.mkdir(parents=True)
+    (leaf / "cpu.max").write_text(cpu_max + "\n")
+    self_cg = tmp_path / "self_cgroup"
+    self_cg.write_text(f"0::{rel or '/'}\n")
+    return root, self_cg
+
+
+def test_a_v2_quota_caps_the_affinity(tmp_path):
+    root, self_cg = _v2(tmp_path, "200000 100000", "/user.slice/job")
+    assert cgroup_cpu_limit(root, self_cg) == 2.0
+    assert usable_cores(range(16), root, self_cg) == 2
+    # a fractional quota rounds down (1.5 CPUs: one thread runs unthrottled), never to 0
+    (root / "user.slice" / "job" / "cpu.max").write_text("150000 100000\n")
+    assert usable_cores(range(16), root, self_cg) == 1
+    (root / "user.slice" / "job" / "cpu.max").write_text("50000 100000\n")
+    assert usable_cores(range(16), root, self_cg) == 1
+
+
+def test_no_quota_leaves_the_affinity(tmp_path):
+    root, self_cg = _v2(tmp_path, "max 100000")
+    assert cgroup_cpu_limit(root, self_cg) is None
+    assert usable_cores({0, 3, 5}, root, self_cg) == 3
+    assert usable_cores({0, 1}, tmp_path / "no-cgroup-here", tmp_path / "nothing") == 2
+
+
+def test_an_ancestor_quota_holds_and_the_tightest_wins(tmp_path):
+    root, self_cg = _v2(tmp_path, "800000 100000", "/a/b")
+    (root / "cpu.max").write_text("300000 100000\n")  # the container's own limit, at the top
+    assert usable_cores(range(64), root, self_cg) == 3
+
+
+def test_a_v1_quota_is_read(tmp_path):
+    cpu = tmp_path / "cg" / "cpu,cpuacct"
+    cpu.mkdir(parents=True)
+    (cpu / "cpu.cfs_quota_us").write_text("400000\n")
+    (cpu / "cpu.cfs_period_us").write_text("100000\n")
+    self_cg = tmp_path / "self_cgroup"
+    self_cg.write_text("4:memory:/x\n2:cpu,cpuacct:/\n")
+    assert cgroup_cpu_limit(tmp_path / "cg", self_cg) == 4.0
+    assert usable_cores(range(32), tmp_path / "cg", self_cg) == 4
+    (cpu / "cpu.cfs_quota_us").write_text("-1\n")  # -1: no limit
+    assert usable_cores(range(32), tmp_path / "cg", self_cg) == 32
+
+
+def test_the_setting_wins_then_omp_num_threads_then_the_cores():
+    assert pick_threads(3, {"OMP_NUM_THREADS": "1"}, cores=8)[0] == 3
+    assert pick_threads(0, {"OMP_NUM_THREADS": "1"}, cores=8) == (1, "OMP_NUM_THREADS")
+    assert pick_threads(0, {"OMP_NUM_THREADS": "junk"}, cores=8)[0] == 8
+    assert pick_threads(0, {}, cores=8)[0] == 8
+    with pytest.raises(ValueError, match="threads must be >= 0.*-2"):
+        pick_threads(-2, {}, cores=8)
+
+
+def test_this_process_never_counts_more_than_its_affinity():
+    n = usable_cores()
+    assert 1 <= n <= len(os.sched_getaffinity(0))
+
+
+def test_torch_takes_the_count_and_says_it_once():
+    """In a fresh process (torch's thread pool untouched): the count set, one line saying it."""
+    pytest.importorskip("torch")
+    code = (
+        "import torch\n"
+        "from flowzoo.agents.models.threads import apply_threads\n"
+        "apply_threads(2); apply_threads(2)\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["OMP_NUM_THREADS"] = "1"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "2"  # the setting over OMP_NUM_THREADS=1
+    said = [x for x in r.stderr.splitlines() if "CPU thread" in x]
+    assert said == ["flowzoo: 2 CPU thread(s) for torch (threads setting; --threads sets it)"]

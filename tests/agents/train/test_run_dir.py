@@ -1,0 +1,158 @@
+"""A run directory on a shared machine: locked while a run is live (a second run there fails
+naming the holder's pid), a resume of another configuration names the settings that differ,
+a directory that is not a flowzoo run is refused with nothing in it touched, and the weights
+a run writes get the umask's mode, not safetensors' 0600."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flowzoo.agents.train import runlog
+from flowzoo.agents.train.runlog import RunDirInUse, RunLock, prepare_dir
+from flowzoo.config import TrainConfig
+
+
+def _cfg(out, **kw) -> TrainConfig:
+    return TrainConfig(out_dir=str(out), **kw)
+
+
+def _tree(d) -> dict:
+    """Every file under ``d`` with its bytes and mode (what "untouched" compares)."""
+    return {
+        str(p.relative_to(d)): (p.read_bytes(), p.stat().st_mode)
+        for p in sorted(d.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_live_run_holds_its_directory_and_another_process_is_told_its_pid(tmp_path):
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from flowzoo.config import TrainConfig\n"
+            "from flowzoo.agents.train.runlog import prepare_dir\n"
+            "lock = prepare_dir(Path(sys.argv[1]), TrainConfig(out_dir=sys.argv[1]))\n"
+            "print('locked', flush=True); sys.stdin.read()\n",
+            str(out),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = _tree(out)
+        for resume in (True, False):  # a fresh start must not clear a live run's files either
+            with pytest.raises(
+                RunDirInUse, match=rf"in use by another flowzoo run \(pid {holder.pid}\)"
+            ):
+                prepare_dir(out, _cfg(out, resume=resume))
+            assert _tree(out) == before
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    # the kernel dropped the lock with the process: the directory is free again
+    prepare_dir(out, _cfg(out)).release()
+
+
+def test_the_lock_is_released_and_taken_again_in_one_process(tmp_path):
+    out = tmp_path / "run"
+    lock = prepare_dir(out, _cfg(out))
+    with pytest.raises(RunDirInUse, match=f"pid {os.getpid()}"):
+        RunLock(out)
+    lock.release()
+    RunLock(out).release()
+
+
+def test_a_resume_of_another_config_names_what_differs(tmp_path):
+    out = tmp_path / "run"
+    prepare_dir(out, _cfg(out, lr=1e-5, seed=0)).release()
+    before = _tree(out)
+    with pytest.raises(ValueError, match="different configuration") as e:
+        prepare_dir(out, _cfg(out, lr=2e-5, seed=3, steps=99))
+    msg = str(e.value)
+    assert "lr: 1e-05 -> 2e-05" in msg and "seed: 0 -> 3" in msg
+    # a run's length does not shape it (a resume may change it); the cosine's horizon,
+    # fixed to the steps the config was made with, does, and is named
+    assert "; steps:" not in msg and "(steps:" not in msg and "lr_decay_steps: 50 -> 99" in msg
+    assert _tree(out) == before
+    # a key no longer a setting (a record from another version) is named too
+    stored = json.loads((out / "config.json").read_text())
+    assert runlog.config_diff({**stored, "old_knob": 1}, _cfg(out, lr=1e-5)) == [
+        "old_knob: 1 -> (not a setting)"
+    ]
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_directory_that_is_not_a_flowzoo_run_is_refused_untouched(tmp_path, resume):
+    out = tmp_path / "mine"
+    (out / "final").mkdir(parents=True)
+    (out / "final" / "notes.txt").write_text("my notes")
+    (out / "metrics.jsonl").write_text('{"someone": "else"}\n')
+    (out / "config.json").write_text('{"hidden_size": 64}')  # a model's config, not a run's
+    before = _tree(out)
+    with pytest.raises(ValueError, match="holds no flowzoo run") as e:
+        prepare_dir(out, _cfg(out, resume=resume))
+    assert str(out) in str(e.value) and "config.json" in str(e.value)
+    assert _tree(out) == before and not (out / runlog.LOCK_FILE).exists()
+
+
+def test_a_flowzoo_run_and_a_sweeps_pre_run_files_are_accepted(tmp_path):
+    sweep_run = tmp_path / "sweep-run"  # the sweep writes these before the trainer starts
+    sweep_run.mkdir()
+    (sweep_run / "run_config.json").write_text("{}")
+    (sweep_run / "train.log").write_text("")
+    prepare_dir(sweep_run, _cfg(sweep_run)).release()
+    (sweep_run / "metrics.jsonl").write_text("{}\n")
+    prepare_dir(sweep_run, _cfg(sweep_run, resume=False)).release()  # its own run: cleared
+    assert not (sweep_run / "metrics.jsonl").exists()
+    assert (sweep_run / "train.log").exists()
+
+
+def test_weights_written_0600_get_the_umasks_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        f = tmp_path / "final" / "solver" / "model.safetensors"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"x")
+        f.chmod(0o600)
+        keep = tmp_path / "final" / "tool.sh"
+        keep.write_text("")
+        keep.chmod(0o750)  # not 0600: not ours to change
+        runlog.umask_modes(tmp_path / "final")
+        assert f.stat().st_mode & 0o777 == 0o644
+        assert keep.stat().st_mode & 0o777 == 0o750
+    finally:
+        os.umask(old)
+
+
+def test_a_trained_run_releases_its_lock_and_its_weights_are_readable(tiny_model, tmp_path):
+    """The real trainer: a tiny run's final weights get the umask's mode (safetensors writes
+    0600), the lock is free when it ends, and a held directory stops a second run before its
+    files are touched."""
+    pytest.importorskip("torch")
+    from flowzoo.agents.train.trainer import Trainer
+    from tests.agents.train.test_training import _cfg as tiny_cfg
+
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "run"
+        cfg = tiny_cfg(tiny_model, tmp_path, out_dir=str(out), problems_per_step=1, group_size=2)
+        Trainer(cfg, progress=False).train()
+    finally:
+        os.umask(old)
+    weights = [p for p in (out / "final").rglob("*.safetensors")]
+    assert weights and all(p.stat().st_mode & 0o777 == 0o644 for p in weights)
+    lock = RunLock(out)  # free again after the run
+    before = _tree(out)
+    try:
+        with pytest.raises(RunDirInUse, match=f"pid {os.getpid()}"):
+            Trainer(cfg, progress=False).train()  # resume=False: would clear the run
+        assert _tree(out) == before
+    finally:
+        lock.release()
