@@ -6,9 +6,11 @@ verifier scores the final answer and every agent receives the team reward (plus 
 signal in ``reward_mode="role"``, less ``overlong_penalty`` for turns cut at their token
 budget). This is the one place rewards are mixed: a trainer trains on what the env gives
 (``infos[agent]["turn_rewards"]``, one per turn). Whatever *text* an agent emits, the engine
-never raises on it: ``None`` and ``bytes`` are turned into text, NUL characters are stripped,
-oversize text is cut, and every fallback is flagged in ``infos``. Anything else (an int, a
-list, an array) is not a completion: ``step`` raises TypeError before the turn is recorded.
+never raises on it: ``None`` and ``bytes`` are turned into text, surrogate code points (no
+UTF-8 encoder or tokenizer takes them) repaired (a pair joined, a lone one U+FFFD), NUL
+characters stripped, oversize text cut, and every fallback is flagged in ``infos``. Anything
+else (an int, a list, an array) is not a completion: ``step`` raises TypeError before the
+turn is recorded.
 
 Copies: ``copy.copy``/``copy.deepcopy`` of an env is a branch of its state (tree rollouts,
 TRL's per-completion resume): the episode, the AEC bookkeeping, the RNG and the spaces are
@@ -33,7 +35,8 @@ from gymnasium.spaces import Discrete
 from pettingzoo import AECEnv
 
 from flowzoo.envs import options as opt
-from flowzoo.envs.spaces import UnicodeText
+from flowzoo.envs.options import short_repr as _short  # an action may be megabytes
+from flowzoo.envs.spaces import UnicodeText, replace_surrogates
 from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow
 from flowzoo.tasks.base import Task, TaskSet
 
@@ -113,20 +116,20 @@ class WorkflowEnv(AECEnv):
             "overlong_penalty": overlong_penalty,
             "render_mode": render_mode,
         }
-        for o in opt.ENGINE:  # declared once, with help, in flowzoo.envs.options
-            o.validate(given[o.name])
+        # declared once, with help, in flowzoo.envs.options; values come back as plain Python
+        v = {o.name: o.validate(given[o.name]) for o in opt.ENGINE}
         self.workflow = workflow
         self.family = workflow.family
         self.tasks = tasks
-        self.reward_mode = reward_mode
-        self.role_weight = float(role_weight)
-        self.overlong_penalty = float(overlong_penalty)
-        self.max_cycles = int(max_cycles) if max_cycles is not None else workflow.max_turns() + 1
-        if self.max_cycles < 1:
-            raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
-        self.max_prompt_chars = max_prompt_chars
-        self.max_action_chars = max_action_chars
-        self.render_mode = render_mode
+        self.reward_mode = v["reward_mode"]
+        self.role_weight = float(v["role_weight"])
+        self.overlong_penalty = float(v["overlong_penalty"])
+        self.max_cycles = (
+            v["max_cycles"] if v["max_cycles"] is not None else workflow.max_turns() + 1
+        )
+        self.max_prompt_chars = v["max_prompt_chars"]
+        self.max_action_chars = v["max_action_chars"]
+        self.render_mode = v["render_mode"]
         self.env_id = env_id
         self.metadata = {**self.metadata, "name": env_id or f"flowzoo_{workflow.name}"}
 
@@ -135,13 +138,13 @@ class WorkflowEnv(AECEnv):
         self.observation_spaces = {
             a: DictSpace(
                 {
-                    "prompt": UnicodeText(max_prompt_chars),
+                    "prompt": UnicodeText(self.max_prompt_chars),
                     "turn": Discrete(self.max_cycles + 1),
                 }
             )
             for a in self.possible_agents
         }
-        self.action_spaces = {a: UnicodeText(max_action_chars) for a in self.possible_agents}
+        self.action_spaces = {a: UnicodeText(self.max_action_chars) for a in self.possible_agents}
         self._rng = np.random.default_rng()
         self.episode: Episode | None = None
         self._prompt = ""
@@ -150,19 +153,33 @@ class WorkflowEnv(AECEnv):
 
     # ------------------------------------------------------------------ PettingZoo API
     def observation_space(self, agent: str) -> DictSpace:
-        return self.observation_spaces[agent]
+        return self.observation_spaces[self._known("observation_space", agent)]
 
     def action_space(self, agent: str) -> UnicodeText:
-        return self.action_spaces[agent]
+        return self.action_spaces[self._known("action_space", agent)]
 
     def role_of(self, agent: str) -> str:
         """The role an agent plays (``solver_1`` -> ``solver``)."""
-        try:
-            return self._roles[agent]
-        except KeyError:
+        return self._roles[self._known("role_of", agent)]
+
+    def _known(self, what: str, agent: Any) -> str:
+        """``agent``, or a ValueError naming the valid ones (every per-agent entry point)."""
+        if not (isinstance(agent, str) and agent in self._roles):
             raise ValueError(
-                f"unknown agent {agent!r}; valid: {', '.join(self.possible_agents)}"
-            ) from None
+                f"{what}({_short(agent)}): unknown agent {_short(agent)}; valid: "
+                f"{', '.join(self.possible_agents)}"
+            )
+        return agent
+
+    def last(self, observe: bool = True) -> tuple:
+        """PettingZoo's ``last``; before ``reset`` or after ``close`` a RuntimeError."""
+        self._check_open("last()")
+        return super().last(observe)
+
+    def agent_iter(self, max_iter: int = 2**63):
+        """PettingZoo's ``agent_iter``; before ``reset`` or after ``close`` a RuntimeError."""
+        self._check_open("agent_iter()")
+        return super().agent_iter(max_iter)
 
     @property
     def roles(self) -> list[str]:
@@ -205,10 +222,7 @@ class WorkflowEnv(AECEnv):
         return None if seed is None else int(seed)
 
     def observe(self, agent: str) -> dict[str, Any]:
-        if agent not in self._roles:
-            raise ValueError(
-                f"observe({agent!r}): unknown agent; valid: {', '.join(self.possible_agents)}"
-            )
+        self._known("observe", agent)
         self._check_open("observe()")
         live = agent in self.agents and agent == self.agent_selection and not self._done()
         prompt = self._prompt if live else ""  # a removed agent has no turn, so no prompt
@@ -223,10 +237,11 @@ class WorkflowEnv(AECEnv):
             )
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
-            if action is not None:
-                raise ValueError(
-                    f"step({_short(action)}) for {agent!r}, whose episode is over: the only "
-                    "valid action of a terminated or truncated agent is None"
+            if action is not None:  # every agent ends at once: the episode has ended
+                raise RuntimeError(
+                    f"step({_short(action)}) for {agent!r} after the episode of {self} ended: "
+                    "the only valid action of a terminated or truncated agent is None "
+                    "(PettingZoo's dead step); call reset() to start the next one"
                 )
             self._was_dead_step(action)
             return
@@ -411,18 +426,20 @@ class WorkflowEnv(AECEnv):
             out.append((nxt, self._render_prompt(nxt)[0]))
         return out
 
-    def _render_prompt(self, agent: str) -> tuple[str, bool]:
-        """``agent``'s prompt now (its tail when too long) and whether it was cut."""
-        p = self.workflow.prompt(agent, self.episode)
+    def _render_prompt(self, agent: str) -> tuple[str, list[str]]:
+        """``agent``'s prompt now and its flags: surrogate code points (a task's text may
+        hold them) repaired, and its tail kept when too long."""
+        p, fixed = replace_surrogates(self.workflow.prompt(agent, self.episode))
+        flags = ["prompt_surrogate_replaced"] if fixed else []
         if len(p) > self.max_prompt_chars:
-            return p[-self.max_prompt_chars :], True
-        return p, False
+            return p[-self.max_prompt_chars :], [*flags, "prompt_truncated"]
+        return p, flags
 
     def _build_prompt(self, agent: str) -> str:
-        p, cut = self._render_prompt(agent)
-        if cut:
+        p, flags = self._render_prompt(agent)
+        if flags:
             self.infos[agent]["flags"] = sorted(
-                set(self.infos[agent].get("flags", [])) | {"prompt_truncated"}
+                set(self.infos[agent].get("flags", [])) | set(flags)
             )
         return p
 
@@ -431,7 +448,7 @@ class WorkflowEnv(AECEnv):
         if action is None:
             text, flags = "", ["none_action"]
         elif isinstance(action, str):
-            text = str(action)
+            text = str.__str__(action)  # a plain str, whatever the subclass overrides
             if isinstance(action, Cut):
                 flags.append("cut_at_budget")
         elif isinstance(action, (bytes, bytearray)):
@@ -442,6 +459,9 @@ class WorkflowEnv(AECEnv):
                 f"action for {self.agent_selection!r} must be a str (the completion), got "
                 f"{type(action).__name__}"
             )
+        text, fixed = replace_surrogates(text)  # no UTF-8 encoder or tokenizer takes them
+        if fixed:
+            flags.append("surrogate_replaced")
         if "\x00" in text:
             text = text.replace("\x00", "")
             flags.append("nul_stripped")
@@ -578,9 +598,3 @@ def _unpickle_env(cls: type, blob: bytes) -> WorkflowEnv:
     new = object.__new__(cls)
     new.__dict__.update(pickle.loads(blob))
     return new
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` cut for an error message (an action may be megabytes)."""
-    r = repr(value)
-    return r if len(r) <= limit else r[: limit - 3] + "..."

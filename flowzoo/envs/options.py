@@ -4,15 +4,19 @@
 anything is built or any state is touched, so a bad value fails where it was given, naming
 the option, the value and what is allowed. Nothing is coerced: a bool where an int is meant,
 a string for a number or a float seed is an error, not a silent conversion. Workflow options
-are declared by their ``Options`` dataclass (type from the annotation; the workflow checks
-ranges and choices); a family registered by others checks its own options.
+are declared by their ``Options`` dataclass (type from the annotation; the workflow's
+``check_options`` checks ranges, choices and templates); ``sandbox_options`` key by key
+(:data:`SANDBOX`, against the keys the chosen backend takes); a family registered by others
+checks its own options. A NumPy scalar is taken as its Python value (:func:`native`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -53,16 +57,20 @@ class Opt:
                 text += f" {'>' if self.lo_open else '>='} {_num(self.lo)}"
         return text + (" or None" if self.nullable else "")
 
-    def validate(self, value: Any, where: str = "") -> None:
-        """Raise TypeError (wrong type) or ValueError (out of range, not a choice)."""
+    def validate(self, value: Any, where: str = "") -> Any:
+        """``value`` as a plain Python value (a NumPy scalar becomes its Python twin, so no
+        option carries a NumPy type into records or JSON), or TypeError (wrong type) /
+        ValueError (out of range, not a choice) naming the option, the value and what is
+        allowed. Nothing else is converted: a bool is never an int, a str never a number."""
+        value = native(value)
         if value is None and self.nullable:
-            return
-        bad = f"{where}{self.name}={value!r}"
+            return None
+        bad = f"{where}{self.name}={short_repr(value)}"
         if self.check is not None:
             allowed = self.check(value)
             if allowed is not None:
                 raise ValueError(f"{bad} is not allowed; {self.name} must be {allowed}")
-            return
+            return value
         if not _is_kind(value, self.kind):
             raise TypeError(
                 f"{bad} has type {type(value).__name__}; {self.name} must be {self.allowed()}"
@@ -74,6 +82,35 @@ class Opt:
             above = self.hi is not None and value > self.hi
             if below or above or (self.kind == "float" and not _finite(value)):
                 raise ValueError(f"{bad} is out of range; {self.name} must be {self.allowed()}")
+        if self.kind == "int" or (self.kind == "float" and isinstance(value, numbers.Integral)):
+            return int(value)  # an int subclass (an IntEnum) is plain int from here on
+        if self.kind == "float":
+            return float(value)
+        if self.kind == "str":
+            return str.__str__(value)  # a str subclass is plain str from here on
+        if self.kind == "dict":
+            return dict(value)
+        return value
+
+
+def native(value: Any, _depth: int = 0) -> Any:
+    """``value`` with every NumPy scalar (at any depth of dicts, lists and tuples) replaced by
+    its Python twin: ``np.int64(3)`` -> ``3``, ``np.bool_(True)`` -> ``True``. The type checks
+    then judge the Python value, so a NumPy bool is still refused where an int is meant."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.generic):
+        return value.item()
+    if _depth > 8 or type(value) not in (dict, list, tuple):  # deeper: left to the type checks
+        return value
+    if isinstance(value, dict):
+        return {native(k, _depth + 1): native(v, _depth + 1) for k, v in value.items()}
+    return type(value)(native(v, _depth + 1) for v in value)
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut for an error message."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
 def _finite(x: Any) -> bool:
@@ -144,7 +181,8 @@ TASKS = (
 #: options of the built-in code family (``flowzoo.tasks.code.CodeFamily``)
 CODE_FAMILY = (
     Opt("sandbox", "sandbox", "where programs run", check=_check_sandbox),
-    Opt("sandbox_options", "dict", "the sandbox backend's limits and settings"),
+    Opt("sandbox_options", "dict", "the sandbox backend's limits and settings (SANDBOX)",
+        nullable=True),
     Opt("partial_credit", "bool", "score the fraction of tests passed instead of all-or-none"),
     Opt("test_timeout_s", "float", "seconds for a program's tests", lo=0.0, hi=3600.0,
         lo_open=True),
@@ -156,6 +194,123 @@ CODE_FAMILY = (
 )  # fmt: skip
 
 DECLARED: dict[str, Opt] = {o.name: o for o in (*ENGINE, *TASKS, *CODE_FAMILY)}
+
+
+def _check_mechanism(value: Any) -> str | None:
+    from flowzoo.sandbox.process import MECHANISMS
+
+    return None if value in MECHANISMS else "one of " + ", ".join(map(repr, MECHANISMS))
+
+
+_MB = 1 << 20  # the largest size in MiB (a TiB) any limit may name
+
+#: every ``sandbox_options`` key of the built-in backends: which keys a backend takes is the
+#: backend's own (its signature and limits dataclass, :func:`sandbox_keys`); what each value
+#: must be is declared here. Nothing is clamped: a value a backend would silently raise (an
+#: address space under 64 MiB) is refused.
+SANDBOX = (
+    Opt("timeout_s", "float", "seconds a program may run", lo=0.0, hi=3600.0, lo_open=True),
+    Opt("memory_mb", "int", "address space (process) or memory (docker) in MiB", lo=64, hi=_MB),
+    Opt("max_output_bytes", "int", "stdout/stderr kept per run", lo=1, hi=1 << 30),
+    Opt("max_procs", "int", "processes per run", lo=1, hi=1 << 16),
+    Opt("max_file_mb", "int", "largest file a run may write", lo=1, hi=_MB),
+    Opt("max_open_files", "int", "open files per run (the interpreter needs a few)", lo=16,
+        hi=_MB),
+    Opt("disk_mb", "int", "each writable tmpfs under bubblewrap", lo=1, hi=_MB),
+    Opt("max_files", "int", "files a run may create", lo=1, hi=1 << 30),
+    Opt("mechanism", "str", "process isolation: auto, bwrap, unshare or none",
+        check=_check_mechanism),
+    Opt("workers", "int", "concurrent runs (None: the backend's default)", lo=1, hi=1024,
+        nullable=True),
+    Opt("use_cgroups", "bool", "account memory and processes per run in a cgroup"),
+    Opt("forkserver", "bool", "start runs from a warm fork server"),
+    Opt("allow_weak_isolation", "bool", "accept a mechanism that does not isolate runs"),
+    Opt("image", "str", "docker image (None: the host's interpreter mounted read-only)",
+        nullable=True),
+    Opt("pool_size", "int", "warm containers", lo=1, hi=256),
+    Opt("python", "str", "interpreter inside the image"),
+    Opt("cpus", "float", "CPUs per container", lo=0.0, hi=1024.0, lo_open=True),
+    Opt("pids_limit", "int", "processes per container", lo=1, hi=1 << 22),
+    Opt("tmpfs_mb", "int", "the container's writable /box", lo=1, hi=_MB),
+    Opt("url", "str", "the sandbox-fusion service (None: $FLOWZOO_SANDBOX_FUSION_URL)",
+        nullable=True),
+    Opt("max_concurrency", "int", "requests in flight", lo=1, hi=1024),
+    Opt("retries", "int", "retries of a failed request", lo=0, hi=100),
+    Opt("request_slack_s", "float", "seconds a request may take beyond the run's timeout",
+        lo=0.0, hi=3600.0),
+)  # fmt: skip
+SANDBOX_DECLARED: dict[str, Opt] = {o.name: o for o in SANDBOX}
+
+
+def sandbox_keys(backend: str) -> dict[str, Opt]:
+    """The ``sandbox_options`` keys ``backend`` takes, each with its declaration (a key the
+    backend added after this table is typed from its annotation)."""
+    from flowzoo.sandbox import BACKEND_TABLE
+
+    row = BACKEND_TABLE[backend]
+    mod = __import__(row.module, fromlist=[row.cls])
+    cls = getattr(mod, row.cls)
+    params = inspect.signature(cls.__init__).parameters
+    hints = _hints(cls.__init__)
+    out = {
+        p: SANDBOX_DECLARED.get(p) or Opt(p, _kind_of(hints.get(p)), f"{row.cls}({p})")
+        for p, prm in params.items()
+        if p != "self" and not p.startswith("_") and prm.kind is not prm.VAR_KEYWORD
+    }
+    if row.limits is not None:
+        lim = getattr(mod, row.limits)
+        hints = _hints(lim)
+        for f in dataclasses.fields(lim):
+            out[f.name] = SANDBOX_DECLARED.get(f.name) or Opt(
+                f.name, _kind_of(hints.get(f.name)), f"{row.limits}.{f.name}"
+            )
+    return out
+
+
+def default_backend() -> str:
+    """The backend the code family runs programs on when ``sandbox`` is not given."""
+    from flowzoo.tasks.code import CodeFamily
+
+    return inspect.signature(CodeFamily).parameters["sandbox"].default
+
+
+def _hints(obj: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(obj)
+    except Exception:  # an annotation naming what only type checkers import: untyped
+        return {}
+
+
+def check_sandbox_options(sandbox: Any, options: Any, where: str = "") -> dict[str, Any]:
+    """``sandbox_options`` checked against the backend ``sandbox`` names, key by key, before
+    any sandbox is built: a plain dict of str keys the backend takes, each value of its
+    declared type and range (returned as plain Python values). A ``Sandbox`` instance carries
+    its own settings, so options beside it (which it would silently ignore) are refused."""
+    opt = DECLARED["sandbox_options"]
+    options = opt.validate(options, where)
+    if not options:
+        return {}
+    if not isinstance(sandbox, str):
+        raise ValueError(
+            f"{where}sandbox_options={short_repr(options)} given with "
+            f"sandbox={short_repr(sandbox)}: a Sandbox instance carries its own settings; "
+            "sandbox_options apply only to a backend name (sandbox='process', ...)"
+        )
+    keys = sandbox_keys(sandbox)
+    bad_type = [k for k in options if not isinstance(k, str)]
+    if bad_type:
+        raise TypeError(
+            f"{where}sandbox_options key {bad_type[0]!r} has type {type(bad_type[0]).__name__}; "
+            f"keys are setting names (str): {', '.join(sorted(keys))}"
+        )
+    unknown = sorted(set(options) - set(keys))
+    if unknown:
+        raise ValueError(
+            f"{where}unknown sandbox_options {unknown} for the {sandbox} backend; valid: "
+            f"{', '.join(sorted(keys))}"
+        )
+    return {k: keys[k].validate(v, f"{where}sandbox_options: ") for k, v in options.items()}
+
 
 #: ``reset(options=...)`` keys; at most one of them picks the problem
 RESET = (

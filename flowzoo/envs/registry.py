@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ from flowzoo.envs import options as _opt
 from flowzoo.tasks.families import family_spec
 
 ENV_VERSION = 0
+#: a version number as ids spell it: ASCII digits, no sign, no leading zero ("0", "12")
+_VERSION_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
 #: the multi-agent workflows of the study (``single`` is its single-agent control)
 STUDY_WORKFLOWS = ("eval-opt", "voting", "orch-workers")
 
@@ -118,14 +121,25 @@ def _resolve_id(env_id: str) -> EnvSpec:
         raise TypeError(f"env id must be a str, got {env_id!r}; valid: {', '.join(SPECS)}")
     key = env_id.removeprefix("flowzoo/")
     if key not in SPECS:
-        base, _, ver = key.rpartition("-v")
-        if base in SPECS and ver.isdigit():
+        base, sep, ver = key.rpartition("-v")
+        if sep and base in SPECS:  # a versioned id: exactly "-v<N>", N in plain ASCII digits
+            if _VERSION_RE.fullmatch(ver) is None:
+                raise ValueError(
+                    f"{env_id!r}: malformed version {'v' + ver!r}; a versioned id ends in "
+                    f"-v<N> with no leading zeros: {base}-v{ENV_VERSION}"
+                )
             if int(ver) != ENV_VERSION:
                 raise ValueError(f"{env_id!r}: only version v{ENV_VERSION} exists")
             key = base
     if key not in SPECS:
         raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(SPECS)}")
     return SPECS[key]
+
+
+def env_spec(env_id: str) -> EnvSpec:
+    """What ``env_id`` (``voting-math``, ``flowzoo/voting-math-v0``) stands for, checked as
+    ``make_env`` checks it, without building anything."""
+    return _resolve_id(env_id)
 
 
 def has_ood(env_id: str, **options: Any) -> bool:
@@ -149,31 +163,63 @@ def valid_options(env_id: str) -> list[str]:
     )
 
 
-def check_options(env_id: str, options: dict[str, Any], where: str) -> None:
+def check_options(env_id: str, options: dict[str, Any], where: str) -> dict[str, Any]:
     """``make_env(env_id, **options)``'s checks of names and values, without building
-    anything: a config checks its ``env_options`` when it is made, not when an env is."""
+    anything: a config checks its ``env_options`` when it is made, not when an env is.
+    Every error is a ValueError here (a bad value in a config); returns the options as plain
+    Python values (NumPy scalars replaced), what ``make_env`` would use."""
     spec = _resolve_id(env_id)
-    unknown = sorted(set(options) - set(valid_options(spec.id)))
+    if "dataset" in options and not isinstance(options["dataset"], str):
+        raise ValueError(f"{where}: dataset must be a dataset spec string")
+    try:
+        checked, _ = _checked(spec, options, f"{where}: ")
+    except TypeError as e:  # the same error either way for a config: a bad value
+        raise ValueError(str(e)) from None
+    return checked
+
+
+def _checked(spec: EnvSpec, overrides: dict[str, Any], where: str) -> tuple[dict[str, Any], Any]:
+    """Every check of ``overrides`` that needs nothing built, in one place and before
+    anything is built (family, sandbox, problems): names; each declared value's type and
+    range (returned as plain Python values); ``sandbox_options`` against the backend they
+    configure; the workflow's options with its own range, choice and template checks.
+    Returns the checked overrides and the workflow's ``Options``."""
+    from flowzoo.tasks import TaskSet
+
+    valid = valid_options(spec.id)
+    unknown = sorted(set(overrides) - set(valid), key=repr)
     if unknown:
         raise ValueError(
-            f"{where}: unknown option(s) {unknown} for {spec.id!r}; valid: "
-            f"{', '.join(valid_options(spec.id))}"
+            f"{where}unknown option(s) {unknown} for {spec.id!r}; valid: {', '.join(valid)}"
         )
     wf_cls = _workflow_cls(spec.workflow)
     declared = {**_opt.DECLARED, **_opt.workflow_opts(wf_cls.Options)}
-    for k, v in options.items():
+    fam = family_spec(spec.family)
+    checked = dict(overrides)
+    for k, v in overrides.items():
+        if k == "sandbox_options" and k in fam.options:
+            continue  # below, with the backend it configures
         if k in declared:
-            try:
-                declared[k].validate(v, f"{where}: ")
-            except TypeError as e:  # the same error either way for a config: a bad value
-                raise ValueError(str(e)) from None
-    if "dataset" in options and not isinstance(options["dataset"], str):
-        raise ValueError(f"{where}: dataset must be a dataset spec string")
+            checked[k] = declared[k].validate(v, where)
+    opts = {**spec.defaults, **checked}
+    dataset = opts.get("dataset", fam.default_dataset)
+    if not isinstance(dataset, (str, TaskSet)):
+        raise TypeError(
+            f"{where}dataset={dataset!r} has type {type(dataset).__name__}; "
+            "dataset must be a spec string or a TaskSet"
+        )
+    if "sandbox_options" in overrides and "sandbox_options" in fam.options:
+        checked["sandbox_options"] = _opt.check_sandbox_options(
+            opts.get("sandbox", _opt.default_backend()), overrides["sandbox_options"], where
+        )
+        opts["sandbox_options"] = checked["sandbox_options"]
     wf_fields = {f.name for f in dataclasses.fields(wf_cls.Options)}
-    try:  # the workflow's own range and choice checks
-        wf_cls.Options(**{k: v for k, v in options.items() if k in wf_fields})
+    try:
+        wf_options = wf_cls.Options(**{k: v for k, v in opts.items() if k in wf_fields})
+        wf_cls.check_options(wf_options)  # ranges, choices, templates: no family needed
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}: bad workflow option for {spec.id!r}: {e}") from None
+        raise type(e)(f"{where}bad workflow option for {spec.id!r}: {e}") from None
+    return checked, wf_options
 
 
 @functools.lru_cache(maxsize=64)
@@ -187,36 +233,23 @@ def make_env(env_id: str, **overrides: Any):
     ``overrides`` are workflow options (``n_voters``, ``max_rounds``, ``prompt_templates``,
     ...), engine options (``reward_mode``, ``max_cycles``, ...), task options (``dataset``
     as a spec string or a ``TaskSet``, ``split``, ``n_tasks``, ``task_seed``) and family
-    options (``sandbox`` for code). Unknown ones raise ``ValueError`` naming the valid ones."""
+    options (``sandbox`` and ``sandbox_options`` for code). Every name and value is checked
+    before anything is built: an unknown name is a ``ValueError`` naming the valid ones, a
+    wrong type a ``TypeError``, a value out of range a ``ValueError``, each naming the option,
+    the value and what is allowed. NumPy scalars become Python values; nothing else is
+    converted."""
     from flowzoo.envs.core import WorkflowEnv
     from flowzoo.tasks import TaskSet
 
     spec = _resolve_id(env_id)
-    valid = valid_options(spec.id)
-    unknown = sorted(set(overrides) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for {spec.id!r}; valid: {', '.join(valid)}")
-    opts = {**spec.defaults, **overrides}
+    checked, wf_options = _checked(spec, overrides, f"make_env({spec.id!r}): ")
+    opts = {**spec.defaults, **checked}
     wf_cls = _workflow_cls(spec.workflow)
-    wf_fields = {f.name for f in dataclasses.fields(wf_cls.Options)}
     fam = family_spec(spec.family)
-    declared = {**_opt.DECLARED, **_opt.workflow_opts(wf_cls.Options)}
-    for k, v in overrides.items():  # every value checked before anything is built
-        if k in declared:
-            declared[k].validate(v, f"make_env({spec.id!r}): ")
-    dataset = opts.get("dataset", fam.default_dataset)
-    if not isinstance(dataset, (str, TaskSet)):
-        raise TypeError(
-            f"make_env({spec.id!r}): dataset={dataset!r} has type {type(dataset).__name__}; "
-            "dataset must be a spec string or a TaskSet"
-        )
     family = fam.make(**{k: opts[k] for k in fam.options if k in opts})
-    try:
-        wf_options = wf_cls.Options(**{k: v for k, v in opts.items() if k in wf_fields})
-    except TypeError as e:
-        raise ValueError(f"bad workflow options for {spec.id!r}: {e}") from None
-    workflow = wf_cls(wf_options, family)
+    workflow = wf_cls(wf_options, family)  # the checks that need the family
 
+    dataset = opts.get("dataset", fam.default_dataset)
     if isinstance(dataset, TaskSet):
         tasks = dataset
     else:

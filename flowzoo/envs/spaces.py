@@ -18,6 +18,20 @@ _SAMPLE_CHARSET = (
 )
 
 
+def replace_surrogates(text: str) -> tuple[str, bool]:
+    """``text`` without surrogate code points (U+D800-U+DFFF), and whether it held any: a
+    high-low pair is joined into the character it encodes, a lone one becomes U+FFFD. A
+    Python ``str`` may hold them (``"\\ud800"``, JSON's ``\\ud800`` escape), but no UTF-8
+    encoder, terminal or tokenizer takes them; text leaving the engine is always encodable."""
+    if text.isascii():
+        return text, False
+    try:
+        text.encode("utf-8")
+        return text, False
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace"), True
+
+
 class UnicodeText(Text):
     """Any ``str`` of length ``min_length..max_length``; samples are at most
     ``sample_max_length`` characters long."""

@@ -200,3 +200,25 @@ def test_docs_integrations_table_matches_the_matrix():
     row = next(line for line in text.splitlines() if "SB3 `check_env`" in line)
     assert "choice views" in row and "TokenizedView" in row
     assert "single_agent" not in row.split("|")[2]  # SB3 is not claimed on the text view
+
+
+# ------------------------------------------------------------------------- misuse, every id
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_id_gives_the_documented_errors_and_repairs_surrogates(env_id):
+    env = flowzoo.make_env(env_id, **_opts(env_id, max_cycles=1))
+    with pytest.raises(RuntimeError, match="before reset"):
+        env.last()
+    for call in (env.action_space, env.observation_space, env.observe):
+        with pytest.raises(ValueError, match="unknown agent"):
+            call("nobody")
+    env.reset(seed=0)
+    first = env.agent_selection
+    env.step("lone \ud800 and paired \ud83d\ude00")
+    (turn,) = env.turn_log()
+    assert turn.action == "lone \ufffd and paired \U0001f600"
+    assert "surrogate_replaced" in env.infos[first]["flags"]
+    if _workflow(env_id) != "single":  # max_cycles=1 truncated it: no program was judged
+        assert env.truncations[env.agent_selection]
+        with pytest.raises(RuntimeError, match="ended"):
+            env.step("x")
+        assert len(env.turn_log()) == 1

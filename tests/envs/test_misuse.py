@@ -6,12 +6,21 @@ from __future__ import annotations
 import copy
 import pickle
 import random
+import re
 
+import numpy as np
 import pytest
 
 import flowzoo
 from flowzoo.envs.scripted import expert_policy, oracle_policy
-from flowzoo.envs.wrappers import AggregatorChoiceEnv, EvaluatorChoiceEnv, scripted, single_agent
+from flowzoo.envs.wrappers import (
+    AggregatorChoiceEnv,
+    EvaluatorChoiceEnv,
+    SingleAgentEnv,
+    TokenizedView,
+    scripted,
+    single_agent,
+)
 
 
 def _play(env, pol, seed=0, options=None):
@@ -207,7 +216,7 @@ def test_step_and_observe_misuse_give_clear_errors():
         env.step(3)
     assert _state(env) == before
     env.step("\\boxed{1}")
-    with pytest.raises(ValueError, match="only valid action"):
+    with pytest.raises(RuntimeError, match="ended"):  # docs/envs.md: RuntimeError
         env.step("again")
     env.step(None)  # PettingZoo's dead step
     with pytest.raises(RuntimeError, match="ended"):
@@ -236,8 +245,10 @@ def test_human_render_of_a_lone_surrogate_does_not_raise(capsys):
     env = flowzoo.make_env("voting-math", n_tasks=2, render_mode="human")
     env.reset(seed=0)
     env.step("answer \ud800 \\boxed{1}")
-    assert "\\ud800" in capsys.readouterr().out
-    assert env.turn_log()[0].action.startswith("answer")
+    out = capsys.readouterr().out  # repaired in the engine, flagged; printed as it encodes
+    assert "answer \ufffd" in out or "answer \\ufffd" in out
+    assert env.turn_log()[0].action == "answer \ufffd \\boxed{1}"
+    assert "surrogate_replaced" in env.infos["solver_0"]["flags"]
 
 
 def test_a_long_number_in_a_choice_is_unparsed_and_records_one_turn():
@@ -290,3 +301,241 @@ def test_a_removed_agent_sees_no_prompt():
         env.step(None if term or trunc else "1")
     assert not env.agents
     assert all(env.observe(a)["prompt"] == "" for a in env.possible_agents)
+
+
+# ------------------------------------------------------------------ 4. a red team's second pass
+def _strict_utf8_view(env_id="voting-math", role="aggregator", others=None, **kw):
+    """A TokenizedView whose encoder is Python's strict UTF-8 codec (raises on surrogates)."""
+    return TokenizedView(
+        single_agent(flowzoo.make_env(env_id, n_tasks=2, **kw), role, others),
+        encode=lambda s: list(s.encode("utf-8")),
+        decode=lambda ids: bytes(ids).decode("utf-8", "replace"),
+        vocab_size=256,
+        max_len=4096,
+        max_action_len=8,
+    )
+
+
+SURROGATE_TEXTS = [
+    ("\ud800", "\ufffd"),
+    ("x \udfff y", "x \ufffd y"),
+    ("\ud83d\ude00 \\boxed{1}", "\U0001f600 \\boxed{1}"),  # a pair is the emoji it encodes
+    ("\ude00\ud83d", "\ufffd\ufffd"),  # a reversed pair is two lone ones
+    ("a\x00\udbff", "a\ufffd"),  # with a NUL: both fallbacks, both flagged
+    ("\\boxed{1}" + "\ud800" * 9000, "\\boxed{1}" + "\ufffd" * 8183),  # then cut
+]
+
+
+@pytest.mark.parametrize("text,expected", SURROGATE_TEXTS)
+def test_surrogates_in_a_completion_are_repaired_and_flagged(text, expected):
+    env = flowzoo.make_env("voting-math", n_tasks=2)
+    env.reset(seed=0)
+    env.step(text)
+    (turn,) = env.turn_log()
+    assert turn.action == expected and "surrogate_replaced" in turn.flags
+    turn.action.encode("utf-8")  # what a tokenizer or a log writer needs
+    assert "surrogate_replaced" in env.infos["solver_0"]["flags"]
+    later = env.observe(env.agent_selection)["prompt"]
+    later.encode("utf-8")
+
+
+@pytest.mark.parametrize("text,_", SURROGATE_TEXTS)
+def test_a_tokenized_view_survives_surrogates_from_partners(text, _):
+    view = _strict_utf8_view(others=lambda prompt: text)  # solvers write surrogates
+    obs, info = view.reset(seed=0)
+    assert view.observation_space.contains(obs) and info["obs_length"] > 0
+    obs, r, term, trunc, info = view.step(np.array([ord("1")] + [0] * 7))
+    assert term and view.observation_space.contains(obs)
+    assert all("surrogate_replaced" in info["flags_by_agent"][f"solver_{i}"] for i in range(3))
+
+
+@pytest.mark.parametrize("question", ["What is 1 + \ud800 1?", "\udc80\udc81 2 + 2 = ?"])
+def test_a_task_holding_surrogates_gives_encodable_prompts(question):
+    from flowzoo.tasks.base import Task
+
+    env = flowzoo.make_env("single-math", n_tasks=2)
+    task = Task(id="sur/0", family="math", question=question, answer="2")
+    env.reset(seed=0, options={"task": task})
+    env.observe("solver")["prompt"].encode("utf-8")
+    assert "prompt_surrogate_replaced" in env.infos["solver"]["flags"]
+    view = TokenizedView(
+        single_agent(flowzoo.make_env("single-math", n_tasks=2), "solver"),
+        encode=lambda s: list(s.encode("utf-8")),
+        decode=lambda ids: bytes(ids).decode("utf-8", "replace"),
+        vocab_size=256,
+    )
+    obs, info = view.reset(seed=0, options={"task": task})
+    assert view.observation_space.contains(obs) and info["obs_length"] > 0
+
+
+@pytest.mark.parametrize(
+    "kw,exc,name",
+    [
+        ({"max_len": 0}, ValueError, "max_len=0"),
+        ({"max_len": -3}, ValueError, "max_len=-3"),
+        ({"max_len": True}, TypeError, "max_len=True"),
+        ({"max_len": 8.0}, TypeError, "max_len=8.0"),
+        ({"max_len": 10**12}, ValueError, "max_len"),
+        ({"max_action_len": 0}, ValueError, "max_action_len=0"),
+        ({"max_action_len": "4"}, TypeError, "max_action_len='4'"),
+        ({"max_action_len": False}, TypeError, "max_action_len=False"),
+        ({"pad_id": -5}, ValueError, "pad_id=-5"),
+        ({"pad_id": 256}, ValueError, "pad_id=256"),
+        ({"pad_id": True}, TypeError, "pad_id=True"),
+        ({"pad_id": 1.0}, TypeError, "pad_id=1.0"),
+        ({"vocab_size": 0}, ValueError, "vocab_size=0"),
+        ({"vocab_size": True}, TypeError, "vocab_size=True"),
+        ({"vocab_size": "256"}, TypeError, "vocab_size='256'"),
+        ({"vocab_size": None}, ValueError, "vocab_size"),
+        ({"encode": 3}, TypeError, "encode=3"),
+        ({"decode": "utf-8"}, TypeError, "decode='utf-8'"),
+        ({"encode": None}, ValueError, "encode"),
+        ({"tokenizer": "gpt2"}, TypeError, "tokenizer='gpt2'"),
+    ],
+)
+def test_tokenized_view_refuses_bad_constructor_args_by_name(kw, exc, name):
+    args = {
+        "encode": lambda s: list(s.encode("utf-8")),
+        "decode": lambda ids: bytes(ids).decode("utf-8", "replace"),
+        "vocab_size": 256,
+        **kw,
+    }
+    inner = single_agent(flowzoo.make_env("single-math", n_tasks=2), "solver")
+    with pytest.raises(exc, match=re.escape(name)):
+        TokenizedView(inner, **args)
+
+
+@pytest.mark.parametrize("env", [None, 3, "voting-math", "aec"])
+def test_tokenized_view_needs_a_text_env(env):
+    if env == "aec":
+        env = flowzoo.make_env("single-math")  # the AEC env itself is not a Gymnasium env
+    with pytest.raises(TypeError, match="env="):
+        TokenizedView(env, encode=list, decode=str, vocab_size=256)
+
+
+def test_tokenized_view_normalises_numpy_args_and_checks_its_encoder():
+    inner = single_agent(flowzoo.make_env("single-math", n_tasks=2), "solver")
+    view = TokenizedView(
+        inner, encode=lambda s: [1, 2], decode=str, vocab_size=np.int64(8), max_len=np.int32(4)
+    )
+    assert type(view.max_len) is int and type(view.vocab_size) is int
+    obs, _ = view.reset(seed=0)
+    assert obs.tolist() == [1, 2, 0, 0]
+    for bad in ([8], [-1], [True], [1.5], [[1, 2]]):
+        view = TokenizedView(inner, encode=lambda s, b=bad: b, decode=str, vocab_size=8)
+        with pytest.raises(ValueError, match="encode returned"):
+            view.reset(seed=0)
+
+
+def test_tokenized_view_with_a_real_tokenizer_takes_its_pad_unless_told():
+    from flowzoo.agents.models.tiny import build_tokenizer
+
+    tok = build_tokenizer()
+    inner = single_agent(flowzoo.make_env("single-math", n_tasks=2), "solver")
+    view = TokenizedView(inner, tok, max_len=32, max_action_len=4)
+    assert view.vocab_size == len(tok) and view.pad_id == (tok.pad_token_id or 0)
+    assert TokenizedView(inner, tok, pad_id=1).pad_id == 1  # an explicit pad is never overridden
+    with pytest.raises(ValueError, match="vocab_size"):
+        TokenizedView(inner, tok, vocab_size=len(tok) - 1)
+    view.reset(seed=0)
+    view.step(np.zeros(4, dtype=np.int64))
+
+
+@pytest.mark.parametrize(
+    "args,exc,match",
+    [
+        (("solver", 5), TypeError, "others=5"),
+        (("solver", "oracle"), TypeError, "others='oracle'"),
+        (("solver", [oracle_policy]), TypeError, "others="),
+        (("aggregator", {"solver": 5}), TypeError, "others\\['solver'\\]=5"),
+        (("aggregator", {"judge": print}), ValueError, "'judge'"),
+        (("aggregator", {3: print}), ValueError, "key 3"),
+        (("aggregator", {"aggregator": print, "solver": print}), ValueError, "'aggregator'"),
+        (("aggregator", {"solver_0": print}), ValueError, "solver_1"),  # two solvers unplayed
+        ((5, print), TypeError, "controlled=5"),
+        ((["aggregator"], print), TypeError, "controlled="),
+        (("judge", print), ValueError, "'judge'"),
+    ],
+)
+def test_single_agent_checks_every_argument_at_construction(args, exc, match):
+    env = flowzoo.make_env("voting-math", n_tasks=2)
+    with pytest.raises(exc, match=match):
+        single_agent(env, *args)
+    with pytest.raises(exc, match=match):
+        SingleAgentEnv(env, *args)
+
+
+@pytest.mark.parametrize("env", [None, "voting-math", 3])
+def test_single_agent_needs_a_workflow_env(env):
+    with pytest.raises(TypeError, match="env="):
+        single_agent(env, "aggregator", print)
+    wrapped = flowzoo.env("voting-math")  # PettingZoo's wrapper: the message says what to pass
+    with pytest.raises(TypeError, match="unwrapped"):
+        single_agent(wrapped, "aggregator", print)
+
+
+@pytest.mark.parametrize("mode", ["answer", "Select", 1, None, True])
+def test_aggregator_choice_view_refuses_another_aggregator_mode(mode):
+    with pytest.raises(ValueError, match=f"aggregator_mode={mode!r}"):
+        AggregatorChoiceEnv(scripted(oracle_policy), aggregator_mode=mode)
+
+
+def test_aggregator_choice_view_accepts_select_and_checks_its_arguments():
+    view = AggregatorChoiceEnv(scripted(oracle_policy), aggregator_mode="select", n_tasks=2)
+    view.reset(seed=0)
+    assert view.step(0)[2]
+    for bad, exc in ((5, TypeError), ("oracle", TypeError), ({"judge": print}, ValueError)):
+        with pytest.raises(exc, match="solvers|judge"):
+            AggregatorChoiceEnv(bad, n_tasks=2)
+    for bad, exc in ((5, TypeError), ({"optimizer": print}, TypeError)):
+        with pytest.raises(exc, match="optimizer="):
+            EvaluatorChoiceEnv(bad, n_tasks=2)
+    with pytest.raises(ValueError, match="voting-math"):
+        AggregatorChoiceEnv(print, "eval-opt-math")
+    with pytest.raises(ValueError, match="eval-opt-math"):
+        EvaluatorChoiceEnv(print, "voting-math")
+    with pytest.raises(ValueError, match="unknown env id"):
+        EvaluatorChoiceEnv(print, "eval-opt-mth")
+
+
+@pytest.mark.parametrize("env_id", ["single-math", "voting-math", "eval-opt-math"])
+@pytest.mark.parametrize("end", ["terminated", "truncated"])
+@pytest.mark.parametrize("action", ["x", "", b"x", 3, [1]])
+def test_step_after_the_end_is_a_runtime_error_and_changes_nothing(env_id, end, action):
+    if end == "truncated" and env_id == "single-math":
+        pytest.skip("one turn always finishes")
+    env = flowzoo.make_env(env_id, n_tasks=2, **({"max_cycles": 1} if end == "truncated" else {}))
+    env.reset(seed=0)
+    while not env.episode_over():
+        env.step(oracle_policy(env, env.agent_selection))
+    agent = env.agent_selection
+    assert (env.terminations if end == "terminated" else env.truncations)[agent]
+    before = _state(env)
+    with pytest.raises(RuntimeError, match="ended"):
+        env.step(action)
+    assert _state(env) == before
+    while env.agents:
+        env.step(None)
+    with pytest.raises(RuntimeError, match="ended"):
+        env.step(action)
+
+
+@pytest.mark.parametrize("when", ["before_reset", "after_close"])
+def test_last_and_agent_iter_give_the_documented_errors(when):
+    env = flowzoo.make_env("voting-math", n_tasks=2)
+    if when == "after_close":
+        env.reset(seed=0)
+        env.close()
+    match = "before reset" if when == "before_reset" else "close"
+    for call in (env.last, lambda: env.last(observe=False), env.agent_iter):
+        with pytest.raises(RuntimeError, match=match):
+            call()
+
+
+@pytest.mark.parametrize("agent", ["nobody", "solver", "", 3, None, ("solver_0",)])
+def test_every_per_agent_entry_names_the_valid_agents(agent):
+    env = flowzoo.make_env("voting-math", n_tasks=2)
+    env.reset(seed=0)
+    for call in (env.action_space, env.observation_space, env.observe, env.role_of):
+        with pytest.raises(ValueError, match="valid: solver_0, solver_1, solver_2, aggregator"):
+            call(agent)

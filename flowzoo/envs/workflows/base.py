@@ -146,10 +146,28 @@ class Workflow:
     turn_tokens: ClassVar[dict[str, dict[str, int]]] = {}
 
     def __init__(self, options: WorkflowOptions, family: TaskFamily) -> None:
+        type(self).check_options(options)
         self.options = options
         self.family = family
         self.templates = {**self.default_templates(), **options.prompt_templates}
         self._check_templates()
+
+    @classmethod
+    def check_options(cls, options: WorkflowOptions) -> None:
+        """Every check of ``options`` that needs no task family (ranges, choices, prompt
+        templates): ``make_env`` runs it before the family, its sandbox or the problems are
+        built. Subclasses add their ranges and choices, then call this. Checks that need
+        the family stay in ``__init__``. (``default_templates`` may read only ``options``.)"""
+        tpl = options.prompt_templates
+        if not isinstance(tpl, dict):
+            raise TypeError(
+                f"prompt_templates={tpl!r} has type {type(tpl).__name__}; prompt_templates "
+                "must be a dict of role name -> template str"
+            )
+        probe = cls.__new__(cls)  # the templates' checks read only the options
+        probe.options = options
+        probe.templates = {**probe.default_templates(), **tpl}
+        probe._check_templates()
 
     def token_budget(self, role: str) -> int:
         """The default ``max_new_tokens`` of a ``role`` turn on this workflow's family."""
@@ -255,28 +273,28 @@ class Workflow:
         for key, tpl in self.templates.items():
             if not isinstance(tpl, str):
                 raise TypeError(
-                    f"prompt template for {key!r} must be a str, got {type(tpl).__name__}"
+                    f"prompt_templates[{key!r}] must be a str, got {type(tpl).__name__}"
                 )
             allowed = {"question", "answer_format", *self.template_fields.get(key, ())}
             try:
                 parts = list(string.Formatter().parse(tpl))
             except ValueError as e:
-                raise ValueError(f"prompt template for {key!r} is malformed: {e}") from None
+                raise ValueError(f"prompt_templates[{key!r}] is malformed: {e}") from None
             if any(f is not None and not f.isidentifier() for _, f, _, _ in parts):
                 raise ValueError(
-                    f"prompt template for {key!r} may only name fields ({{question}}): no "
+                    f"prompt_templates[{key!r}] may only name fields ({{question}}): no "
                     "positional {} or {0}, no attribute or index access"
                 )
             used = {f for _, f, _, _ in parts if f}
             if any(spec or conv for _, f, spec, conv in parts if f):
                 raise ValueError(
-                    f"prompt template for {key!r} may only name fields ({{question}}), without "
+                    f"prompt_templates[{key!r}] may only name fields ({{question}}), without "
                     "format specs or conversions (a spec like :>999999999 pads without bound)"
                 )
             bad = used - allowed
             if bad:
                 raise ValueError(
-                    f"prompt template for {key!r} uses unknown fields {sorted(bad)}; "
+                    f"prompt_templates[{key!r}] uses unknown fields {sorted(bad)}; "
                     f"valid: {sorted(allowed)}"
                 )
 

@@ -86,10 +86,14 @@ class EvalOpt(Workflow):
             return "Verdict: REVISE\nFeedback: recheck the computation."
         return super().wrong_action(ep, agent, role)
 
-    def __init__(self, options: EvalOptOptions, family) -> None:
+    @classmethod
+    def check_options(cls, options: EvalOptOptions) -> None:
         if not 1 <= options.max_rounds <= 10:
             raise ValueError(f"max_rounds must be in 1..10, got {options.max_rounds}")
-        if options.evaluator_sees_tests and not family.reports_tests:
+        super().check_options(options)
+
+    def __init__(self, options: EvalOptOptions, family) -> None:
+        if options.evaluator_sees_tests and not family.reports_tests:  # needs the family
             raise ValueError(
                 f"evaluator_sees_tests needs a task family with test reports (code), not {family.name}"
             )

@@ -136,11 +136,15 @@ class OrchWorkers(Workflow):
             ideas = ["just answer", "guess quickly"]
         return "\n".join(f"{word} {i + 1}: {ideas[i % len(ideas)]}" for i in range(self.k))
 
-    def __init__(self, options: OrchWorkersOptions, family) -> None:
+    @classmethod
+    def check_options(cls, options: OrchWorkersOptions) -> None:
         if not 1 <= options.n_workers <= 16:
             raise ValueError(f"n_workers must be in 1..16, got {options.n_workers}")
         if options.mode not in MODES:
             raise ValueError(f"unknown mode {options.mode!r}; valid: {', '.join(MODES)}")
+        super().check_options(options)
+
+    def __init__(self, options: OrchWorkersOptions, family) -> None:
         super().__init__(options, family)
         self.k = options.n_workers
 

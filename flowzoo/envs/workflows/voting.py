@@ -93,7 +93,8 @@ class Voting(Workflow):
             return "\\boxed{1}"
         return super().wrong_action(ep, agent, role)
 
-    def __init__(self, options: VotingOptions, family) -> None:
+    @classmethod
+    def check_options(cls, options: VotingOptions) -> None:
         if not 1 <= options.n_voters <= 16:
             raise ValueError(f"n_voters must be in 1..16, got {options.n_voters}")
         if options.aggregator_mode not in AGGREGATOR_MODES:
@@ -104,6 +105,9 @@ class Voting(Workflow):
             raise ValueError(
                 f"unknown aggregator_fallback {options.aggregator_fallback!r}; valid: {', '.join(FALLBACKS)}"
             )
+        super().check_options(options)
+
+    def __init__(self, options: VotingOptions, family) -> None:
         super().__init__(options, family)
         self.k = options.n_voters
 

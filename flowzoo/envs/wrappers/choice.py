@@ -6,7 +6,10 @@ features, so any Gymnasium/SB3 algorithm can learn it inside the real workflow.
 - :class:`EvaluatorChoiceEnv`: the Eval-Opt evaluator answers ACCEPT (1) or REVISE (0)
   (``Discrete(2)``) on each draft; the optimizer is played by a given policy.
 
-Rewards are the workflow's team reward at the end of the episode. An action outside the
+Constructor arguments are checked before any env is built: the policy (a callable, or for
+the aggregator a dict by solver agent or role), an ``env_id`` of the view's workflow, and for
+the aggregator no ``aggregator_mode`` but ``"select"`` (the view *is* the choice). Rewards are
+the workflow's team reward at the end of the episode. An action outside the
 declared ``Discrete`` space (a bool, a float, a string, out of range) is refused before the
 episode moves. When ``max_cycles`` ends the episode before the choosing role acts, ``reset``
 returns zero features and the role's final info, and the next ``step`` returns the end
@@ -22,7 +25,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from flowzoo.envs.registry import make_env
+from flowzoo.envs.options import short_repr
+from flowzoo.envs.registry import SPECS, WORKFLOW_CLASSES, env_spec, make_env
+from flowzoo.envs.workflows.eval_opt import EvalOpt
+from flowzoo.envs.workflows.voting import Voting
 from flowzoo.envs.wrappers.single_agent import SingleAgentEnv
 
 _EQ_RE = re.compile(r"(-?\d+)\s*([-+*])\s*(-?\d+)\s*=\s*(-?\d+)")
@@ -42,6 +48,34 @@ def check_choice(space: spaces.Discrete, action: Any, view: str) -> int:
     if not space.contains(int(a)):
         raise ValueError(f"{view}: action {action!r} is outside {space}; valid: 0..{space.n - 1}")
     return int(a)
+
+
+def _check_workflow(view: str, env_id: Any, workflow: type) -> None:
+    """A ValueError unless ``env_id`` names an env of ``workflow`` (checked before the env is
+    built; an unknown id is make_env's own error)."""
+    spec = env_spec(env_id)
+    if not issubclass(WORKFLOW_CLASSES[spec.workflow], workflow):
+        valid = [
+            i for i, sp in SPECS.items() if issubclass(WORKFLOW_CLASSES[sp.workflow], workflow)
+        ]
+        raise ValueError(
+            f"{view}: env_id={env_id!r} runs the {spec.workflow} workflow; this view needs "
+            "one of "
+            f"{', '.join(valid)}"
+        )
+
+
+def _check_policy(view: str, name: str, pol: Any, by_name: bool) -> None:
+    """A TypeError unless ``pol`` is a policy (a callable, or with ``by_name`` a dict of
+    them by agent or role, whose names the single-agent view checks) - before any env is
+    built."""
+    if callable(pol) or (by_name and isinstance(pol, dict)):
+        return
+    allowed = "a callable or a dict of callables by agent or role" if by_name else "a callable"
+    raise TypeError(
+        f"{view}: {name}={short_repr(pol)} has type {type(pol).__name__}; {name} must be "
+        f"{allowed} (fn(prompt) -> str, or scripted(fn(env, agent)))"
+    )
 
 
 def step_consistency(text: str) -> tuple[float, int]:
@@ -67,6 +101,15 @@ class AggregatorChoiceEnv(gym.Env):
     N_FEATURES = 4
 
     def __init__(self, solvers: Any, env_id: str = "voting-math", **env_options) -> None:
+        view = type(self).__name__
+        _check_workflow(view, env_id, Voting)
+        _check_policy(view, "solvers", solvers, by_name=True)
+        mode = env_options.pop("aggregator_mode", "select")
+        if not (isinstance(mode, str) and mode == "select"):
+            raise ValueError(
+                f"{view}: aggregator_mode={mode!r} is not allowed; this view is the aggregator "
+                "choosing a candidate, so aggregator_mode must be 'select' (or not given)"
+            )
         super().__init__()
         self.wf = make_env(env_id, aggregator_mode="select", **env_options)
         self.k = self.wf.workflow.k
@@ -118,6 +161,9 @@ class EvaluatorChoiceEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, optimizer: Any, env_id: str = "eval-opt-math", **env_options) -> None:
+        view = type(self).__name__
+        _check_workflow(view, env_id, EvalOpt)
+        _check_policy(view, "optimizer", optimizer, by_name=False)
         super().__init__()
         self.wf = make_env(env_id, **env_options)
         self.inner = SingleAgentEnv(self.wf, "evaluator", {"optimizer": optimizer})

@@ -4,6 +4,10 @@
 the controlled agent; the others are played by callables. A callable is either
 ``fn(prompt) -> str`` (an LLM, a fixed transcript) or a scripted policy ``fn(env, agent)``
 wrapped with :func:`scripted`. Rewards are the controlled agent's rewards from the AEC env.
+Every argument is checked when the view is made, not at the first ``reset``: ``env`` a
+``WorkflowEnv``, the controlled name one of its agents or roles, ``others`` a callable or a
+dict whose keys are the *other* agents or roles (a key naming the controlled one, whose
+turns are the view's actions, is refused) and whose values are callables.
 
 Ends: the final ``info`` is the controlled agent's (for a role, its first agent's, whose
 reward the view returns), with the engine's final keys whether the workflow finished or
@@ -21,6 +25,7 @@ from typing import Any
 import gymnasium as gym
 
 from flowzoo.envs.core import WorkflowEnv
+from flowzoo.envs.options import short_repr as _short
 
 TextPolicy = Callable[[str], str]
 
@@ -79,31 +84,79 @@ def turn_flags(env: WorkflowEnv) -> dict[tuple[str, int], list[str]]:
     return out
 
 
+def _check_view_args(env: Any, controlled: Any, others: Any) -> set[str]:
+    """The controlled agents, once every constructor argument is checked (so a bad one fails
+    here, not at the first ``reset``): ``env`` a WorkflowEnv, ``controlled`` one of its agents
+    or roles, ``others`` a callable or a dict naming other agents or roles (each a callable),
+    covering every agent the view does not control."""
+    if not isinstance(env, WorkflowEnv):
+        hint = (
+            " (pass its .unwrapped)"
+            if isinstance(getattr(env, "unwrapped", None), WorkflowEnv)
+            else ""
+        )
+        raise TypeError(
+            f"single_agent: env={_short(env)} has type {type(env).__name__}; env must be a "
+            f"flowzoo WorkflowEnv (flowzoo.make_env(...)){hint}"
+        )
+    names = [*env.possible_agents, *(r for r in env.roles if r not in env.possible_agents)]
+    if not isinstance(controlled, str):
+        raise TypeError(
+            f"single_agent: controlled={_short(controlled)} has type "
+            f"{type(controlled).__name__}; it must be an agent or role name: {', '.join(names)}"
+        )
+    if controlled in env.possible_agents:
+        agents = {controlled}
+    elif controlled in env.roles:
+        agents = {a for a in env.possible_agents if env.role_of(a) == controlled}
+    else:
+        raise ValueError(
+            f"single_agent: controlled={controlled!r} is neither an agent nor a role of {env}; "
+            f"valid: {', '.join(names)}"
+        )
+    rest = [a for a in env.possible_agents if a not in agents]
+    allowed = "None, a callable (fn(prompt) -> str, or scripted(fn(env, agent))) or a dict"
+    if isinstance(others, dict):
+        valid = [n for n in names if n not in agents and n != controlled]
+        for k, pol in others.items():
+            if not isinstance(k, str) or k not in valid:
+                raise ValueError(
+                    f"single_agent: others has key {_short(k)}, which is not another agent or "
+                    f"role of {env}; valid keys: {', '.join(valid) or '(none)'}"
+                )
+            if not callable(pol):
+                raise TypeError(
+                    f"single_agent: others[{k!r}]={_short(pol)} has type "
+                    f"{type(pol).__name__}; each policy must be a callable"
+                )
+        missing = [a for a in rest if a not in others and env.role_of(a) not in others]
+    elif others is None or callable(others):
+        missing = rest if others is None else []
+    else:
+        raise TypeError(
+            f"single_agent: others={_short(others)} has type {type(others).__name__}; others "
+            f"must be {allowed} by agent or role"
+        )
+    if missing:
+        raise ValueError(
+            f"single_agent: no policy for the other agents {missing}: pass others= a callable "
+            "or a dict by agent or role"
+        )
+    return agents
+
+
 class SingleAgentEnv(gym.Env):
     """A gymnasium.Env in which ``controlled`` (an agent name or a role) acts."""
 
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, env: WorkflowEnv, controlled: str, others: Any = None) -> None:
+        agents = _check_view_args(env, controlled, others)
         super().__init__()
         self.env = env
-        if controlled in env.possible_agents:
-            self.agents = {controlled}
-        elif controlled in env.roles:
-            self.agents = {a for a in env.possible_agents if env.role_of(a) == controlled}
-        else:
-            raise ValueError(
-                f"{controlled!r} is neither an agent nor a role of {env}; agents: {env.possible_agents}"
-            )
+        self.agents = agents
         self.controlled = controlled
         self._others = others
-        missing = [
-            a for a in env.possible_agents if a not in self.agents and self._other_for(a) is None
-        ]
-        if missing:
-            raise ValueError(
-                f"no policy for the other agents {missing}: pass others= a callable or a dict by agent or role"
-            )
         first = sorted(self.agents)[0]
         self.observation_space = env.observation_space(first)
         self.action_space = env.action_space(first)
