@@ -260,6 +260,97 @@ def _replay_rows(sbx, quick: bool) -> list[Row]:
     ]
 
 
+#: the last commit whose fork-server ran every program in the server's own namespaces
+SHARED_NS_BASELINE = "95ef0e1"
+
+
+def _shared_ns_server():
+    """A context that makes new fork-servers run the shared-namespace server of
+    :data:`SHARED_NS_BASELINE` (None outside a git checkout)."""
+    import contextlib
+
+    from flowzoo.sandbox import forkserver
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        src = [
+            subprocess.run(
+                ["git", "show", f"{SHARED_NS_BASELINE}:flowzoo/sandbox/{f}"],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=root,
+            ).stdout
+            for f in ("jail.py", "guard.py", "forkserver_main.py")
+        ]
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+    @contextlib.contextmanager
+    def ctx():
+        saved = forkserver.SERVER_SOURCE, forkserver.NAMESPACED, forkserver.server_argv
+        forkserver.SERVER_SOURCE = "\n".join(src)
+        forkserver.NAMESPACED, forkserver.server_argv = (), list
+        try:
+            yield
+        finally:
+            forkserver.SERVER_SOURCE, forkserver.NAMESPACED, forkserver.server_argv = saved
+
+    return ctx
+
+
+def forkserver_cost_rows(n: int, repeats: int = 3) -> list[Row]:
+    """A fork-server run's cost now that every run gets fresh user, pid, mount, IPC and
+    network namespaces and its own /proc (issue 40, class 3): sequential trivial runs/s
+    against a fresh bubblewrap per run, and against the server whose runs shared its
+    namespaces; all measured here, one after the other, on one worker each."""
+
+    def seq(s) -> Callable[[], int]:
+        def go() -> int:
+            for _ in range(n):
+                assert s.run(TRIVIAL).ok
+            return n
+
+        return go
+
+    fresh_ns = get_sandbox("process", workers=1)
+    spawn = get_sandbox("process", workers=1, forkserver=False)
+    seq(fresh_ns)()  # start the server before anything is timed
+    ours, per_run = rate(seq(fresh_ns), repeats), rate(seq(spawn), repeats)
+    mech = fresh_ns.mechanism
+    rows = [
+        Row(
+            "sandbox",
+            f"fork-server runs/s, fresh namespaces per run ({mech})",
+            ours,
+            per_run,
+            f"a fresh {mech} sandbox per run",
+            "runs/s",
+            target=2.0,
+        )
+    ]
+    shared = _shared_ns_server()
+    if shared is not None:
+        with shared():
+            old = get_sandbox("process", workers=1)
+            seq(old)()
+            rows.append(
+                Row(
+                    "sandbox",
+                    f"fork-server runs/s, fresh namespaces vs shared ({mech})",
+                    ours,
+                    rate(seq(old), repeats),
+                    f"runs in the server's namespaces ({SHARED_NS_BASELINE})",
+                    "runs/s",
+                    note="the cost of the per-run namespaces",
+                )
+            )
+            old.close()
+    fresh_ns.close()
+    spawn.close()
+    return rows
+
+
 def run(quick: bool = False) -> list[Row]:
     n = 30 if quick else 100
     sbx = get_sandbox("process")  # the default: fork-server
@@ -268,6 +359,7 @@ def run(quick: bool = False) -> list[Row]:
     mech = sbx.mechanism
     rows = _trivial_rows(sbx, f"{mech} + fork-server", n, ref, 1.0)
     rows += _trivial_rows(spawn, f"{mech}, fresh sandbox per run", n, ref, None)
+    rows += forkserver_cost_rows(n)
     rows += _humaneval_rows(sbx, quick)
     rows += _replay_rows(sbx, quick)
     rows += _stdio_rows(sbx, quick)

@@ -82,11 +82,16 @@ class Reply:
     memory_hit: bool
     #: the server emptied every dir the run could write (else it must be replaced)
     clean: bool = True
+    #: why the run's namespaces could not be made (the program never ran)
+    failed: str | None = None
 
     def result(self, backend: str) -> ExecResult:
         """The run as an :class:`ExecResult` (a memory-limit hit explains a kill or error)."""
         stdout = self.out.decode("utf-8", errors="replace")
         stderr = self.err.decode("utf-8", errors="replace")
+        if self.failed is not None:
+            msg = f"the fork-server could not isolate the run: {self.failed}"
+            return ExecResult("sandbox_error", None, "", msg, self.wall, backend=backend)
         status = classify(self.rc, self.sig, stderr, self.timed_out)
         if self.memory_hit and status in ("killed", "error"):
             status = "memory"
@@ -95,10 +100,39 @@ class Reply:
         )
 
 
+#: mechanisms whose servers must give every run namespaces of its own (else no server)
+NAMESPACED = ("bwrap", "unshare")
+
+
+def server_argv(argv: list[str]) -> list[str]:
+    """``argv`` as a server needs it. Under bubblewrap: uid 0 and CAP_SYS_ADMIN in the
+    sandbox's own user namespace (the same host uid as any other uid there), which the
+    server uses once, to mount a /proc without bubblewrap's locked covers (a run's nested
+    mount ns may mount a /proc of its own only while one is visible), and drops with every
+    other capability before it reads a request. With another ``--uid``, bubblewrap nests a
+    second user namespace that does not own the mount namespace, and the mount fails."""
+    out = list(argv)
+    if "bwrap" not in map(os.path.basename, out):
+        return out
+    for flag in ("--uid", "--gid"):
+        if flag in out:
+            out[out.index(flag) + 1] = "0"
+    i = out.index("--cap-drop") if "--cap-drop" in out else -1
+    if i >= 0 and out[i + 1] == "ALL":
+        out[i + 2 : i + 2] = ["--cap-add", "CAP_SYS_ADMIN"]
+    return out
+
+
 class ForkServer:
     """One server process: ``argv`` starts the sandboxed clean interpreter (the server's
     source and ``server_args`` are appended). ``group`` (a cgroup the argv joins) and
-    ``owned_dir`` (the host dir the runs live in) are the caller's, released on close."""
+    ``owned_dir`` (the host dir the runs live in) are the caller's, released on close.
+
+    Every run gets a user, pid, mount, IPC and network namespace of its own (``fresh_ns``),
+    so it can neither see, signal nor alter the server or a later run. A server under a
+    mechanism in :data:`NAMESPACED` that cannot make them does not start (``OSError`` saying
+    why); elsewhere (Docker's default seccomp profile denies ``unshare``, the ``none``
+    mechanism) runs share the server's namespaces and only the resets between runs apply."""
 
     def __init__(
         self,
@@ -113,7 +147,8 @@ class ForkServer:
         self.memory_mb = memory_mb
         self.group = group
         self.owned_dir = owned_dir
-        cmd = [*argv, "-c", SERVER_SOURCE, *server_args]
+        strict = any(os.path.basename(a) in NAMESPACED for a in argv)
+        cmd = [*server_argv(argv), "-c", SERVER_SOURCE, *server_args]
         self.proc = _SPAWNER.call(lambda: popen_isolated(cmd, subprocess.PIPE, env, owned_dir))
         self._buf = b""
         try:
@@ -122,7 +157,16 @@ class ForkServer:
             err = self._stderr_tail()
             self.close()
             raise OSError(f"the sandbox fork-server did not start: {e}; {err}") from None
-        self.pid = json.loads(hello).get("pid")
+        info = json.loads(hello)
+        self.pid = info.get("pid")
+        self.fresh_ns = bool(info.get("fresh_ns"))
+        if strict and not self.fresh_ns:
+            self.close()
+            raise OSError(
+                "the sandbox fork-server cannot give each run namespaces of its own "
+                f"({info.get('why')}): runs would share the server's process state; the "
+                "kernel must allow unprivileged user namespaces (or use forkserver=False)"
+            )
 
     def _stderr_tail(self) -> str:
         try:
@@ -192,6 +236,7 @@ class ForkServer:
             base64.b64decode(r["err"]),
             self._memory_hits() > before,
             bool(r.get("clean", False)),
+            r.get("failed"),
         )
 
     def close(self) -> None:

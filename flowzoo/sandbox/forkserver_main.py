@@ -1,27 +1,33 @@
 """The fork-server that runs *inside* a sandbox (stdlib only; started as ``python -I -S -c``).
 
 Why: starting a fresh interpreter (and bubblewrap) per program costs ~25-40 ms; forking a
-warm, clean interpreter costs ~1 ms. The server is started once inside the same isolation
-as a per-run program (namespaces, read-only system, uid 65534, no capabilities, a cgroup),
-then for every request it forks a child that applies the run's rlimits, moves into a fresh
-work dir, gets its own session and runs the program as a fresh ``__main__``.
+warm, clean interpreter costs a few ms. The server is started once inside the same isolation
+as a per-run program (namespaces, read-only system, no capabilities, a cgroup).
 
-Between runs the server restores a clean state: every process the run left behind is killed
-(the server is a child subreaper, so orphans and ``setsid`` daemons come back to it), the
-root (where each run gets a fresh, unguessable work dir) and the scratch dirs (the
-sandbox's private ``/tmp`` and ``/dev/shm``) are emptied whatever modes the run set, and, in
-a private IPC namespace, System V IPC objects are removed. A server that cannot empty them
-says so (``"clean": false``) and the host replaces it. Keyrings and POSIX message queues are
-denied by the seccomp filter of ``guard.py``, prepended to this source. ``PR_SET_DUMPABLE=0`` stops a run
-from ptracing or reading the memory of the server (same uid). A run can still kill the
-server; the host side then reports the run and starts a new server.
+Each run is structurally apart from the server and from every other run: the server's child
+makes new user, pid, mount, IPC and network namespaces (``RUN_NS``) and forks their init,
+which mounts a ``/proc`` of the new pid namespace, drops every capability and forks the
+program (pid 2: rlimits, a fresh work dir, its own session, a fresh ``__main__``). The run
+cannot name the server or any other run (no pid of theirs exists for it), so it can neither
+signal, renice, re-pin, ``prlimit`` nor read them, and what it changes about itself dies with
+it; when the program ends its init exits and the kernel kills whatever the run left. Where
+the namespaces cannot be made (``fresh_ns`` false in the hello: Docker's seccomp profile,
+no unprivileged user namespaces) runs are forked as plain children; the host refuses such a
+server for mechanisms that promise namespaces.
+
+Belt and braces between runs: leftovers are killed (the server is a child subreaper), the
+root and scratch dirs are emptied whatever modes the run set, System V IPC is removed in a
+private IPC namespace, and the server's limits, priority and dir metadata are compared with
+the start (a server that differs or cannot clean says ``"clean": false`` and is replaced).
+Keyrings and POSIX message queues are denied by ``guard.py``'s seccomp filter; the server is
+not dumpable.
 
 Protocol: one JSON object per line on the control fds (the server's original stdin/stdout).
 Request ``{"files": {name: text}, "stdin": str|None, "limits": [[res, value], ...],
 "timeout": s, "cap": bytes}``; reply ``{"rc", "sig", "timed_out", "truncated", "wall",
-"out", "err"}`` with ``out``/``err`` base64. argv: ``ROOT [--wipe DIR ...] [--ipc]
-[--max-files N] [--uid N --preload mod,mod]`` (the uid drop is for mechanisms without a user
-namespace; ``--max-files`` is for roots and scratch dirs on tmpfs file systems of their own).
+"out", "err", "clean", "failed"}`` with ``out``/``err`` base64. argv: ``ROOT [--wipe DIR ...]
+[--ipc] [--max-files N] [--uid N --preload mod,mod]`` (the uid drop is for mechanisms
+without a user namespace; ``--max-files`` is for tmpfs roots and scratch dirs).
 """
 
 import base64
@@ -33,16 +39,35 @@ import signal
 import sys
 import time
 
+_LIBC = []
+
+
+def _libc():
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+#: a run's namespaces: its own user ns (so the server needs no privilege to make them), pid ns
+#: (it is pid 2 under an init of its own; nothing outside is addressable), mount ns (its own
+#: /proc), IPC ns (System V IPC and POSIX queues die with it) and network ns (its sockets,
+#: even a TIME_WAIT left on loopback, die with it)
+RUN_NS = 0x10000000 | 0x20000000 | 0x20000 | 0x8000000 | 0x40000000
+#: what bubblewrap covers read-only in every /proc it mounts: a run of a sandbox started by
+#: root is uid 0 outside its namespaces, and these are guarded by file modes alone
+PROC_COVERS = ("sys", "sysrq-trigger", "irq", "bus")
 
 
 def _prctl(option, value):
     try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-        return True
+        return _libc().prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError, ImportError):
         return False
 
@@ -159,6 +184,139 @@ def _remove_sysv_ipc():
                 getattr(libc, fn)(ident, ipc_rmid, None)
 
 
+def _check(rc, what):
+    if rc != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src, dst, fstype, flags):
+    args = [x.encode() if isinstance(x, str) else x for x in (src, dst, fstype)]
+    _check(_libc().mount(args[0], args[1], args[2], flags, None), f"mount {dst}")
+
+
+def _drop_caps():
+    """Drop every capability: ambient, bounding (where allowed), effective, permitted."""
+    import ctypes
+
+    libc = _libc()
+    libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    _check(libc.capset(hdr, (ctypes.c_uint32 * 6)()), "capset")
+
+
+def _fresh_proc():
+    """In a run's own mount ns: a /proc that shows its own pid ns only, covered as
+    bubblewrap covers its own."""
+    nosuid, nodev, noexec, rdonly = 2, 4, 8, 1
+    _mount(None, "/", None, 16384 | (1 << 18))  # MS_REC | MS_PRIVATE
+    _mount("proc", "/proc", "proc", nosuid | nodev | noexec)
+    for name in PROC_COVERS:
+        p = "/proc/" + name
+        if os.path.lexists(p):
+            _mount(p, p, None, 4096 | 16384)  # MS_BIND | MS_REC
+            _mount(None, p, None, 4096 | 32 | rdonly | nosuid | nodev | noexec)  # ro remount
+
+
+def _say(fd, text):
+    try:
+        os.write(fd, text.encode(errors="replace")[:4000] + b"\n")
+    except OSError:
+        pass
+
+
+def _run_init(st_w, start, args):
+    """pid 1 of a run's pid namespace (never returns): its own /proc, no capabilities, then
+    the program as pid 2; writes the program's wait status to ``st_w`` and exits, and with it
+    every process the run made (the kernel kills a pid namespace whose init ends)."""
+    try:
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the server ends the run
+        _fresh_proc()
+        _drop_caps()
+        pid = os.fork()
+    except BaseException as e:
+        _say(st_w, f"E{e}")
+        os._exit(1)
+    if pid == 0:
+        os.close(st_w)
+        start(*args)
+    # default dispositions: pid 1 ignores every signal the run sends it then
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.closerange(3, st_w)
+    os.closerange(st_w + 1, 1 << 16)
+    while True:
+        try:
+            got, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if got == pid:
+            _say(st_w, str(st))
+            os._exit(0)
+
+
+def _enter_run_ns(st_w, start, args):
+    """In the server's child (never returns): new namespaces for the run (``RUN_NS``) and
+    their init. This process stays outside them: killing it kills the init, and the run."""
+    try:
+        _check(_libc().unshare(RUN_NS), "unshare")
+        pid = os.fork()
+    except BaseException as e:
+        _say(st_w, f"E{e}")
+        os._exit(1)
+    if pid == 0:
+        _run_init(st_w, start, args)
+    os.closerange(0, 1 << 16)
+    try:
+        os.waitpid(pid, 0)
+    finally:
+        os._exit(0)
+
+
+def _prepare_run_ns():
+    """Once, at start: None when every run can have namespaces and a /proc of its own (a
+    trial run proves it), else why not. A nested mount ns may only mount a /proc when one
+    without locked covers is visible: bubblewrap's is covered, so a server given
+    CAP_SYS_ADMIN (for this alone) stacks an uncovered one first; every capability is
+    dropped before any request is read."""
+    try:
+        _mount("proc", "/proc", "proc", 2 | 4 | 8)
+    except OSError:
+        pass  # no capability (unshare's jail needs none: its /proc has no covers)
+    try:
+        _drop_caps()
+    except OSError as e:
+        return f"cannot drop capabilities: {e}"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        _enter_run_ns(w, os._exit, (0,))
+    os.close(w)
+    os.waitpid(pid, 0)
+    got = os.read(r, 4096).decode(errors="replace").strip()
+    os.close(r)
+    if got == "0":
+        return None
+    return got[1:] if got.startswith("E") else f"the trial run ended with {got!r}"
+
+
+def _read_status(fd):
+    """The program's wait status as its init reported it: (status or None, failure or None)."""
+    os.set_blocking(fd, False)
+    try:
+        got = os.read(fd, 4096).decode(errors="replace").strip()
+    except OSError:
+        got = ""
+    os.close(fd)
+    if got.startswith("E"):
+        return None, got[1:]
+    return (int(got) if got.lstrip("-").isdigit() else None), None
+
+
 def _child(workdir, has_stdin, limits, out_w, err_w):
     """In the forked child: never returns."""
     code = 1
@@ -238,9 +396,18 @@ def _inodes(dirs):
     return used
 
 
-def _collect(pid, out_r, err_r, deadline, cap, watch=None):
+def _collect(pid, out_r, err_r, deadline, cap, watch=None, kill=None):
     """Read the run's output until it ends; ``watch`` = (dirs, max new inodes): a run that
-    creates more files than that is killed (tmpfs has no inode limit bubblewrap can set)."""
+    creates more files than that is killed (tmpfs has no inode limit bubblewrap can set).
+    ``kill`` ends the whole run (default: the process group of ``pid``)."""
+    if kill is None:
+
+        def kill():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
     bufs = {out_r: bytearray(), err_r: bytearray()}
     open_fds = [out_r, err_r]
     truncated = timed_out = over_quota = False
@@ -254,10 +421,7 @@ def _collect(pid, out_r, err_r, deadline, cap, watch=None):
             break
         if watch and status is None and _inodes(watch[0]) - base > watch[1]:
             over_quota = True
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            kill()
         if status is None:
             got, st = os.waitpid(pid, os.WNOHANG)
             if got:
@@ -285,10 +449,7 @@ def _collect(pid, out_r, err_r, deadline, cap, watch=None):
             time.sleep(0.002)
         else:
             timed_out = True
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
+    kill()
     if status is None:
         try:
             _, status = os.waitpid(pid, 0)
@@ -370,7 +531,9 @@ def serve(root, wipe, private_ipc, max_files=0):
         ctl_out.write(json.dumps(obj).encode() + b"\n")
         ctl_out.flush()
 
-    send({"ready": True, "pid": me, "subreaper": subreaper})
+    why = _prepare_run_ns()
+    fresh = why is None
+    send({"ready": True, "pid": me, "subreaper": subreaper, "fresh_ns": fresh, "why": why})
     baseline = _server_state()
     dirs = {d: _dir_state(d) for d in [root, *wipe]}
     n = 0
@@ -391,16 +554,34 @@ def serve(root, wipe, private_ipc, max_files=0):
                 f.write(req["stdin"])
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        st_r, st_w = os.pipe() if fresh else (None, None)
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            _child(workdir, has_stdin, req["limits"], out_w, err_w)
+            limits = req["limits"]
+            if fresh:
+                os.close(st_r)
+                _enter_run_ns(st_w, _child, (workdir, has_stdin, limits, out_w, err_w))
+            _child(workdir, has_stdin, limits, out_w, err_w)
         os.close(out_w)
         os.close(err_w)
+        kill = None
+        if fresh:
+            os.close(st_w)
+
+            def kill(pid=pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)  # its init dies with it, and the run with that
+                except OSError:
+                    pass
+
         watch = ([root, *wipe], max_files) if max_files else None
         out, err, truncated, timed_out, status = _collect(
-            pid, out_r, err_r, t0 + float(req["timeout"]), int(req["cap"]), watch
+            pid, out_r, err_r, t0 + float(req["timeout"]), int(req["cap"]), watch, kill
         )
+        failed = None
+        if fresh:
+            status, failed = _read_status(st_r)
         wall = time.monotonic() - t0
         os.close(out_r)
         os.close(err_r)
@@ -428,7 +609,8 @@ def serve(root, wipe, private_ipc, max_files=0):
                 "wall": wall,
                 "out": base64.b64encode(out).decode(),
                 "err": base64.b64encode(err).decode(),
-                "clean": clean,
+                "clean": clean and failed is None,
+                "failed": failed,
             }
         )
 
