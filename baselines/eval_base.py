@@ -6,8 +6,10 @@ never trained).
         --code-dataset stdio --episodes 100 --out baselines/results/base-tiny-s.md
 
 Writes a Markdown table (greedy accuracy; sampled accuracy with its 95% CI; Voting's
-majority vote; parse failures per role) and a JSON file beside it. Resumable: rows already in
-the JSON file are kept and not re-run (re-run the same command).
+majority vote; parse failures per role) and a JSON file beside it, at ``--out`` (default
+``runs/base/base.md``; the committed tables under ``baselines/results/`` change only when
+named). Resumable: rows already in the JSON file are kept and not re-run (re-run the same
+command).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def main() -> None:
     )
     ap.add_argument("--samples", type=int, default=4, help="sampled evaluation: samples/problem")
     ap.add_argument("--temperature", type=float, default=0.7)
-    ap.add_argument("--out", default="baselines/results/base.md")
+    ap.add_argument("--out", default="runs/base/base.md")
     args = ap.parse_args()
     envs = args.env or (MATH + (CODE if args.code else []))
     out = Path(args.out)

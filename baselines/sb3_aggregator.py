@@ -5,7 +5,7 @@ The three solvers are noisy scripted experts of different reliability (error rat
 not favour it). PPO sees per-candidate features (has answer, agreement share, fraction of
 written steps that check out, position) and picks one candidate per episode.
 
-    python baselines/sb3_aggregator.py --timesteps 20000 --episodes 1000 --png baselines/results/sb3_aggregator.png
+    python baselines/sb3_aggregator.py --timesteps 20000 --episodes 1000 --png runs/sb3_aggregator.png
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("--timesteps", type=int, default=20_000)
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--png", default="baselines/results/sb3_aggregator.png")
+    ap.add_argument("--png", default="runs/sb3_aggregator.png")
     args = ap.parse_args()
     import os
 

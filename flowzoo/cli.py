@@ -7,9 +7,11 @@ Subcommands that need torch import it lazily, so ``flowzoo envs`` works on a pla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -108,50 +110,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
         return 3
     if trainer.dist.main:  # under torchrun, one summary (process 0's)
-        _print_summary(summary)
+        from flowzoo.analysis.summary import print_summary
+
+        print_summary(summary)
         print(f"weights: {summary['weights']}  |  metrics: {cfg.run_dir}/metrics.jsonl")
     return 0
-
-
-def _print_summary(summary: dict) -> None:
-    c = summary.get("curve")
-    done, at = summary["steps_done"], summary.get("resumed_at") or 0
-    session = f"; this session: steps {at}..{done} in" if at else " in"
-    print(f"status {summary['status']} after {done} steps{session} {summary['wall_s']:.0f}s")
-    if c:
-        e = summary.get("eval", {})
-
-        def ci(lo_hi) -> str:
-            return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
-
-        print(
-            f"held-out accuracy ({e.get('problems')} problems x {e.get('samples')} samples at "
-            f"T={e.get('temperature')}; 95% CIs over problems):\n"
-            f"  base  {c['base']:.3f} {ci(c['base_ci'])}\n"
-            f"  final {c['final']:.3f} {ci(c['final_ci'])}   (mean of the last evaluations)\n"
-            f"  gain  {c['gain']:+.3f} {ci(c['gain_ci'])}"
-            f"   ({'paired' if c['paired'] else 'unpaired'})\n"
-            f"  peak  {c['peak']:.3f} at step {c['peak_step']}; trajectory: {c['klass']}"
-            + ("  (a cliff)" if c["cliff"] else "")
-        )
-        if e.get("greedy_base") is not None:
-            print(f"  greedy: base {e['greedy_base']:.3f}, last {e['greedy_last']:.3f}")
-        b0, b1 = e.get("behaviour_base") or {}, e.get("behaviour_last") or {}
-        if b0:
-            rates = ", ".join(f"{r} {b0[r]:.2f} -> {b1.get(r, float('nan')):.2f}" for r in b0)
-            print(f"  considered behaviour (share of decidable turns), base -> last: {rates}")
-        o = summary.get("ood")
-        if o:
-            print(
-                f"out-of-distribution ({o['problems']} problems, structure never trained):\n"
-                f"  base  {o['base']:.3f} {ci(o['base_ci'])}   final {o['final']:.3f} "
-                f"{ci(o['final_ci'])}   gain {o['gain']:+.3f} {ci(o['gain_ci'])}"
-            )
-    shares = summary.get("mean_grad_share") or {}
-    if shares:
-        print("mean gradient-mass share: " + ", ".join(f"{r} {v:.2f}" for r, v in shares.items()))
-    for w in summary.get("warnings", []):
-        print(f"WARNING: {w}")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -337,12 +300,35 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+#: reStructuredText markup of docstrings and config help: ``literal``, :role:`target`
+_RST = re.compile(r":[a-z]+:`~?([^`]+)`|``([^`]+)``")
+
+
+def plain(text: str) -> str:
+    """Help text as a terminal shows it: RST literals and roles (written for the docs) as
+    their bare text."""
+    return _RST.sub(lambda m: m.group(1) or m.group(2), text)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Every description and flag help goes through :func:`plain` here, the one place help
+    is rendered, whoever wrote it (a docstring, a ``TrainConfig`` field's metadata)."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
+
+
 class _Parser(argparse.ArgumentParser):
     """No abbreviated flags: ``--step 3`` is an error, not ``--steps 3``, so a new flag can
-    never silently change what an old command line meant. Subcommands inherit the class."""
+    never silently change what an old command line meant; help without RST markup.
+    Subcommands inherit the class."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
 
@@ -505,22 +491,30 @@ def _json_object(x: str) -> dict:
 
 
 def _add_train_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per TrainConfig field, its help, default and choices from the dataclass (a
-    flag left out keeps the file's value, or the preset's, or the default)."""
+    """One flag per TrainConfig field, its help, default, range and choices from the
+    dataclass, grouped by the field's section (a flag left out keeps the file's value, or the
+    preset's, or the default)."""
     import dataclasses
     import typing
 
-    from flowzoo.config import TrainConfig
+    from flowzoo.config import SECTION_OF, TrainConfig
 
     hints = typing.get_type_hints(TrainConfig)
     defaults = TrainConfig()
+    groups: dict = {}
     for f in dataclasses.fields(TrainConfig):
+        section = SECTION_OF[f.name]  # fields are declared section by section
+        if section not in groups:
+            groups[section] = p.add_argument_group(section)
+        g = groups[section]
         flag = "--" + f.name.replace("_", "-")
         tp = hints[f.name]
         d = getattr(defaults, f.name)
         shown = json.dumps(d) if isinstance(d, dict) else d
         # an empty default is explained by the field's help (out_dir: the derived name)
         default = "" if d == "" else f" (default: {shown})"
+        bounds = f.metadata["domain"].bounds
+        default += f"; must be {bounds}" if bounds else ""
         kw: dict = {
             "dest": f.name,
             "default": None,
@@ -529,30 +523,60 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         if f.metadata.get("choices"):  # "" means "none": the default, never typed
             kw["choices"] = [c for c in f.metadata["choices"] if c != ""]
         if tp is bool:
-            p.add_argument(flag, type=_bool, metavar="BOOL", **kw)
+            g.add_argument(flag, type=_bool, metavar="BOOL", **kw)
         elif tp in (int, float, str):
-            p.add_argument(flag, type=tp, **kw)
+            g.add_argument(flag, type=tp, **kw)
         else:  # dicts: JSON on the command line
-            p.add_argument(flag, type=_json_object, metavar="JSON", **kw)
+            g.add_argument(flag, type=_json_object, metavar="JSON", **kw)
+
+
+def _say(msg: str) -> None:
+    """An error line on stderr, unless its reader has gone away (then there is no one to
+    tell, and a BrokenPipeError here would replace the exit status with a traceback)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(msg, file=sys.stderr)
+
+
+def _settle_streams() -> None:
+    """A reader that went away (``| head``; ``| tee`` killed by the same Ctrl-C): what is
+    still buffered for it goes to /dev/null, so the interpreter's last flush does not end
+    the command with a BrokenPipeError report."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except AttributeError:  # no stream at all
+            pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        _settle_streams()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "scale", "unset") is None:  # --fast: the test model; else every scale
         args.scale = ["tiny-s"] if args.fast else ["tiny-s", "tiny-m", "tiny-l"]
     try:
         return int(args.fn(args) or 0)
     except (ValueError, FileNotFoundError, ImportError) as e:
-        print(f"flowzoo: error: {e}", file=sys.stderr)
+        _say(f"flowzoo: error: {e}")
         return 2
     except RuntimeError as e:  # e.g. no vLLM environment for `serve`: said, not a traceback
         if type(e).__name__ != "BackendUnavailable":
             raise
-        print(f"flowzoo: error: {e}", file=sys.stderr)
+        _say(f"flowzoo: error: {e}")
         return 2
     except KeyboardInterrupt:
-        print("flowzoo: interrupted", file=sys.stderr)
+        _say("flowzoo: interrupted")
         return 130
+    except BrokenPipeError:  # the output's reader went away (`| head`): nothing to say it to
+        return 141  # as a shell reports a command ended by SIGPIPE
 
 
 if __name__ == "__main__":

@@ -1,37 +1,32 @@
-"""TrainConfig: every hyperparameter of a training run, with help on every field (torch-free).
+"""TrainConfig: every hyperparameter of a training run, with help and domain on every field
+(torch-free).
 
-Why torch-free: the CLI builds its flags (help, defaults, choices) from these fields, and the
-report reads which keys shape a run; neither should need torch. The CLI and TOML/YAML files
-map onto the fields one to one; a preset fills only the fields the user did not give.
+Why torch-free: the CLI builds its flags (help, defaults, choices, sections) from these fields,
+and the report reads which keys shape a run; neither should need torch. The CLI and TOML/YAML
+files map onto the fields one to one (flat keys: the sections only group the help); a preset
+fills only the fields the user did not give. Each field declares its domain beside its help
+(:func:`flowzoo.config_fields.setting`); :meth:`TrainConfig.validate` checks them all in one
+place, then the few rules that tie fields together.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
+from flowzoo.config_fields import Domain, check_fields, sections_of, setting
 from flowzoo.config_files import read_config_file
 from flowzoo.envs.registry import MAX_TASKS, check_options, list_envs  # MAX_TASKS: env's most
 
 #: the experiment trackers ``report_to`` may name (:mod:`flowzoo.agents.train.trackers` opens them)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
 ALGOS = ("grpo", "ppo", "rloo")
-#: what ``role_settings`` may set per role, and the type of each
-ROLE_KEYS = {
-    "lr": float,
-    "temperature": float,
-    "max_new_tokens": int,
-    "kl_coef": float,
-    "clip_low": float,
-    "clip_high": float,
-    "stop": list,
-}
 ENDPOINT_ON_ERROR = ("raise", "empty")
 ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
 GROUP_BY = ("task", "task_role", "task_role_turn", "task_agent_turn")
@@ -58,35 +53,22 @@ NOT_SHAPING = (
     "endpoint_retries",
 )
 
-
 #: the longest turn a role may be given (Qwen3's context is 40,960 tokens)
 MAX_NEW_TOKENS = 32_768
 #: episodes one step may sample (problems_per_step x group_size)
 MAX_EPISODES_PER_STEP = 65_536
-#: upper bounds of sizes, counts and the seed (numpy and torch take seeds below 2**32)
-UPPER_BOUNDS = {
-    "seed": 2**32 - 1,
-    "vllm_max_model_len": 10**7,
-    "steps": 10**7,
-    "problems_per_step": 65_536,
-    "group_size": 4096,
-    "micro_batch": 65_536,
-    "minibatches": 65_536,
-    "ppo_epochs": 1000,
-    "ppo_mini_batch": 65_536,
-    "lora_r": 4096,
-    "cliff_window": 10_000,
-    "eval_samples": 4096,
-    "eval_every": 10**7,
-    "save_every": 10**7,
-    "eval_episodes": 1_000_000,
-    "eval_ood_episodes": 1_000_000,
-    "warmup_steps": 10**7,
-    "lr_decay_steps": 10**7,
-    "resample_rounds": 1000,
-    "max_new_tokens": MAX_NEW_TOKENS,
-    "threads": 4096,
-}
+#: a size or count fails at its bound, not as an allocation deep inside a rollout
+MAX_STEPS = 10**7
+MAX_BATCH = 65_536
+#: a role's own token budget (0, "the workflow's default", is the run-wide field's alone)
+ROLE_TOKENS = Domain(int, lo=1, hi=MAX_NEW_TOKENS)
+#: a coefficient, clip or temperature: a finite number >= 0
+NON_NEGATIVE = Domain(float, lo=0)
+#: what ``role_settings`` may set per role, and each one's domain: the run-wide field's
+#: (filled in below the class, from the fields), except ``max_new_tokens`` (>= 1) and ``stop``
+ROLE_SETTINGS: dict[str, Domain] = {}
+#: the older per-role maps, folded into ``role_settings`` (which wins) when a config is made
+DEPRECATED_ROLE_MAPS = {"kl_per_role": "kl_coef", "max_new_tokens_per_role": "max_new_tokens"}
 
 
 def eval_temperature(eval_temp: float, temperature: float) -> float:
@@ -95,11 +77,7 @@ def eval_temperature(eval_temp: float, temperature: float) -> float:
     return temperature if eval_temp < 0 else eval_temp
 
 
-def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
-    meta = {"help": help, "choices": choices}
-    if isinstance(default, dict):
-        return field(default_factory=lambda: dict(default), metadata=meta)
-    return field(default=default, metadata=meta)
+_f = setting
 
 
 @dataclass
@@ -108,79 +86,142 @@ class TrainConfig:
     the study's settings (G=8, T=0.7, lr 2e-5 with 15 warmup steps and cosine decay, no KL,
     seq-mean-token-mean, clip 0.2/0.28, grad clip 1.0, groups by task x role, verl-style
     mini-batches of 4 problems, zero-variance groups and truncated turns dropped, LoRA
-    r64/alpha32) to every field not given explicitly."""
+    r64/alpha32) to every field not given explicitly. Fields come in the sections of
+    :data:`SECTIONS` (the order of ``flowzoo train --help``)."""
 
-    env: str = _f("voting-math", "environment id (`flowzoo envs` lists them)")
-    env_options: dict[str, Any] = _f(
-        {},
-        "options passed to make_env (JSON), e.g. reward_mode; checked against the env's "
-        "declared options (split, n_tasks and overlong_penalty are set by their own fields)",
+    # ------------------------------------------------------------------------------ run
+    preset: str = _f("", "a preset filling every field not given (study)", ("", "study"))
+    steps: int = _f(
+        50, "rollout + update steps to run (a resumed run continues to this)", lo=0, hi=MAX_STEPS
     )
-    model: str = _f("tiny-s", "tiny-s | tiny-m | tiny-l | a local Hugging Face checkpoint path")
-    policy: str = _f("shared", "shared | isolated | role=name,role=name (a custom role map)")
-    param: str = _f("full", "train all weights, or a LoRA adapter per policy", ("full", "lora"))
-    lora_r: int = _f(64, "LoRA rank")
-    lora_alpha: int = _f(32, "LoRA alpha")
-    algo: str = _f("grpo", "policy-gradient algorithm", ALGOS)
-    steps: int = _f(50, "rollout + update steps to run (a resumed run continues to this)")
-    problems_per_step: int = _f(16, "distinct problems per step")
-    group_size: int = _f(8, "episodes per problem (GRPO's G)")
-    train_tasks: int = _f(
-        0, "size of the training task pool (0: the task family's default, math 500, code 200)"
-    )
-    temperature: float = _f(0.7, "sampling temperature of rollouts")
-    max_new_tokens: int = _f(
-        0, "most tokens a turn may generate (0: each role's default from its workflow)"
-    )
-    max_new_tokens_per_role: dict[str, int] = _f(
-        {}, 'role -> its own max_new_tokens (JSON), e.g. {"orchestrator": 160}'
-    )
-    mask_truncated: bool = _f(True, "truncated turns (cut at max_new_tokens) add no loss")
-    overlong_penalty: float = _f(
-        0.0, "subtracted by the training env from the reward of a turn cut at its token budget"
-    )
-    lr: float = _f(5e-5, "AdamW learning rate (the peak, under a schedule)")
-    lr_schedule: str = _f("cosine", "learning-rate schedule after warmup", LR_SCHEDULES)
-    lr_decay_steps: int = _f(
+    seed: int = _f(
         0,
-        "cosine: the step the lr reaches min_lr_ratio (the schedule's horizon; it shapes the "
-        "run). 0: steps, fixed when the config is made, so extending a finished run keeps "
-        "its schedule only when given explicitly",
+        "seed of everything random (problems, sampling, minibatch order)",
+        lo=0,
+        hi=2**32 - 1,  # numpy and torch take seeds below 2**32
     )
-    warmup_steps: int = _f(5, "rollout steps of linear warmup from 0 to lr")
-    min_lr_ratio: float = _f(0.0, "cosine: the final lr as a fraction of lr")
-    weight_decay: float = _f(0.0, "AdamW weight decay")
-    clip_low: float = _f(0.2, "PPO-style ratio clip below 1")
-    clip_high: float = _f(0.28, "ratio clip above 1 (clip-higher)")
-    kl_coef: float = _f(0.0, "weight of the k3 KL to the frozen base model (0: no reference)")
-    kl_per_role: dict[str, float] = _f(
-        {}, "role -> its own KL coefficient (the per-role KL anchor; JSON), overrides kl_coef"
+    # ---------------------------------------------------------------------------- model
+    model: str = _f("tiny-s", "tiny-s | tiny-m | tiny-l | a local Hugging Face checkpoint path")
+    param: str = _f("full", "train all weights, or a LoRA adapter per policy", ("full", "lora"))
+    lora_r: int = _f(64, "LoRA rank", lo=1, hi=4096)
+    lora_alpha: int = _f(32, "LoRA alpha", lo=0)
+    precision: str = _f("fp32", "bf16: autocast forward passes (fp32 weights)", ("fp32", "bf16"))
+    grad_checkpointing: bool = _f(False, "recompute activations in backward (less memory)")
+    fast_forward: bool = _f(
+        True,
+        "sample and score Qwen3 models with flowzoo's own forward (shared prompts computed "
+        "once, static KV cache); off, or an unsupported model: transformers' forward",
     )
+    device: str = _f("cpu", "cpu | cuda | cuda:N")
+    policy_devices: dict[str, str] = _f(
+        {},
+        'policy -> device (JSON), e.g. {"solver": "cuda:0", "aggregator": "cuda:1"}',
+        each=Domain(str, what="a device string"),
+    )
+    fsdp: bool = _f(False, "under torchrun: shard weights, gradients and AdamW state (FSDP2)")
+    threads: int = _f(
+        0,
+        "CPU threads torch may use (0: OMP_NUM_THREADS if set, else the cores this process "
+        "may use: its CPU affinity capped by the cgroup CPU quota)",
+        lo=0,
+        hi=4096,
+    )
+    # ---------------------------------------------------------------------------- roles
+    policy: str = _f("shared", "shared | isolated | role=name,role=name (a custom role map)")
     role_settings: dict[str, Any] = _f(
         {},
         "role -> its own lr, temperature, max_new_tokens, kl_coef, clip_low, clip_high, stop "
         "(stop strings: served models only) (JSON), "
         'e.g. {"evaluator": {"lr": 1e-5, "temperature": 0.3}}; a shared policy steps at the '
         "lr its roles share (else lr) and scales each role's gradient by role lr / that lr",
+        each=Domain(dict, keys=ROLE_SETTINGS, what="a table of settings"),
     )
     role_models: dict[str, str] = _f(
         {},
         "role -> who plays it (JSON): a local checkpoint or tiny scale (its own policy, "
         "trained unless frozen), openai:<url>#<model> or openai-completions:<url>#<model> (a "
         "served model, frozen), scripted[:<error rate>] (the workflow's expert, frozen)",
+        each=Domain(str, nonempty=True, what="a model spec string"),
     )
     frozen_roles: str = _f(
         "", "comma-separated roles played by a fixed model (their role_models entry, else the base)"
     )
-    endpoint_concurrency: int = _f(8, "served models: requests in flight at once")
-    endpoint_timeout_s: float = _f(60.0, "served models: seconds before a request is abandoned")
-    endpoint_retries: int = _f(3, "served models: retries on 429/5xx/connection errors (backoff)")
+    endpoint_concurrency: int = _f(8, "served models: requests in flight at once", lo=1)
+    endpoint_timeout_s: float = _f(
+        60.0,
+        "served models: seconds before a request is abandoned",
+        lo=0,
+        lo_open=True,
+        finite=False,  # inf: never abandoned
+    )
+    endpoint_retries: int = _f(
+        3, "served models: retries on 429/5xx/connection errors (backoff)", lo=0
+    )
     endpoint_on_error: str = _f(
         "raise",
         "served models: a request failing for good stops the run (raise) or becomes an empty, "
         "flagged turn (empty)",
         ENDPOINT_ON_ERROR,
     )
+    # -------------------------------------------------------------------------- rollout
+    env: str = _f(
+        "voting-math", "environment id (`flowzoo envs` lists them)", choices_from=list_envs
+    )
+    env_options: dict[str, Any] = _f(
+        {},
+        "options passed to make_env (JSON), e.g. reward_mode; checked against the env's "
+        "declared options (split, n_tasks and overlong_penalty are set by their own fields)",
+    )
+    train_tasks: int = _f(
+        0,
+        "size of the training task pool (0: the task family's default, math 500, code 200)",
+        lo=0,
+        hi=MAX_TASKS,
+    )
+    problems_per_step: int = _f(16, "distinct problems per step", lo=1, hi=MAX_BATCH)
+    group_size: int = _f(8, "episodes per problem (GRPO's G)", lo=1, hi=4096)
+    rollout: str = _f(
+        "independent",
+        "independent: G whole episodes per problem; tree: G samples per turn from one state",
+        ("independent", "tree"),
+    )
+    temperature: float = _f(0.7, "sampling temperature of rollouts", lo=0)
+    max_new_tokens: int = _f(
+        0,
+        "most tokens a turn may generate (0: each role's default from its workflow)",
+        lo=0,
+        hi=MAX_NEW_TOKENS,
+    )
+    mask_truncated: bool = _f(True, "truncated turns (cut at max_new_tokens) add no loss")
+    overlong_penalty: float = _f(
+        0.0,
+        "subtracted by the training env from the reward of a turn cut at its token budget",
+        lo=0,
+    )
+    resample_rounds: int = _f(
+        0,
+        "DAPO dynamic sampling: up to this many extra rollouts of fresh problems while fewer "
+        "than problems_per_step problems have an informative group",
+        lo=0,
+        hi=1000,
+    )
+    generation_backend: str = _f(
+        "transformers",
+        "rollout engine (vllm: weights, or LoRA adapters, synced after every update)",
+        ("transformers", "vllm"),
+    )
+    vllm_memory: float = _f(
+        0.2, "vLLM's gpu_memory_utilization (CPU build: RAM fraction)", lo=0, hi=1, lo_open=True
+    )
+    vllm_max_model_len: int = _f(
+        0,
+        "vLLM engine's context in tokens (0: the run's budget, the env's max_prompt_chars plus "
+        "the largest turn budget, capped at the model's own context)",
+        lo=0,
+        hi=MAX_STEPS,
+    )
+    # ------------------------------------------------------------------------ algorithm
+    algo: str = _f("grpo", "policy-gradient algorithm", ALGOS)
     loss_agg: str = _f("seq-mean-token-mean", "how token losses become one loss", LOSS_AGGS)
     std_norm: bool = _f(True, "divide group-centred rewards by the group's std")
     adv_norm: str = _f("group", "where advantages are normalised", ADV_NORMS)
@@ -193,195 +234,140 @@ class TrainConfig:
     filter_groups: bool = _f(
         True, "drop zero-variance and one-member groups from the update (DAPO); counts logged"
     )
-    resample_rounds: int = _f(
-        0,
-        "DAPO dynamic sampling: up to this many extra rollouts of fresh problems while fewer "
-        "than problems_per_step problems have an informative group",
-    )
     role_weighting: str = _f(
         "tokens", "how much each role's turns weigh in the loss", ROLE_WEIGHTING
     )
-    damper_lambda: float = _f(0.0, "strength of the gradient-direction coherence damper (0: off)")
-    damper_decay: float = _f(0.9, "EMA decay of the damper's gradient direction")
-    grad_clip: float = _f(1.0, "global gradient-norm clip (0: off)")
-    minibatches: int = _f(1, "optimizer steps per rollout batch (>1: later ones off-policy)")
+    clip_low: float = _f(0.2, "PPO-style ratio clip below 1", lo=0)
+    clip_high: float = _f(0.28, "ratio clip above 1 (clip-higher)", lo=0)
+    kl_coef: float = _f(0.0, "weight of the k3 KL to the frozen base model (0: no reference)", lo=0)
+    damper_lambda: float = _f(
+        0.0, "strength of the gradient-direction coherence damper (0: off)", lo=0
+    )
+    damper_decay: float = _f(0.9, "EMA decay of the damper's gradient direction", lo=0, hi=1)
+    gamma: float = _f(1.0, "PPO discount over an agent's turns", lo=0, hi=1)
+    gae_lambda: float = _f(0.95, "PPO GAE lambda", lo=0, hi=1)
+    vf_coef: float = _f(0.5, "PPO value-loss weight", lo=0)
+    value_clip: float = _f(0.2, "PPO value clip", lo=0)
+    # --------------------------------------------------------------------- optimisation
+    lr: float = _f(
+        5e-5, "AdamW learning rate (the peak, under a schedule)", lo=0, hi=1, lo_open=True
+    )
+    lr_schedule: str = _f("cosine", "learning-rate schedule after warmup", LR_SCHEDULES)
+    lr_decay_steps: int = _f(
+        0,
+        "cosine: the step the lr reaches min_lr_ratio (the schedule's horizon; it shapes the "
+        "run). 0: steps, fixed when the config is made, so extending a finished run keeps "
+        "its schedule only when given explicitly",
+        lo=0,
+        hi=MAX_STEPS,
+    )
+    warmup_steps: int = _f(5, "rollout steps of linear warmup from 0 to lr", lo=0, hi=MAX_STEPS)
+    min_lr_ratio: float = _f(0.0, "cosine: the final lr as a fraction of lr", lo=0, hi=1)
+    weight_decay: float = _f(0.0, "AdamW weight decay", lo=0)
+    grad_clip: float = _f(1.0, "global gradient-norm clip (0: off)", lo=0)
+    minibatches: int = _f(
+        1, "optimizer steps per rollout batch (>1: later ones off-policy)", lo=1, hi=MAX_BATCH
+    )
     ppo_mini_batch: int = _f(
         4,
         "problems per optimizer step, as verl's ppo_mini_batch_size: a step takes this x "
         "group_size turns, so a policy with more turns makes more steps (0: use minibatches)",
+        lo=0,
+        hi=MAX_BATCH,
     )
-    ppo_epochs: int = _f(1, "passes over the rollout batch")
-    micro_batch: int = _f(16, "turns per forward/backward pass (halved on out-of-memory)")
-    gamma: float = _f(1.0, "PPO discount over an agent's turns")
-    gae_lambda: float = _f(0.95, "PPO GAE lambda")
-    vf_coef: float = _f(0.5, "PPO value-loss weight")
-    value_clip: float = _f(0.2, "PPO value clip")
-    rollout: str = _f(
-        "independent",
-        "independent: G whole episodes per problem; tree: G samples per turn from one state",
-        ("independent", "tree"),
+    ppo_epochs: int = _f(1, "passes over the rollout batch", lo=1, hi=1000)
+    micro_batch: int = _f(
+        16, "turns per forward/backward pass (halved on out-of-memory)", lo=1, hi=MAX_BATCH
     )
-    eval_every: int = _f(25, "steps between held-out evaluations (0: none)")
-    eval_episodes: int = _f(0, "held-out problems per evaluation (0: the whole test split)")
+    # ----------------------------------------------------------------------- evaluation
+    eval_every: int = _f(25, "steps between held-out evaluations (0: none)", lo=0, hi=MAX_STEPS)
+    eval_episodes: int = _f(
+        0, "held-out problems per evaluation (0: the whole test split)", lo=0, hi=1_000_000
+    )
     eval_dataset: str = _f(
         "",
         "a separate held-out dataset spec (e.g. jsonl:test.jsonl), read whole; empty: the "
         "training dataset's test side (a single file is split by what is solved, one in five "
         "held out). Its overlap with the training problems is measured and recorded",
+        what="a dataset spec string",
     )
     eval_temperature: float = _f(
-        -1.0, "sampling temperature of evaluation (-1: the training temperature; 0: greedy)"
+        -1.0,
+        "sampling temperature of evaluation (-1: the training temperature; 0: greedy)",
+        lo=0,
+        also=(-1,),
     )
-    eval_samples: int = _f(4, "samples per held-out problem (k); 1 when greedy")
+    eval_samples: int = _f(4, "samples per held-out problem (k); 1 when greedy", lo=1, hi=4096)
     eval_greedy: bool = _f(True, "also report greedy accuracy (one sample) beside the sampled")
     eval_ood_episodes: int = _f(
         100,
         "out-of-distribution problems per evaluation (structure never trained: the ood split), "
         "sampled like the held-out ones; 0: none; skipped for datasets without an ood split",
+        lo=0,
+        hi=1_000_000,
     )
-    save_every: int = _f(5, "steps between checkpoints (0: only at the end)")
     cliff_margin: float = _f(
-        0.0, "a floor under the eval's 95% CI when reading rises and falls (0: the CI alone)"
+        0.0,
+        "a floor under the eval's 95% CI when reading rises and falls (0: the CI alone)",
+        lo=0,
     )
-    cliff_window: int = _f(3, "evaluations averaged for the final accuracy")
-    seed: int = _f(0, "seed of everything random (problems, sampling, minibatch order)")
+    cliff_window: int = _f(3, "evaluations averaged for the final accuracy", lo=1, hi=10_000)
+    # ------------------------------------------------------------ logging and checkpoints
     out_dir: str = _f(
         "", "run directory (empty: runs/<env>-<policy>-<param>-<algo>-<model>-s<seed>, see run_dir)"
     )
-    device: str = _f("cpu", "cpu | cuda | cuda:N")
-    threads: int = _f(
-        0,
-        "CPU threads torch may use (0: OMP_NUM_THREADS if set, else the cores this process "
-        "may use: its CPU affinity capped by the cgroup CPU quota)",
-    )
-    policy_devices: dict[str, str] = _f(
-        {}, 'policy -> device (JSON), e.g. {"solver": "cuda:0", "aggregator": "cuda:1"}'
-    )
-    fsdp: bool = _f(False, "under torchrun: shard weights, gradients and AdamW state (FSDP2)")
-    precision: str = _f("fp32", "bf16: autocast forward passes (fp32 weights)", ("fp32", "bf16"))
-    grad_checkpointing: bool = _f(False, "recompute activations in backward (less memory)")
-    fast_forward: bool = _f(
-        True,
-        "sample and score Qwen3 models with flowzoo's own forward (shared prompts computed "
-        "once, static KV cache); off, or an unsupported model: transformers' forward",
-    )
-    generation_backend: str = _f(
-        "transformers",
-        "rollout engine (vllm: weights, or LoRA adapters, synced after every update)",
-        ("transformers", "vllm"),
-    )
-    vllm_memory: float = _f(0.2, "vLLM's gpu_memory_utilization (CPU build: RAM fraction)")
-    vllm_max_model_len: int = _f(
-        0,
-        "vLLM engine's context in tokens (0: the run's budget, the env's max_prompt_chars plus "
-        "the largest turn budget, capped at the model's own context)",
-    )
+    resume: bool = _f(True, "continue from out_dir's checkpoint (false: start the run over)")
+    save_every: int = _f(5, "steps between checkpoints (0: only at the end)", lo=0, hi=MAX_STEPS)
     report_to: str = _f(
         "",
         "comma-separated experiment trackers beside metrics.jsonl: tensorboard, wandb "
         "(WANDB_MODE=offline works without network), mlflow (MLFLOW_TRACKING_URI, default "
         "out_dir/mlruns), trackio",
     )
-    resume: bool = _f(True, "continue from out_dir's checkpoint (false: start the run over)")
-    preset: str = _f("", "a preset filling every field not given (study)", ("", "study"))
+    # ------------------------------------------------------------------------ deprecated
+    kl_per_role: dict[str, float] = _f(
+        {},
+        'deprecated, use role_settings (role -> {"kl_coef": ...}); folded into it when the '
+        "config is made: role -> its own KL coefficient (the per-role KL anchor; JSON)",
+        each=NON_NEGATIVE,
+    )
+    max_new_tokens_per_role: dict[str, int] = _f(
+        {},
+        'deprecated, use role_settings (role -> {"max_new_tokens": ...}); folded into it '
+        'when the config is made: role -> its own max_new_tokens (JSON), e.g. {"orchestrator": 160}',
+        each=ROLE_TOKENS,
+    )
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TrainConfig:
+        """Note the fields a caller names (positionally or by keyword) for the preset: an
+        explicit value wins even when it equals the field's default. (No args: a default
+        config, or a copy or unpickling, which sets no fields through ``__init__``.)"""
+        self = super().__new__(cls)
+        if args or kwargs:
+            names = [f.name for f in dataclasses.fields(cls)]
+            self.__dict__["_explicit"] = set(names[: len(args)]) | set(kwargs)
+        return self
 
     def __post_init__(self) -> None:
+        explicit = self.__dict__.pop("_explicit", None)
         if self.preset:
-            apply_preset(self, self.preset, explicit=getattr(self, "_explicit", None))
+            apply_preset(self, self.preset, explicit=explicit)
         self.validate()
 
     def validate(self) -> None:
-        """Every value checked here, with the bad value and the valid ones named, so nothing
-        fails later deep inside a rollout (ZeroDivisionError, MemoryError, TypeError)."""
-        for f in dataclasses.fields(self):
-            choices = f.metadata.get("choices")
-            v = getattr(self, f.name)
-            if choices and v not in choices:
-                raise ValueError(f"unknown {f.name} {v!r}; valid: {', '.join(map(repr, choices))}")
-            want = _TYPES.get(f.type, None)
-            if want is not None and not _is(v, want):
-                raise ValueError(f"{f.name} must be {want[0].__name__}, got {v!r}")
-        positive = (
-            "problems_per_step",
-            "group_size",
-            "micro_batch",
-            "minibatches",
-            "ppo_epochs",
-            "lora_r",
-            "cliff_window",
-            "eval_samples",
-        )
-        for k in positive:
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        non_negative = (
-            "steps",
-            "eval_every",
-            "save_every",
-            "eval_episodes",
-            "eval_ood_episodes",
-            "temperature",
-            "weight_decay",
-            "clip_low",
-            "clip_high",
-            "kl_coef",
-            "damper_lambda",
-            "grad_clip",
-            "vf_coef",
-            "value_clip",
-            "cliff_margin",
-            "lora_alpha",
-            "overlong_penalty",
-            "warmup_steps",
-            "lr_decay_steps",
-            "resample_rounds",
-            "ppo_mini_batch",
-            "max_new_tokens",
-        )
-        for k in non_negative:
-            v = getattr(self, k)
-            if not math.isfinite(v) or v < 0:
-                raise ValueError(f"{k} must be a finite number >= 0, got {v}")
-        for k, top in UPPER_BOUNDS.items():  # a size fails here, not as an allocation deep inside
-            v = getattr(self, k)
-            if not 0 <= v <= top:
-                raise ValueError(f"{k} must be in 0..{top:,}, got {v:,}")
+        """Every value checked against its field's declared domain (one function reads them
+        all), then the rules that tie fields together, so nothing fails later deep inside a
+        rollout (ZeroDivisionError, MemoryError, TypeError). Errors name the field, the bad
+        value and the valid ones."""
+        check_fields(self)
+        self._fold_role_maps()
         if self.problems_per_step * self.group_size > MAX_EPISODES_PER_STEP:
             raise ValueError(
                 f"problems_per_step x group_size must be <= {MAX_EPISODES_PER_STEP:,} episodes "
                 f"per step, got {self.problems_per_step} x {self.group_size}"
             )
-        if not (math.isfinite(self.lr) and 0 < self.lr <= 1):
-            raise ValueError(f"lr must be in (0, 1], got {self.lr}")
-        if self.env not in list_envs():  # before any model is built or loaded
-            raise ValueError(f"unknown env {self.env!r}; valid: {', '.join(list_envs())}")
         if self.resample_rounds > 0 and not self.filter_groups:
             raise ValueError("resample_rounds (dynamic sampling) needs filter_groups=True")
-        t = self.eval_temperature
-        if not math.isfinite(t) or (t < 0 and t != -1):
-            raise ValueError(f"eval_temperature must be -1 or a finite number >= 0, got {t}")
-        self._validate_options()
-        for role, v in self.max_new_tokens_per_role.items():
-            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_NEW_TOKENS:
-                raise ValueError(
-                    f"max_new_tokens_per_role[{role!r}] must be an int in 1..{MAX_NEW_TOKENS:,}, "
-                    f"got {v!r}"
-                )
-        for k in ("damper_decay", "gamma", "gae_lambda", "min_lr_ratio"):
-            if not 0 <= getattr(self, k) <= 1:
-                raise ValueError(f"{k} must be in [0, 1], got {getattr(self, k)}")
-        if not 0 < self.vllm_memory <= 1:
-            raise ValueError(f"vllm_memory must be in (0, 1], got {self.vllm_memory}")
-        if not 0 <= self.train_tasks <= MAX_TASKS:  # 0: the task family's default pool
-            raise ValueError(f"train_tasks must be in 0..{MAX_TASKS:,}, got {self.train_tasks:,}")
-        for role, v in self.kl_per_role.items():
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
-                raise ValueError(f"kl_per_role[{role!r}] must be a number >= 0, got {v!r}")
-        self._validate_roles()
-
-    def _validate_options(self) -> None:
-        """``env_options`` checked as ``make_env`` would check them (names, types, ranges,
-        nothing coerced: "false" is not a bool), and the keys the trainer sets refused."""
         owned = {
             "overlong_penalty": "set overlong_penalty as its own field",
             "split": "the trainer sets split (train for rollouts, test for evaluation; a "
@@ -391,48 +377,35 @@ class TrainConfig:
         for k, why in owned.items():
             if k in self.env_options:
                 raise ValueError(f"env_options may not set {k!r}: {why}")
+        # checked as make_env would check them (names, types, ranges; "false" is not a bool)
         check_options(self.env, self.env_options, "env_options")
-        if not isinstance(self.eval_dataset, str) or "\0" in self.eval_dataset:
-            raise ValueError(
-                f"eval_dataset must be a dataset spec string, got {self.eval_dataset!r}"
-            )
         if self.lr_decay_steps == 0 and self.lr_schedule == "cosine":
             self.lr_decay_steps = self.steps  # the horizon recorded, so it cannot drift
         if self.lr_schedule == "cosine" and self.lr_decay_steps < 1:
             raise ValueError(f"lr_decay_steps must be >= 1, got {self.lr_decay_steps}")
-
-    def _validate_roles(self) -> None:
-        for role, d in self.role_settings.items():
-            if not isinstance(d, dict):
-                raise ValueError(f"role_settings[{role!r}] must be a table of settings, got {d!r}")
-            bad = sorted(set(d) - set(ROLE_KEYS))
-            if bad:
-                raise ValueError(
-                    f"role_settings[{role!r}] has unknown keys {bad}; valid: {', '.join(ROLE_KEYS)}"
-                )
-            for k, v in d.items():
-                if k == "stop":
-                    if not (isinstance(v, list) and all(isinstance(x, str) and x for x in v)):
-                        raise ValueError(
-                            f"role_settings[{role!r}]['stop'] must be a list of strings"
-                        )
-                    continue
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                if ROLE_KEYS[k] is int:
-                    ok = ok and isinstance(v, int) and v >= 1
-                if not ok or v < 0 or (k == "lr" and not 0 < v <= 1):
-                    raise ValueError(f"role_settings[{role!r}][{k!r}] is out of range: {v!r}")
-        for role, spec in self.role_models.items():
-            if not isinstance(spec, str) or not spec:
-                raise ValueError(f"role_models[{role!r}] must be a model spec string, got {spec!r}")
-        for k in ("endpoint_concurrency",):
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        if not self.endpoint_timeout_s > 0 or self.endpoint_retries < 0:
-            raise ValueError("endpoint_timeout_s must be > 0 and endpoint_retries >= 0")
         bad = sorted(set(self.trackers) - set(TRACKERS))
         if bad:
             raise ValueError(f"unknown trackers {bad} in report_to; valid: {', '.join(TRACKERS)}")
+
+    def _fold_role_maps(self) -> None:
+        """The deprecated per-role maps moved into ``role_settings`` (a role's own entry
+        there wins) and emptied, so one mechanism holds every per-role value and a config
+        written either way is the same config (same identity)."""
+        for name, key in DEPRECATED_ROLE_MAPS.items():
+            given = getattr(self, name)
+            if not given:
+                continue
+            warnings.warn(
+                f"{name} is deprecated; give role_settings instead, e.g. "
+                f"{json.dumps({r: {key: v} for r, v in given.items()})} (folded in for now)",
+                FutureWarning,
+                stacklevel=5,  # the line that made the config
+            )
+            merged = {r: dict(d) for r, d in self.role_settings.items()}
+            for role, v in given.items():
+                merged.setdefault(role, {}).setdefault(key, v)
+            self.role_settings = merged
+            setattr(self, name, {})
 
     @property
     def frozen(self) -> list[str]:
@@ -445,16 +418,10 @@ class TrainConfig:
         return list(dict.fromkeys(t.strip() for t in self.report_to.split(",") if t.strip()))
 
     def for_role(self, role: str, key: str) -> Any:
-        """A setting as ``role`` sees it: ``role_settings[role][key]``, else the older per-role
-        maps (``kl_per_role``, ``max_new_tokens_per_role``), else the run-wide value."""
+        """A setting as ``role`` sees it: ``role_settings[role][key]``, else the run-wide
+        value (the deprecated per-role maps were folded into ``role_settings``)."""
         d = self.role_settings.get(role, {})
-        if key in d:
-            return d[key]
-        if key == "kl_coef" and role in self.kl_per_role:
-            return self.kl_per_role[role]
-        if key == "max_new_tokens" and role in self.max_new_tokens_per_role:
-            return self.max_new_tokens_per_role[role]
-        return getattr(self, key)
+        return d[key] if key in d else getattr(self, key)
 
     @property
     def eval_temp(self) -> float:
@@ -508,52 +475,45 @@ class TrainConfig:
                 f"unknown config keys {bad} in {source}; valid: {', '.join(sorted(valid))}"
             )
         cfg = cls.__new__(cls)
-        cfg._explicit = set(data)  # read by __post_init__ for the preset
+        cfg.__dict__["_explicit"] = set(data)  # read by __post_init__ for the preset
         defaults = cls()
         for f in dataclasses.fields(cls):
             setattr(cfg, f.name, data.get(f.name, getattr(defaults, f.name)))
-        try:
-            cfg.__post_init__()
-        finally:
-            del cfg._explicit
+        cfg.__post_init__()
         return cfg
 
 
-def _record_explicit(init: Any) -> Any:
-    """Wrap the dataclass ``__init__`` so the fields a caller names (positionally or by
-    keyword) are known to the preset: an explicit value wins even when it equals the default."""
-    names = [f.name for f in dataclasses.fields(TrainConfig)]
-
-    @functools.wraps(init)
-    def __init__(self: TrainConfig, *args: Any, **kwargs: Any) -> None:
-        self._explicit = set(names[: len(args)]) | set(kwargs)
-        try:
-            init(self, *args, **kwargs)
-        finally:
-            del self._explicit
-
-    return __init__
-
-
-TrainConfig.__init__ = _record_explicit(TrainConfig.__init__)  # type: ignore[method-assign]
-
-
-_TYPES: dict[Any, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (float, int),
-    "str": (str,),
-    "bool": (bool,),
-    "dict[str, Any]": (dict,),
-    "dict[str, float]": (dict,),
-    "dict[str, str]": (dict,),
-    "dict[str, int]": (dict,),
+#: the sections of ``flowzoo train --help`` and the docs, as TRL groups its arguments (the
+#: CLI flags and config-file keys stay flat); every field is in exactly one, checked here
+_SECTION_FIELDS = {
+    "run": "preset steps seed",
+    "model": "model param lora_r lora_alpha precision grad_checkpointing fast_forward device "
+    "policy_devices fsdp threads",
+    "roles": "policy role_settings role_models frozen_roles endpoint_concurrency "
+    "endpoint_timeout_s endpoint_retries endpoint_on_error",
+    "rollout": "env env_options train_tasks problems_per_step group_size rollout temperature "
+    "max_new_tokens mask_truncated overlong_penalty resample_rounds generation_backend "
+    "vllm_memory vllm_max_model_len",
+    "algorithm": "algo loss_agg std_norm adv_norm group_by filter_groups role_weighting "
+    "clip_low clip_high kl_coef damper_lambda damper_decay gamma gae_lambda vf_coef value_clip",
+    "optimisation": "lr lr_schedule lr_decay_steps warmup_steps min_lr_ratio weight_decay "
+    "grad_clip minibatches ppo_mini_batch ppo_epochs micro_batch",
+    "evaluation": "eval_every eval_episodes eval_dataset eval_temperature eval_samples "
+    "eval_greedy eval_ood_episodes cliff_margin cliff_window",
+    "logging and checkpoints": "out_dir resume save_every report_to",
+    "deprecated": "kl_per_role max_new_tokens_per_role",
 }
+SECTIONS: dict[str, tuple[str, ...]] = {k: tuple(v.split()) for k, v in _SECTION_FIELDS.items()}
+#: field name -> its section title
+SECTION_OF = sections_of(TrainConfig, SECTIONS)
 
-
-def _is(v: Any, want: tuple[type, ...]) -> bool:
-    if want[0] is not bool and isinstance(v, bool):
-        return False
-    return isinstance(v, want)
+_DOMAINS = {f.name: f.metadata["domain"] for f in dataclasses.fields(TrainConfig)}
+ROLE_SETTINGS.update(
+    {k: _DOMAINS[k] for k in ("lr", "temperature")},
+    max_new_tokens=ROLE_TOKENS,
+    **{k: _DOMAINS[k] for k in ("kl_coef", "clip_low", "clip_high")},
+    stop=Domain(list, each=Domain(str, nonempty=True), what="a list of strings"),
+)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -588,7 +548,7 @@ def apply_preset(cfg: TrainConfig, name: str, explicit: set[str] | None = None) 
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     for k, v in PRESETS[name].items():
         f = fields[k]
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        default = f.default_factory() if callable(f.default_factory) else f.default
         if k not in (explicit or ()) and getattr(cfg, k) == default:
             setattr(cfg, k, v)
 

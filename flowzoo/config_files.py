@@ -77,9 +77,9 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         ) from None
     if p.suffix == ".toml":
         try:
-            import tomllib  # Python >= 3.11
+            import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python >= 3.11
         except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI (setup.cfg)
-            import tomli as tomllib
+            import tomli as tomllib  # type: ignore[no-redef,unused-ignore]
 
         try:
             return tomllib.loads(text)

@@ -6,6 +6,7 @@ build (on a loaded machine a build can take minutes, and one build timing out in
 first test that needs it once turned into an error for every test after it). Fixtures are
 outside the per-test timeout as well (``timeout_func_only`` in setup.cfg)."""
 
+import contextlib
 import sys
 import time
 
@@ -14,10 +15,10 @@ import pytest
 _TINY: dict[str, object] = {}
 
 
-def _build_tiny():
+def _build_tiny(progress: bool = False):
     from flowzoo.agents.models.tiny import ensure_tiny, fast_config
 
-    return ensure_tiny(fast_config("tiny-s"), progress=False)
+    return ensure_tiny(fast_config("tiny-s"), progress=progress)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -31,14 +32,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     except ImportError:
         return
     t0 = time.monotonic()
-    print(
-        "\nflowzoo: preparing the tiny test model (cached after the first run) ...", file=sys.stderr
-    )
-    try:
-        _TINY["path"] = _build_tiny()
-    except Exception as e:  # reported by every test that needs it, not a crash of the session
-        _TINY["error"] = e
-    print(f"flowzoo: tiny test model ready in {time.monotonic() - t0:.0f}s", file=sys.stderr)
+    # straight to the terminal, past pytest's capture: a first build takes minutes (2-5 on
+    # 2 idle cores, far longer on a busy machine) and its progress bar says how far it is
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    quiet = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+    from flowzoo.agents.models.tiny import fast_config
+
+    with quiet:
+        print(
+            "\nflowzoo: preparing the tiny test model: a cached build is reused at once; a first "
+            f"build (corpus, then {fast_config('tiny-s').steps} pretraining steps) takes 2-5 min "
+            "on 2 idle cores and longer under load, with its progress below",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            _TINY["path"] = _build_tiny(progress=True)
+        except Exception as e:  # reported by every test that needs it, not a crash of the session
+            _TINY["error"] = e
+        print(f"flowzoo: tiny test model ready in {time.monotonic() - t0:.0f}s", file=sys.stderr)
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 ``--steps 3``), and ``flowzoo report`` without matplotlib naming the extra and the way around.
 In-process, on the real parser (nothing here imports torch)."""
 
+import argparse
 import ast
 import sys
 from pathlib import Path
@@ -76,3 +77,24 @@ def test_report_without_matplotlib_names_the_extra_and_no_plots(tmp_path, monkey
     # --no-plots needs no matplotlib: it gets as far as reading the (empty) runs dir
     assert main(["report", str(runs), "--no-plots"]) == 2
     assert "no finished runs" in capsys.readouterr().err
+
+
+def _all_parsers(p):
+    """The parser and every subcommand's, depth first."""
+    yield p
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                yield from _all_parsers(sub)
+
+
+def test_help_shows_no_rst_markup():
+    """Docstrings and config field help are written for the docs (``x``, :mod:`x`); the
+    terminal's --help shows their bare text, for every subcommand and every flag."""
+    parsers = list(_all_parsers(build_parser()))
+    assert len(parsers) >= 9  # flowzoo and its subcommands
+    for p in parsers:
+        text = p.format_help()
+        assert "``" not in text and ":mod:`" not in text and ":func:`" not in text, p.prog
+    root = parsers[0].format_help()
+    assert "flowzoo command line: train, eval," in " ".join(root.split())

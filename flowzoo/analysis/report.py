@@ -102,9 +102,12 @@ def read_record(path: Path, skipped: list[str]) -> dict | None:
     return data
 
 
-def load_runs(root: str | Path | list[str | Path]) -> list[Run]:
-    """Every run directory below ``root`` (or several roots) with a summary and an eval
-    curve; ``varying`` names the config keys that differ across all of them."""
+def load_runs(root: str | Path | list[str | Path], left_out: list[str] | None = None) -> list[Run]:
+    """Every finished run directory below ``root`` (or several roots): its summary says
+    ``completed`` and it has an eval curve; ``varying`` names the config keys that differ
+    across them. An unfinished run (interrupted, failed, diverged: a curve cut short would
+    pool as if it were whole) and an unreadable record are left out, each named on stderr
+    and, as ``path: why``, in ``left_out`` when given."""
     roots = root if isinstance(root, (list, tuple)) else [root]
     runs = []
     skipped: list[str] = []
@@ -116,6 +119,13 @@ def load_runs(root: str | Path | list[str | Path]) -> list[Run]:
         summary, config = read_record(s, skipped), read_record(cfg_p, skipped)
         if summary is None or config is None:
             continue
+        status = summary.get("status")
+        if status != "completed":
+            skipped.append(
+                f"{d}: unfinished (status {status or 'missing'}, "
+                f"{summary.get('steps_done', '?')} of {config.get('steps', '?')} steps)"
+            )
+            continue
         metrics = read_metrics(d / "metrics.jsonl")
         try:
             curve = [(int(x[0]), float(x[1])) for x in summary.get("eval_curve", [])]
@@ -124,10 +134,12 @@ def load_runs(root: str | Path | list[str | Path]) -> list[Run]:
             continue
         if not curve:
             continue
-        base = next((m["eval"] for m in metrics if m.get("step") == -1 and "eval" in m), {})
+        base: dict = next((m["eval"] for m in metrics if m.get("step") == -1 and "eval" in m), {})
         runs.append(Run(d, config, summary, metrics, curve, base))
     for why in skipped:  # named, never a traceback: one torn record does not stop a report
         print(f"flowzoo report: skipped {why}", file=sys.stderr)
+    if left_out is not None:
+        left_out += skipped
     keys = sorted({k for r in runs for k in r.config} - NOT_LEVERS)
     varying = tuple(
         k
@@ -182,6 +194,18 @@ class CellStats:
         return [r.summary["ood"]["final"] for r in self.runs if r.summary.get("ood")]
 
     @property
+    def seeds(self) -> list:
+        """The distinct seeds of the cell's runs (two runs of one seed are one seed)."""
+        return list(dict.fromkeys(r.config.get("seed", DEFAULTS["seed"]) for r in self.runs))
+
+    @property
+    def seeds_cell(self) -> str:
+        """The table's seeds column: the distinct seeds, and the runs where they are more
+        (a seed run twice, say a copied run directory, pools as two samples)."""
+        n, k = len(self.seeds), len(self.runs)
+        return str(n) if n == k else f"{n} ({k} runs)"
+
+    @property
     def cliffs(self) -> int:
         return sum(t.cliff for t in self.traj)
 
@@ -224,10 +248,14 @@ def plot_name(key: tuple) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:120] + ".png"
 
 
-def _plot_group(cells: list[CellStats], path: Path) -> None:
+def _plot_group(cells: list[CellStats], path: Path) -> tuple[float, float, str]:
     """One figure per workflow x task x model x param x levers, one column per policy
     (Shared beside Isolated): held-out accuracy per seed, their mean with a 95% band and the
-    base as a dashed line; below, per-role gradient-mass share (shared) or norm (isolated)."""
+    base as a dashed line; below, per-role gradient-mass share (shared) or norm (isolated).
+
+    A column with one run has no band to show its noise, and an axis zoomed on one curve
+    makes noise look like a trend: then the accuracy axis runs 0 to 1 and the figure says
+    why. Returns the accuracy axis's limits and that note ("" when every column has a band)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -235,6 +263,7 @@ def _plot_group(cells: list[CellStats], path: Path) -> None:
     from matplotlib.ticker import MaxNLocator
 
     cols = sorted(cells, key=lambda c: {"shared": 0, "isolated": 1}.get(c.key[3], 2))
+    unbanded: list[str] = []  # columns without a 95% band (one run at every step)
     fig, axes = plt.subplots(
         2, len(cols), figsize=(5.2 * len(cols), 5.6), sharex="col", squeeze=False
     )
@@ -249,16 +278,19 @@ def _plot_group(cells: list[CellStats], path: Path) -> None:
         ok = [(s, [v for v in vs if v is not None]) for s, vs in zip(steps, at, strict=True)]
         m = [mean_ci(vs) for _, vs in ok]
         ax1.plot([s for s, _ in ok], [x for x, _ in m], color="k", lw=1.8, label="mean")
-        ax1.fill_between(
-            [s for s, _ in ok],
-            [x - h for x, h in m],
-            [x + h for x, h in m],
-            color="k",
-            alpha=0.12,
-            label="95% CI over seeds",
-        )
+        if any(len(vs) > 1 for _, vs in ok):
+            ax1.fill_between(
+                [s for s, _ in ok],
+                [x - h for x, h in m],
+                [x + h for x, h in m],
+                color="k",
+                alpha=0.12,
+                label="95% CI over seeds",
+            )
+        else:
+            unbanded.append(c.key[3])
         ax1.axhline(mean(c.base), color="grey", ls="--", lw=1, label="base")
-        ax1.set_title(f"{c.key[3]} ({len(c.runs)} seeds)", fontsize=9)
+        ax1.set_title(f"{c.key[3]} ({c.seeds_cell} seeds)", fontsize=9)
         ax1.set_ylabel("held-out accuracy")
         ax1.legend(fontsize=6, ncol=2)
         per_role: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -278,20 +310,31 @@ def _plot_group(cells: list[CellStats], path: Path) -> None:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     lo = min(ax.get_ylim()[0] for ax in axes[0])
     hi = max(ax.get_ylim()[1] for ax in axes[0])
+    note = ""
+    if unbanded:
+        lo, hi = min(lo, 0.0), max(hi, 1.0)
+        note = (
+            f"{' and '.join(unbanded)}: one run, no 95% band, so the accuracy axis spans 0 to 1 "
+            "(not zoomed on the curve)"
+        )
     for ax in axes[0]:  # one accuracy scale, so the policies compare at a glance
         ax.set_ylim(lo, hi)
     task, wf, model, _pol, param, lev = cols[0].key
     fig.suptitle(
-        f"{wf}-{task} | {model} | {param}" + ("" if lev == "-" else f" | {lev}"), fontsize=10
+        f"{wf}-{task} | {model} | {param}"
+        + ("" if lev == "-" else f" | {lev}")
+        + (f"\n{note}" if note else ""),
+        fontsize=10,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return lo, hi, note
 
 
 def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     """Runs, seeds per cell, evaluations per run and problems per evaluation, as one line."""
-    seeds = [len(c.runs) for c in stats]
+    seeds = [len(c.seeds) for c in stats]
     evals = [len(r.curve) for r in runs]
     probs = sorted({int(r.config.get("eval_episodes", 0)) for r in runs})
     temps = sorted(
@@ -342,15 +385,27 @@ def build_report(
     root = roots[0] if len(roots) == 1 else Path(" + ".join(str(r) for r in roots))
     out = Path(out) if out else roots[0] / "report"
     out.mkdir(parents=True, exist_ok=True)
-    runs = load_runs(roots)
+    left_out: list[str] = []
+    runs = load_runs(roots, left_out)
     if not runs:
-        raise ValueError(f"no finished runs (summary.json with an eval curve) under {root}")
+        why = f"; left out: {'; '.join(left_out[:5])}" if left_out else ""
+        raise ValueError(
+            f"no finished runs (summary.json with status completed and an eval curve) under "
+            f"{root}{why}"
+        )
     stats = cell_stats(runs, window, floor)
     md = [
         f"# flowzoo report: {root}",
         "",
-        f"{len(runs)} runs in {len(stats)} cells. The final accuracy is the mean of a run's last "
-        f"{window} evaluations" + (f"; every interval has a {floor} floor" if floor else "") + ".",
+        f"{len(runs)} runs in {len(stats)} cells"
+        + (
+            f" ({len(left_out)} unfinished or unreadable runs left out, named below)"
+            if left_out
+            else ""
+        )
+        + f". The final accuracy is the mean of a run's last {window} evaluations"
+        + (f"; every interval has a {floor} floor" if floor else "")
+        + ". The seeds column counts distinct seeds (with the runs where they are more).",
         "",
         sample_sizes(runs, stats),
         "",
@@ -377,7 +432,7 @@ def build_report(
                 str(c.count(k)) for k in ("never rose", "rose and held", "rose then fell")
             )
             md.append(
-                f"| {wf} | {model} | {pol} | {param} | {lev} | {n} | {_ms(c.base)} | {peak} | "
+                f"| {wf} | {model} | {pol} | {param} | {lev} | {c.seeds_cell} | {_ms(c.base)} | {peak} | "
                 f"{_ms(c.final)} | {_ms(c.ood_final)} | {_pm(g, h, n)} | {up}/{down} of {n} | "
                 f"{classes} | "
                 f"{c.cliffs}/{n} | {_ms(c.majority)} |"
@@ -394,6 +449,9 @@ def build_report(
         "",
     ]
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
+    if left_out:
+        md += ["## Runs left out", "", "Only completed runs are read; these are not:", ""]
+        md += [f"- {x}" for x in left_out] + [""]
     if plots:
         md += ["## Curves", ""]
         groups: dict[tuple, list[CellStats]] = defaultdict(list)
@@ -401,8 +459,10 @@ def build_report(
             groups[c.key[:3] + c.key[4:]].append(c)
         for cells in groups.values():
             name = plot_name(cells[0].key)
-            _plot_group(cells, out / name)
+            *_, note = _plot_group(cells, out / name)
             md.append(f"![{name[:-4]}]({name})")
+            if note:
+                md += ["", f"*{name[:-4]}: {note}.*", ""]
         md.append("")
     p = out / "report.md"
     p.write_text("\n".join(md))

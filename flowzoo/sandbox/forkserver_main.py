@@ -39,7 +39,7 @@ import signal
 import sys
 import time
 
-_LIBC = []
+_LIBC: list = []
 
 
 def _libc():

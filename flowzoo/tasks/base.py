@@ -59,7 +59,7 @@ class TaskSet(Sequence[Task]):
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):  # type: ignore[override,unused-ignore]
         return self._tasks[i]
 
     def __iter__(self) -> Iterator[Task]:

@@ -82,8 +82,8 @@ def overlap(a: Iterable[Task], b: Iterable[Task], names: tuple[str, str] = ("a",
     stmts_a = {s for _, s, _ in ka}
     tests_a = {t for _, _, t in ka if t is not None}
     hits = [(k in keys_a, s in stmts_a, t in tests_a) for k, s, t in kb]
-    c = Counter()
-    examples = []
+    c: Counter[str] = Counter()
+    examples: list[str] = []
     for i, (hk, hs, ht) in enumerate(hits):
         c["key"] += hk
         c["stmt"] += hs

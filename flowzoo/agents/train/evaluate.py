@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import torch
 
@@ -83,6 +84,7 @@ def evaluate_env(
     reduce: Callable[[list[float]], list[float]] | None = None,
     samples: int = 1,
     progress: str = "",
+    progress_file: IO[str] | None = None,
 ) -> EvalResult:
     """Play ``n_episodes`` distinct test problems (0: the whole split), ``samples`` times
     each at ``temperature`` (greedy: one), and score them; per problem the correct count.
@@ -93,7 +95,10 @@ def evaluate_env(
     env seed ``seed + j + n * s``, and sampling draws from a stream seeded by ``seed`` and
     the process's rank, so an evaluation does not depend on what ran before it (base and
     final see the same noise), and a greedy one not on how episodes are dealt out either.
-    ``progress``: a label for a progress bar over the episodes (stderr; none when empty)."""
+    ``progress``: a label for a progress bar over the episodes, advanced as each batch of
+    episodes ends (none when empty), on ``progress_file`` (default stderr) through a
+    :class:`~flowzoo.agents.train.runlog.SafeStream`: a closed pipe never stops an evaluation.
+    Opened under a training bar it sits below it, and is gone when the evaluation ends."""
     from flowzoo.envs import make_env
 
     t0 = time.time()
@@ -123,7 +128,10 @@ def evaluate_env(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(mine), desc=progress, unit="ep", leave=False)
+        from flowzoo.agents.train.runlog import SafeStream
+
+        out = progress_file if isinstance(progress_file, SafeStream) else SafeStream(progress_file)
+        bar = tqdm(total=len(mine), desc=progress, unit="ep", leave=False, file=out)
     for start in range(0, len(mine), len(envs)):
         chunk = mine[start : start + len(envs)]
         gen = torch.Generator().manual_seed(seed * 1_000_003 + start + 7919 * rank)

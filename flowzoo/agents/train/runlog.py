@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable
@@ -59,6 +60,110 @@ def atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) ->
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+class SafeStream:
+    """A text stream for progress bars and notices that a reader going away cannot break:
+    after a failed write (EPIPE once ``| tee`` died with Ctrl-C, EIO from a closed terminal,
+    a closed file) later output is dropped. Nothing a run records goes only to a stream, so
+    dropping it loses nothing, while the error would have stopped the run's last records."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream, self.broken = stream, False
+
+    @property
+    def stream(self) -> IO[str] | None:
+        """The stream given, else the process's stderr at the time of writing."""
+        return self._stream if self._stream is not None else sys.stderr
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self.stream.write(text)  # type: ignore[union-attr]
+            except (OSError, ValueError, AttributeError):  # AttributeError: no stderr at all
+                self.broken = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self.stream.flush()  # type: ignore[union-attr]
+            except (OSError, ValueError, AttributeError):
+                self.broken = True
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
+        return getattr(self.stream, name)
+
+
+#: the training bar: tqdm's own rate and remaining time left out (the postfix holds the ETA)
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+
+
+class StepClock:
+    """The training bar's ETA from steady-state steps: the session's first step (warm-up,
+    allocation) is left out of the rate and evaluations are timed apart, so neither the base
+    evaluation nor a step that also evaluated inflates the seconds per step."""
+
+    def __init__(self, window: int = 20) -> None:
+        self.window = window
+        self.steps: list[float] = []
+        self.evals: list[float] = []
+
+    def step(self, seconds: float) -> None:
+        """A training step's rollout and update (its evaluation not included)."""
+        self.steps.append(seconds)
+
+    def evaluation(self, seconds: float) -> None:
+        self.evals.append(seconds)
+
+    @property
+    def step_s(self) -> float | None:
+        """Seconds per step over the recent steps after the first (None: not measured yet)."""
+        steady = self.steps[1:][-self.window :]
+        return sum(steady) / len(steady) if steady else None
+
+    def eta(self, steps_left: int, evals_left: int) -> float | None:
+        """Seconds to the end: the steps left at the steady rate, the evaluations left at
+        their mean cost (None until one steady step is measured)."""
+        per_step = self.step_s
+        if per_step is None:
+            return None
+        per_eval = sum(self.evals) / len(self.evals) if self.evals else 0.0
+        return steps_left * per_step + evals_left * per_eval
+
+    def line(
+        self,
+        steps_left: int,
+        evals_left: int,
+        m: dict | None = None,
+        last_eval: float | None = None,
+    ) -> str:
+        """The bar's postfix: ``eta 12:04 (3.1s/step + 4 evals x 20s)``, then the step's
+        reward and accuracy and the last held-out accuracy where given."""
+        eta = self.eta(steps_left, evals_left)
+        if eta is None:
+            out = ["eta after the 2nd step" if steps_left else "eta 0:00"]
+        else:
+            mins, secs = divmod(int(round(eta)), 60)
+            h, mins = divmod(mins, 60)
+            clock = f"{h}:{mins:02d}:{secs:02d}" if h else f"{mins}:{secs:02d}"
+            evals = ""
+            if evals_left and self.evals:
+                evals = f" + {evals_left} evals x {sum(self.evals) / len(self.evals):.0f}s"
+            out = [f"eta {clock} ({self.step_s:.1f}s/step{evals})"]
+        if m is not None:
+            out += [f"reward {m['reward']:.2f}", f"acc {m['train_acc']:.2f}"]
+        if last_eval is not None:
+            out.append(f"eval {last_eval:.2f}")
+        return ", ".join(out)
+
+
+def evals_left(step: int, steps: int, every: int) -> int:
+    """Evaluations a run at ``step`` still makes: every ``every`` steps and at the end."""
+    if every <= 0 or step >= steps:
+        return 0
+    due = steps // every - step // every
+    return due + (steps % every != 0)
 
 
 def write_json(path: Path, obj: Any) -> None:

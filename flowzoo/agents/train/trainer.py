@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -59,6 +58,12 @@ class Trainer:
         #: this process's device (cuda:<local rank> under torchrun on GPUs)
         self.device = self.dist.device
         self.progress = progress and self.dist.main
+        #: progress and notices (stderr): a reader that went away (``| tee`` killed by
+        #: Ctrl-C) drops them and never stops the run or its last records
+        self.console = runlog.SafeStream()
+        #: the training bar's ETA from steady-state steps (evaluations timed apart)
+        self.clock = runlog.StepClock()
+        self._bar = None
         if self.dist.main:  # a refused run directory is said now, not after a model build
             runlog.check_dir(Path(cfg.run_dir), cfg)
         if self.dist.active and cfg.adv_norm in ("global", "per-role"):
@@ -96,19 +101,15 @@ class Trainer:
         #: the held-out set, its source and its measured overlap with the training pool
         self.held_out = heldout.resolve(cfg, self.train_tasks) if cfg.eval_every > 0 else None
         if self.held_out is not None and self.dist.main:
-            print(f"flowzoo: {self.held_out.line()}", file=sys.stderr)
+            print(f"flowzoo: {self.held_out.line()}", file=self.console)
         self.roles = probe.roles
-        for what, given in (
-            ("kl_per_role", cfg.kl_per_role),
-            ("max_new_tokens_per_role", cfg.max_new_tokens_per_role),
-            ("role_settings", cfg.role_settings),
-        ):
-            unknown = sorted(set(given) - set(self.roles))
-            if unknown:
-                raise ValueError(
-                    f"{what} names roles {unknown} that {cfg.env} does not have; "
-                    f"its roles: {', '.join(self.roles)}"
-                )
+        # (the deprecated per-role maps were folded into role_settings by the config)
+        unknown = sorted(set(cfg.role_settings) - set(self.roles))
+        if unknown:
+            raise ValueError(
+                f"role_settings names roles {unknown} that {cfg.env} does not have; "
+                f"its roles: {', '.join(self.roles)}"
+            )
         # who plays which role, checked before a model is built or loaded (a build takes minutes)
         plan_roles(self.roles, parse_policy_arg(cfg.policy), cfg.role_models, cfg.frozen)
         self.model_path = resolve_model(cfg.model)
@@ -370,7 +371,13 @@ class Trainer:
         accuracy beside it. Under torchrun every process plays its share of the episodes and
         the counts are summed (under FSDP on gathered weights)."""
         cfg = self.cfg
+        t0 = time.time()
+        step = self.step  # the bars' labels (none when progress is off)
+        at = lambda what: f"eval step {step} ({what})" if self.progress else ""  # noqa: E731
+        if self._bar is not None:  # the training bar says why it waits
+            self._bar.set_postfix_str(f"evaluating at step {self.step}")
         common = dict(
+            progress_file=self.console,
             n_episodes=cfg.eval_episodes,
             max_new_tokens=self.token_limits,
             env_options=cfg.env_options,
@@ -387,10 +394,17 @@ class Trainer:
                 self.router.policy_for,
                 temperature=cfg.eval_temp,
                 samples=cfg.eval_samples,
+                progress=at(f"T={cfg.eval_temp}"),
                 **common,
             ).as_dict()
             if cfg.eval_greedy and cfg.eval_temp > 0:
-                g = evaluate_env(cfg.env, self.router.policy_for, temperature=0.0, **common)
+                g = evaluate_env(
+                    cfg.env,
+                    self.router.policy_for,
+                    temperature=0.0,
+                    progress=at("greedy"),
+                    **common,
+                )
                 res["greedy"] = {k: v for k, v in g.as_dict().items() if k != "env"}
             if cfg.eval_ood_episodes > 0 and has_ood(cfg.env, **cfg.env_options):
                 common["n_episodes"] = cfg.eval_ood_episodes
@@ -401,9 +415,11 @@ class Trainer:
                     temperature=cfg.eval_temp,
                     samples=cfg.eval_samples,
                     split="ood",
+                    progress=at("ood"),
                     **common,
                 )
                 res["ood"] = {k: v for k, v in o.as_dict().items() if k != "env"}
+        self.clock.evaluation(time.time() - t0)
         return res
 
     def _eval_due(self) -> bool:
@@ -427,7 +443,7 @@ class Trainer:
             )
             self.warnings.append(msg)
             if self.dist.main:
-                print(f"\nflowzoo: WARNING: {msg}", file=sys.stderr)
+                print(f"\nflowzoo: WARNING: {msg}", file=self.console)
 
     def _watch_truncation(self, m: dict) -> None:
         """A role whose turns are cut at their token budget more than ``TRUNCATION_WARN`` of
@@ -443,11 +459,11 @@ class Trainer:
                 msg = (
                     f"truncation: {rate:.0%} of role {role!r}'s recent turns were cut at "
                     f"{self.token_limits[role]} tokens (above {TRUNCATION_WARN:.0%}); raise "
-                    f"it with --max-new-tokens-per-role '{{\"{role}\": N}}'"
+                    f'it with --role-settings \'{{"{role}": {{"max_new_tokens": N}}}}\''
                 )
                 self.warnings.append(msg)
                 if self.dist.main:
-                    print(f"\nflowzoo: WARNING: {msg}", file=sys.stderr)
+                    print(f"\nflowzoo: WARNING: {msg}", file=self.console)
 
     def _finish_step(self, m: dict, log: runlog.RunLog) -> None:
         """Evaluate (when due), write the step's line, checkpoint (when due)."""
@@ -486,15 +502,17 @@ class Trainer:
             if resumed and self.progress:
                 print(
                     f"flowzoo: resumed {self.out} at step {self.step} of {cfg.steps}",
-                    file=sys.stderr,
+                    file=self.console,
                 )
             self._phase = "between"
-            bar = tqdm(
+            # the ETA is the clock's (steady steps + evaluations), not tqdm's overall rate
+            bar = self._bar = tqdm(
                 total=cfg.steps,
                 initial=self.step,
                 desc=f"train {cfg.env} {cfg.policy}/{cfg.param}",
                 disable=not self.progress,
-                file=sys.stderr,
+                file=self.console,
+                bar_format=runlog.BAR_FORMAT,
             )
             if m is not None:  # a step that was interrupted before its evaluation or line
                 self._phase = "log"
@@ -506,11 +524,11 @@ class Trainer:
             while self.step < cfg.steps:
                 m = None
                 m = self.train_step()
+                self.clock.step(m["time"]["step_s"])
                 self._finish_step(m, log)
-                post = {"reward": f"{m['reward']:.2f}", "acc": f"{m['train_acc']:.2f}"}
-                if self.eval_curve:
-                    post["eval"] = f"{self.eval_curve[-1][1]:.2f}"
-                bar.set_postfix(post)
+                left = runlog.evals_left(self.step, cfg.steps, cfg.eval_every)
+                last = self.eval_curve[-1][1] if self.eval_curve else None
+                bar.set_postfix_str(self.clock.line(cfg.steps - self.step, left, m, last), False)
                 bar.update(1)
         except KeyboardInterrupt:
             status = "interrupted"
@@ -524,10 +542,14 @@ class Trainer:
             raise
         finally:
             try:
+                self._bar = None
                 if bar is not None:
-                    bar.close()
+                    bar.close()  # on a SafeStream: a closed pipe cannot raise here
                 if log is not None:
-                    log.close(status)
+                    try:
+                        log.close(status)
+                    except Exception as e:  # a tracker's finish; the summary is written anyway
+                        self.warnings.append(f"a tracker failed to finish: {e!r}")
                 wall = time.time() - t_start
                 summary = runlog.summary(
                     cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error
@@ -570,5 +592,5 @@ class Trainer:
             print(
                 f"\nflowzoo: interrupted; {self.out} continues from {kept} when you run the "
                 "same command again (resume is on by default)",
-                file=sys.stderr,
+                file=self.console,
             )

@@ -119,7 +119,9 @@ def closed_form(s: str) -> Closed | None:
 
 def _split_top(s: str) -> list[str]:
     """Split on commas outside braces."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         depth += ch == "{"
         depth -= ch == "}"

@@ -1,7 +1,9 @@
 """A run directory on a shared machine: locked while a run is live (a second run there fails
 naming the holder's pid), a resume of another configuration names the settings that differ,
-a directory that is not a flowzoo run is refused with nothing in it touched, and the weights
-a run writes get the umask's mode, not safetensors' 0600."""
+a directory that is not a flowzoo run is refused with nothing in it touched, the weights
+a run writes get the umask's mode, not safetensors' 0600, Ctrl-C under ``| tee`` still
+records the run as interrupted, and the progress a user watches keeps moving (an ETA from
+steady steps, evaluations with a bar of their own)."""
 
 import json
 import os
@@ -156,3 +158,78 @@ def test_a_trained_run_releases_its_lock_and_its_weights_are_readable(tiny_model
         assert _tree(out) == before
     finally:
         lock.release()
+
+
+def test_ctrl_c_under_a_pipe_whose_reader_died_records_the_run_as_interrupted(tiny_model, tmp_path):
+    """``flowzoo train ... 2>&1 | tee log`` and Ctrl-C: the signal reaches the whole process
+    group, so ``tee`` is gone before the run's last words. The bar's updates, the interrupt
+    notice and the bar's close then write to a pipe with no reader (EPIPE); none of that may
+    stop the run from saving its checkpoint and writing summary.json as interrupted."""
+    import signal
+
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "flowzoo.cli", "train", "--model", str(tiny_model),
+            "--env", "voting-math", "--steps", "500", "--problems-per-step", "1",
+            "--group-size", "2", "--max-new-tokens", "24", "--eval-every", "2",
+            "--eval-episodes", "2", "--eval-ood-episodes", "0", "--save-every", "0",
+            "--out-dir", str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=env
+    )
+    try:
+        seen = b""
+        while b"| 1/500 [" not in seen:  # the training bar after its first step
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            assert chunk, f"flowzoo train ended before training: {seen.decode()[-2000:]}"
+            seen += chunk
+        proc.stdout.close()  # the reader is gone (tee, killed by the same Ctrl-C)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the process group
+        assert proc.wait(timeout=240) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["steps_done"] < 500
+    assert (out / "checkpoint").exists() and not (out / "final").exists()
+    RunLock(out).release()  # the lock went with the process
+
+
+def test_the_eta_counts_steady_steps_and_evaluations_apart():
+    """The first step (warm-up) is not the rate, and evaluations are costed apart: a step
+    that also evaluated does not make every later step look slower."""
+    clock = runlog.StepClock()
+    clock.evaluation(20.0)  # the base evaluation
+    clock.step(30.0)  # the first step: allocation, caches
+    assert clock.eta(9, 2) is None and clock.line(9, 2).startswith("eta after the 2nd step")
+    for _ in range(3):
+        clock.step(2.0)
+    clock.evaluation(20.0)
+    assert clock.step_s == 2.0
+    assert clock.eta(10, 2) == 10 * 2.0 + 2 * 20.0
+    assert clock.line(10, 2, {"reward": 0.5, "train_acc": 0.25}, 0.4) == (
+        "eta 1:00 (2.0s/step + 2 evals x 20s), reward 0.50, acc 0.25, eval 0.40"
+    )
+    # evaluations a run still makes: every 4 steps (4, 8) and at its end (10)
+    assert runlog.evals_left(3, 10, 4) == 3 and runlog.evals_left(8, 10, 4) == 1
+    assert runlog.evals_left(0, 10, 5) == 2 and runlog.evals_left(3, 10, 0) == 0
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_evaluations_show_their_own_progress_unless_progress_is_off(
+    tiny_model, tmp_path, capsys, progress
+):
+    """The training bar does not sit frozen through an evaluation: it says it is evaluating
+    and a bar below it counts the evaluated episodes; with progress off, neither is drawn."""
+    pytest.importorskip("torch")
+    from flowzoo.agents.train.trainer import Trainer
+    from tests.agents.train.test_training import _cfg as tiny_cfg
+
+    cfg = tiny_cfg(tiny_model, tmp_path, steps=2, problems_per_step=1, group_size=2,
+                   eval_every=1, eval_episodes=2, eval_ood_episodes=0)  # fmt: skip
+    Trainer(cfg, progress=progress).train()
+    err = capsys.readouterr().err
+    shown = ["evaluating at step 0", "eval step 0 (T=", "eval step 2 (T=", "2/2 [", "eta "]
+    assert all((s in err) == progress for s in shown), err[-3000:]

@@ -360,15 +360,16 @@ def test_short_run_raises_an_easy_reward(tiny_model, tmp_path):
 def test_config_file_maps_onto_the_dataclass(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text(
-        'env = "eval-opt-math"\npolicy = "isolated"\nsteps = 3\n[kl_per_role]\nevaluator = 0.05\n'
+        'env = "eval-opt-math"\npolicy = "isolated"\nsteps = 3\n'
+        "[role_settings.evaluator]\nkl_coef = 0.05\n"
     )
     cfg = load_config_file(p, seed=4)
-    assert (cfg.env, cfg.policy, cfg.steps, cfg.seed, cfg.kl_per_role) == (
+    assert (cfg.env, cfg.policy, cfg.steps, cfg.seed, cfg.role_settings) == (
         "eval-opt-math",
         "isolated",
         3,
         4,
-        {"evaluator": 0.05},
+        {"evaluator": {"kl_coef": 0.05}},
     )
     bad = tmp_path / "bad.toml"
     bad.write_text("stpes = 3\n")
