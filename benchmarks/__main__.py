@@ -9,7 +9,20 @@ import platform
 import sys
 import time
 
-BENCHES = ("env", "verifier", "sandbox", "rollout", "grpo", "memory", "fsdp", "endpoint", "train")
+from benchmarks.common import failed
+
+BENCHES = (
+    "env",
+    "verifier",
+    "sandbox",
+    "rollout",
+    "grpo",
+    "memory",
+    "fsdp",
+    "endpoint",
+    "train",
+    "busy",
+)
 
 
 def main(argv=None) -> int:
@@ -21,8 +34,13 @@ def main(argv=None) -> int:
     rows = []
     for name in args.only or BENCHES:
         t = time.perf_counter()
-        mod = importlib.import_module(f"benchmarks.bench_{name}")
-        got = mod.run(quick=args.quick)
+        try:
+            mod = importlib.import_module(f"benchmarks.bench_{name}")
+            got = mod.run(quick=args.quick)
+        except Exception as e:  # one broken benchmark is a row marked so, not the end of the run
+            why = f"{type(e).__name__}: {e}"
+            print(f"[{name}] failed: {why}", file=sys.stderr)
+            got = [failed(name, "(the whole benchmark)", "", "", why)]
         rows += got
         print(f"[{name}] {len(got)} rows in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     print(
@@ -30,10 +48,12 @@ def main(argv=None) -> int:
     )
     for r in rows:
         tgt = "" if r.target is None else (("<=" if r.lower_is_better else ">=") + f"{r.target:g}")
-        met = {True: "yes", False: "NO", None: ""}[r.met]
+        met = {True: "yes", False: "NO", None: ""}[r.met] if r.measured else "NOT RUN"
         print(
             f"{r.bench:<9} {r.metric:<46} {r.value:>10.3g} {r.reference:>10.3g} {r.ratio:>7.2f} {tgt:>7} {met}"
         )
+        if not r.measured:
+            print(f"{'':<9} {r.note}")
     out = {
         "machine": platform.platform(),
         "python": platform.python_version(),

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+NOT_MEASURED = "not measured: "
+
 
 @dataclass
 class Row:
@@ -28,13 +30,27 @@ class Row:
         return self.value / self.reference if self.reference else float("nan")
 
     @property
+    def measured(self) -> bool:
+        """False for a row :func:`failed` made (its note says why)."""
+        return not self.note.startswith(NOT_MEASURED)
+
+    @property
     def met(self) -> bool | None:
+        if not self.measured:
+            return False
         if self.target is None:
             return None
         return self.ratio <= self.target if self.lower_is_better else self.ratio >= self.target
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "ratio": self.ratio, "met": self.met}
+        return {**asdict(self), "ratio": self.ratio, "met": self.met, "measured": self.measured}
+
+
+def failed(bench: str, metric: str, ref_name: str, unit: str, why: str, **kw) -> Row:
+    """A row that could not be measured: NaN figures (its target reads as not met) and the
+    reason in its note, so one broken side shows in the table instead of stopping the run."""
+    nan = float("nan")
+    return Row(bench, metric, nan, nan, ref_name, unit, note=NOT_MEASURED + why, **kw)
 
 
 def rate(fn: Callable[[], int], repeats: int = 3) -> float:
