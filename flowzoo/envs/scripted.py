@@ -76,24 +76,37 @@ class BehaviourPolicy:
     """The testbed expert (:meth:`Workflow.behaviour_action`): every fact it states is right,
     and each role takes its shortcut behaviour with probability ``rate`` (per-role
     ``SHORTCUT_RATES`` where set). ``targets`` maps the episode's turn index to the text a
-    corpus should train on where it differs from what the env received."""
+    corpus should train on where it differs from what the env received; ``contested`` holds
+    the episode's turn indices where the considered and the shortcut behaviour write
+    different texts (a corpus can oversample them: ``coordination_drills``)."""
 
     def __init__(self, rate: float = 0.5, seed: int = 0, rates: dict[str, float] | None = None):
         self.rate = rate
         self.rates = dict(SHORTCUT_RATES if rates is None else rates)
         self.targets: dict[int, str] = {}
+        self.contested: set[int] = set()
         self.reseed(seed)
 
     def reseed(self, seed: int | None) -> None:
         self.rng = random.Random(seed)
         self.targets = {}
+        self.contested = set()
 
     def __call__(self, env: WorkflowEnv, agent: str) -> str:
         role = env.role_of(agent)
         shortcut = self.rng.random() < self.rates.get(role, self.rate)
-        act = env.workflow.behaviour_action(env.episode, agent, role, shortcut, self.rng)
+        turn = len(env.episode.turns)
+        # the other side of the menu, played on a copy of the RNG: where the two texts differ
+        # the turn is *contested* (the behaviour decides what is written)
+        other_rng = random.Random()
+        other_rng.setstate(self.rng.getstate())
+        wf, ep = env.workflow, env.episode
+        act = wf.behaviour_action(ep, agent, role, shortcut, self.rng)
+        other = wf.behaviour_action(ep, agent, role, not shortcut, other_rng)
+        if act.text != other.text:
+            self.contested.add(turn)
         if act.target is not None:
-            self.targets[len(env.episode.turns)] = act.target
+            self.targets[turn] = act.target
         return act.text
 
 

@@ -52,7 +52,7 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
     rows: list[tuple[str, str, str]] = []
     per_env = {e: episodes_of(cfg, e) for e in cfg.envs}
     bar = tqdm(
-        total=sum(per_env.values()),
+        total=sum(per_env.values()) + cfg.coordination_drills * len(cfg.envs),
         desc=f"corpus {cfg.scale}",
         unit="episode",
         disable=not progress,
@@ -66,22 +66,39 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
         env = make_env(env_id, dataset=pool, **cfg.env_options.get(env_id, {}))
         pseed = cfg.seed * 1000 + k
         pol = (
-            BehaviourPolicy(cfg.shortcut_rate, seed=pseed)
+            BehaviourPolicy(cfg.shortcut_rate, seed=pseed, rates=cfg.role_shortcut_rates)
             if family == "math"
             else expert_policy(cfg.error_rate, seed=pseed)
         )
         offset = k * cfg.episodes_per_env
-        for i in range(per_env[env_id]):
+        drills = drill_episodes(cfg, env, family)
+        for i in range(per_env[env_id] + drills):
             task = pool[(offset + i) % len(pool)]
             targets = getattr(pol, "targets", {})
             targets.clear()
+            getattr(pol, "contested", set()).clear()
             play_episode(env, pol, seed=cfg.seed * 1_000_003 + i, options={"task_id": task.id})
-            rows.extend(
-                (env_id, t.prompt, targets.get(j, t.action)) for j, t in enumerate(env.turn_log())
+            log = env.turn_log()
+            # past the env's episodes: a coordination drill keeps only the contested turns
+            # of the drill roles
+            keep = (
+                range(len(log))
+                if i < per_env[env_id]
+                else [j for j in sorted(pol.contested) if log[j].role in cfg.drill_roles]
             )
+            rows.extend((env_id, log[j].prompt, targets.get(j, log[j].action)) for j in keep)
             bar.update()
     bar.close()
     return rows + fact_drills(cfg.fact_drills, seed=cfg.seed)
+
+
+def drill_episodes(cfg: PretrainConfig, env, family: str) -> int:
+    """Coordination-drill episodes of ``env``: ``cfg.coordination_drills`` for a math env
+    with a drill role, else 0."""
+    roles = {env.role_of(a) for a in env.possible_agents}
+    if family != "math" or not set(cfg.drill_roles) & roles:
+        return 0
+    return cfg.coordination_drills
 
 
 def episodes_of(cfg: PretrainConfig, env_id: str) -> int:
@@ -143,6 +160,7 @@ def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) 
         code_episodes_per_env=episodes,
         corpus_tasks=pool,
         fact_drills=min(cfg.fact_drills, episodes),
+        coordination_drills=min(cfg.coordination_drills, episodes),
     )
     blob = json.dumps(make_corpus(small), ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -21,7 +21,6 @@ import hashlib
 import json
 import math
 import os
-import random
 import shutil
 import string
 import sys
@@ -33,6 +32,7 @@ import torch
 
 from flowzoo.agents.models.chat import CHAT_TEMPLATE, add_chat_template, has_chat_template
 from flowzoo.agents.models.corpus import corpus_fingerprint, make_corpus
+from flowzoo.agents.models.pretrain_loop import train_loop
 from flowzoo.agents.models.threads import apply_threads
 from flowzoo.envs.registry import study_envs
 
@@ -75,6 +75,18 @@ BUDGETS: dict[str, tuple[int, int]] = {
     "tiny-m": (2400, 16),
     "tiny-l": (2000, 16),
 }
+#: the mid-training corpus's per-role shortcut rates. Recipe 7 played every role 50/50 and
+#: tiny-s learned 0.07 (aggregator), 0.28 (evaluator), 0.73 (orchestrator) and 0.87
+#: (synthesizer) considered; these lean each coordinating role back toward the 40-60% band
+MIDTRAIN_SHORTCUT_RATES: dict[str, float] = {
+    "solver": 0.46,
+    "optimizer": 0.46,
+    "worker": 0.26,
+    "aggregator": 0.27,
+    "evaluator": 0.45,
+    "orchestrator": 0.57,
+    "synthesizer": 0.8,
+}
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
 MATH_ENVS = study_envs("math") + ("single-math",)
@@ -105,6 +117,25 @@ class PretrainConfig:
     #: how often each math role takes its shortcut behaviour in the corpus (answer directly,
     #: pick candidate 1, rubber-stamp, repeat one strategy): the base rate RL can move
     shortcut_rate: float = 0.5
+    #: steps of a *behaviour mid-training* stage after pretraining (0: none): the pretrained
+    #: model continues on a corpus re-written with ``role_shortcut_rates`` and
+    #: ``coordination_drills`` at ``midtrain_lr`` (models/midtrain.py). Why a second stage:
+    #: a from-scratch build on that mix learned the step facts (0.998) but not to chain them
+    #: (worked accuracy 0.9 -> 0.2), so the behaviour mix is applied to a model that chains
+    midtrain_steps: int = 600
+    #: constant learning rate of the mid-training stage (after 20 warmup steps)
+    midtrain_lr: float = 3e-4
+    #: per-role shortcut rates of the mid-training corpus over ``shortcut_rate`` (None: the
+    #: expert's defaults, ``flowzoo.envs.scripted.SHORTCUT_RATES``)
+    role_shortcut_rates: dict[str, float] | None = field(
+        default_factory=lambda: dict(MIDTRAIN_SHORTCUT_RATES)
+    )
+    #: extra episodes per math env in the mid-training corpus whose *contested* turns of
+    #: ``drill_roles`` (where the considered and the shortcut behaviour write different
+    #: texts) are kept: a coordinating role learns its rule from the cases that decide it
+    coordination_drills: int = 2400
+    #: the roles whose contested turns ``coordination_drills`` keeps
+    drill_roles: tuple[str, ...] = ("aggregator", "evaluator")
     #: None: the scale's budget from BUDGETS
     steps: int | None = None
     batch_size: int | None = None
@@ -124,6 +155,7 @@ class PretrainConfig:
         if self.scale not in SCALES:
             raise ValueError(f"unknown tiny scale {self.scale!r}; valid: {', '.join(SCALES)}")
         self.envs = tuple(self.envs)
+        self.drill_roles = tuple(self.drill_roles)
         steps, batch = BUDGETS[self.scale]
         self.precision = self.precision or PRECISION[self.scale]
         if self.precision not in ("fp32", "bf16"):
@@ -131,10 +163,25 @@ class PretrainConfig:
         self.steps = steps if self.steps is None else int(self.steps)
         self.batch_size = batch if self.batch_size is None else int(self.batch_size)
 
+    def base(self) -> PretrainConfig:
+        """The pretraining stage alone (no mid-training, the even behaviour mix): the model
+        a mid-training stage continues from, cached under its own key."""
+        return dataclasses.replace(
+            self, midtrain_steps=0, role_shortcut_rates=None, coordination_drills=0
+        )
+
     def key(self) -> str:
         d = dataclasses.asdict(self)
         if d["prompt_loss_weight"] == 0.0:  # keeps the keys of models built before this option
             del d["prompt_loss_weight"]
+        # the levers of recipe 8 leave the key of a build that does not use them as it was
+        # (``base()`` of a mid-trained model is the recipe-7 model, shipped or cached)
+        if not d["midtrain_steps"]:
+            del d["midtrain_steps"], d["midtrain_lr"]
+        if d["role_shortcut_rates"] is None:
+            del d["role_shortcut_rates"]
+        if not d["coordination_drills"]:
+            del d["coordination_drills"], d["drill_roles"]
         # the architecture is part of the key: a changed scale must never load an old model
         blob = json.dumps(
             {"v": RECIPE_VERSION, "dims": SCALES[self.scale], **d}, sort_keys=True, default=str
@@ -155,6 +202,9 @@ def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
         # answered every prompt greedily with one number, so tests had no reward variance;
         # mostly worked answers keep it varied (the shipped models use the testbed's rates)
         shortcut_rate=0.2,
+        midtrain_steps=0,
+        role_shortcut_rates=None,
+        coordination_drills=0,
         fact_drills=0,
         steps=240,
         batch_size=12,
@@ -267,43 +317,21 @@ def _encode(tok, rows, max_len: int) -> list[tuple[list[int], int]]:
 # ------------------------------------------------------------------------------ training
 
 
-def _batch(examples, idx, pad_id):
-    width = max(len(examples[i][0]) for i in idx)
-    ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(idx), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(idx), width), dtype=torch.long)
-    for r, i in enumerate(idx):
-        seq, n_prompt = examples[i]
-        ids[r, : len(seq)] = torch.tensor(seq)
-        mask[r, : len(seq)] = 1
-        labels[r, n_prompt : len(seq)] = torch.tensor(seq[n_prompt:])  # loss on completions only
-    return ids, mask, labels
-
-
-def _weighted_loss(model, ids, mask, labels, prompt_weight: float) -> torch.Tensor:
-    """Next-token loss with prompt tokens weighted ``prompt_weight`` and completions 1."""
-    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-    tgt = ids[:, 1:]
-    ce = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none"
-    ).view_as(tgt)
-    w = mask[:, 1:].float() * prompt_weight
-    w = torch.where(labels[:, 1:] != -100, torch.ones_like(w), w)
-    return (ce * w).sum() / w.sum().clamp(min=1.0)
-
-
 def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
-    """Generate the corpus, train, and save model + tokenizer + ``flowzoo_tiny.json``.
+    """Generate the corpus, train, and save model + tokenizer + ``flowzoo_tiny.json``; with
+    ``midtrain_steps`` the pretrained base (``cfg.base()``, cached) continues on the
+    behaviour mix instead (:func:`~flowzoo.agents.models.midtrain.midtrain`).
 
     Resumable: a ``checkpoint.pt`` (model, optimizer, step, RNG) is written as it goes and
     picked up by the next call with the same ``out_dir``."""
-    from tqdm import tqdm
+    if cfg.midtrain_steps:
+        from flowzoo.agents.models.midtrain import midtrain
 
+        return midtrain(cfg, out_dir, progress)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     apply_threads(0, announce=progress)  # the cores this process may use (or OMP_NUM_THREADS)
     t0 = time.time()
-    rng = random.Random(cfg.seed)
     rows = make_corpus(cfg, progress=progress)
     corpus_s = time.time() - t0
     tok = build_tokenizer()
@@ -319,73 +347,34 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
         frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
         return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
-    ckpt = out / "checkpoint.pt"
-    start, losses = 0, []
-    order: list[int] = []
-    if ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
-        if state.get("key") == cfg.key():
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["opt"])
-            start, losses = state["step"], state["losses"]
-            order = state.get("order", [])
-            rng.setstate(state["rng"])
-            torch.set_rng_state(state["torch_rng"])
-            if progress:
-                print(
-                    f"flowzoo: resuming the {cfg.scale} build from its checkpoint at step "
-                    f"{start} of {cfg.steps} ({ckpt})",
-                    file=sys.stderr,
-                )
-    model.train()
-    bar = tqdm(
-        range(start, cfg.steps),
-        desc=f"pretrain {cfg.scale}",
-        disable=not progress,
-        file=sys.stderr,
-        initial=start,
-        total=cfg.steps,
+    losses = train_loop(
+        model,
+        opt,
+        examples,
+        tok.pad_token_id,
+        cfg,
+        cfg.steps,
+        lr_at,
+        out / "checkpoint.pt",
+        progress,
+        f"pretrain {cfg.scale}",
     )
-    for step in bar:
-        if len(order) < cfg.batch_size:
-            # random batches: length-bucketed ones (1.7x fewer padded tokens) were tried and
-            # learned far worse (loss 0.147 vs 0.082, half the accuracy)
-            order = list(range(len(examples)))
-            rng.shuffle(order)
-        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
-        ids, mask, labels = _batch(examples, idx, tok.pad_token_id)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
-            if cfg.prompt_loss_weight > 0:
-                loss = _weighted_loss(model, ids, mask, labels, cfg.prompt_loss_weight)
-            else:
-                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"pretraining loss became {loss.item()} at step {step}; last checkpoint kept in {ckpt}"
-            )
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
-        if (step + 1) % 200 == 0 and step + 1 < cfg.steps:
-            torch.save(
-                {
-                    "key": cfg.key(),
-                    "model": model.state_dict(),
-                    "opt": opt.state_dict(),
-                    "step": step + 1,
-                    "losses": losses,
-                    "order": order,
-                    "rng": rng.getstate(),
-                    "torch_rng": torch.get_rng_state(),
-                },
-                ckpt.with_suffix(".tmp"),
-            )
-            os.replace(ckpt.with_suffix(".tmp"), ckpt)  # a kill mid-write leaves the old one
+    return save_build(out, model, tok, cfg, len(examples), corpus_s, time.time() - t0, losses)
+
+
+def save_build(
+    out: Path,
+    model,
+    tok,
+    cfg: PretrainConfig,
+    n_examples: int,
+    corpus_s: float,
+    total_s: float,
+    losses: list[float],
+    **extra,
+) -> Path:
+    """Save a finished build (model, tokenizer, ``flowzoo_tiny.json``) and drop its
+    checkpoint; ``extra`` goes into the metadata."""
     model.save_pretrained(out)
     tok.save_pretrained(out)
     meta = {
@@ -393,14 +382,14 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
         "key": cfg.key(),
         "recipe_version": RECIPE_VERSION,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "corpus_examples": len(examples),
+        "corpus_examples": n_examples,
         "corpus_seconds": round(corpus_s, 2),
-        "train_seconds": round(time.time() - t0 - corpus_s, 2),
+        "train_seconds": round(total_s - corpus_s, 2),
         "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
+        **extra,
     }
     (out / "flowzoo_tiny.json").write_text(json.dumps(meta, indent=1, default=str))
-    if ckpt.exists():
-        ckpt.unlink()
+    (out / "checkpoint.pt").unlink(missing_ok=True)
     return out
 
 

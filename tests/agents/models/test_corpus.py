@@ -1,0 +1,120 @@
+"""Recipe 8's corpus levers (docs/testbed.md): contested turns, coordination drills and
+per-role shortcut rates. Builds small corpora only, never a model."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+
+import flowzoo
+from flowzoo.agents.models.corpus import make_corpus
+from flowzoo.agents.models.tiny import PretrainConfig
+from flowzoo.envs.scripted import BehaviourPolicy, play_episode
+
+
+def _small(**kw) -> PretrainConfig:
+    base = dict(
+        scale="tiny-s",
+        role_shortcut_rates={"aggregator": 0.4, "evaluator": 0.4},
+        envs=("voting-math", "eval-opt-math", "orch-workers-math", "single-math"),
+        episodes_per_env=40,
+        fact_drills=0,
+        corpus_tasks=400,
+    )
+    return dataclasses.replace(PretrainConfig(scale="tiny-s"), **{**base, **kw})
+
+
+def test_contested_turns_are_where_the_menu_decides():
+    """A turn is contested exactly where its two behaviours write different texts: every
+    solver turn; an aggregator turn only when the considered pick is not candidate 1 (its
+    reading is then decidable), never when they coincide."""
+    env = flowzoo.make_env("voting-math")
+    pol = BehaviourPolicy(0.5, seed=3)
+    agg = Counter()
+    for i, task in enumerate(list(env.tasks)[:60]):
+        pol.reseed(i)
+        play_episode(env, pol, seed=i, options={"task_id": task.id})
+        for j, (t, b) in enumerate(zip(env.turn_log(), env.behaviour_log(), strict=True)):
+            if t.role == "solver":
+                assert j in pol.contested
+            elif t.role == "aggregator":
+                agg[j in pol.contested] += 1
+                assert (b is not None) == (j in pol.contested), (t.action, b)
+    assert agg[True] and agg[False], agg  # both cases met: the check can fail either way
+
+
+def test_coordination_drills_add_only_contested_drill_role_turns():
+    """The drill episodes add aggregator and evaluator turns where the behaviour decides what
+    is written, both sides of the menu, and nothing of any other role or env."""
+    plain = Counter(make_corpus(_small(coordination_drills=0)))
+    drilled = Counter(make_corpus(_small(coordination_drills=60)))
+    extra = drilled - plain
+    assert not plain - drilled  # the env's own episodes are unchanged
+    assert {env for env, _, _ in extra.elements()} == {"voting-math", "eval-opt-math"}
+    picks = [c for e, _, c in extra.elements() if e == "voting-math"]
+    verdicts = [c.split("\n")[0] for e, _, c in extra.elements() if e == "eval-opt-math"]
+    assert picks and all(re.fullmatch(r"\\boxed\{\d\}", c) for c in picks), picks[:5]
+    assert verdicts and all(v.startswith("Verdict: ") for v in verdicts), verdicts[:5]
+    # contested: the shortcut (candidate 1, ACCEPT) and the considered side both appear
+    share1 = picks.count("\\boxed{1}") / len(picks)
+    accept = verdicts.count("Verdict: ACCEPT") / len(verdicts)
+    assert 0.15 < share1 < 0.7 and 0.15 < accept < 0.7, (share1, accept)
+
+
+def test_role_shortcut_rates_move_the_corpus_and_the_key():
+    """A per-role rate changes that role's rows, and the recipe key with it."""
+    a, b = _small(role_shortcut_rates={"evaluator": 0.0}), _small(role_shortcut_rates=None)
+    assert a.key() != b.key()
+    rev = [
+        sum(c.startswith("Verdict: REVISE") for e, _, c in make_corpus(cfg) if e == "eval-opt-math")
+        for cfg in (a, b)
+    ]
+    assert rev[0] > rev[1], rev
+
+
+def test_the_mid_training_stage_continues_its_base_and_resumes(tiny_model, tmp_path):
+    """Mid-training starts from ``cfg.base()`` (here the fast test model, from the cache),
+    writes a loadable model under its own key, and a killed stage resumes from its
+    checkpoint to the same weights."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from flowzoo.agents.models import pretrain_loop
+    from flowzoo.agents.models.tiny import ensure_tiny, fast_config
+
+    cfg = fast_config("tiny-s", midtrain_steps=6, coordination_drills=20)
+    assert ensure_tiny(cfg.base(), progress=False) == tiny_model  # the base: no new build
+    assert cfg.key() != cfg.base().key()
+    whole = ensure_tiny(cfg, cache_dir=tmp_path / "a", progress=False)
+    meta = __import__("json").loads((whole / "flowzoo_tiny.json").read_text())
+    assert meta["base_key"] == cfg.base().key() and meta["config"]["midtrain_steps"] == 6
+    base_w = AutoModelForCausalLM.from_pretrained(tiny_model).state_dict()
+    mid_w = AutoModelForCausalLM.from_pretrained(whole).state_dict()
+    assert any(not torch.equal(base_w[k], mid_w[k]) for k in base_w)  # it trained
+
+    # a stage killed after its step-200-style checkpoint: checkpoint every 2 steps here
+    real_save, calls = torch.save, []
+
+    def save_then_die(obj, path):
+        real_save(obj, path)
+        calls.append(obj["step"])
+        if obj["step"] == 4:
+            raise KeyboardInterrupt
+
+    orig = pretrain_loop.CHECKPOINT_EVERY
+    pretrain_loop.CHECKPOINT_EVERY = 2
+    pretrain_loop.torch.save = save_then_die
+    try:
+        try:
+            ensure_tiny(cfg, cache_dir=tmp_path / "b", progress=False)
+        except KeyboardInterrupt:
+            pass
+        pretrain_loop.torch.save = real_save
+        resumed = ensure_tiny(cfg, cache_dir=tmp_path / "b", progress=False)
+    finally:
+        pretrain_loop.torch.save = real_save
+        pretrain_loop.CHECKPOINT_EVERY = orig
+    assert calls[:2] == [2, 4]
+    again = AutoModelForCausalLM.from_pretrained(resumed).state_dict()
+    assert all(torch.equal(again[k], mid_w[k]) for k in mid_w)  # exactly where it would be
