@@ -6,16 +6,23 @@ expected values from memory). So the two are split:
 
 - the **candidate process** (``runner.py``, in the sandbox) holds the program and a list of
   calls — names and plain-data arguments — and answers each with plain data;
-- the **judge** (here, in the trusted process; it never executes candidate code) runs the
-  task's trusted test code with every name the program defines replaced by a proxy
-  (:class:`RemoteFunction`), decodes the answers strictly (``wire.decode``: exact builtins
-  only) and compares with type-strict equality (every ``==``/``!=``/``in`` in the test code
-  is rewritten to ``wire.strict_eq``/``strict_in``, reached by names no row and no
-  candidate can spell). Float tolerance applies only where the
-  test code itself says so (``abs(a - b) < eps``, ``math.isclose``).
+- the **judge** (here; it never executes candidate code) decodes the answers strictly
+  (``wire.decode``: exact builtins only) and hands them, as plain data, to the **replay**
+  (``replay_worker.py``): the task's test code run with every name the program defines
+  replaced by a proxy (``RemoteFunction``) and compared with type-strict equality (every
+  ``==``/``!=``/``in`` in the test code is rewritten to ``wire.strict_eq``/``strict_in``,
+  reached by names no row and no candidate can spell). Float tolerance applies only where
+  the test code itself says so (``abs(a - b) < eps``, ``math.isclose``).
+
+The row's test code is untrusted too (a file someone else wrote), so the replay is a sandbox
+run of its own, in the same backend, never the candidate's run: it sees no host file and no
+network, writes only to its own scratch dirs, and its reply is read here as untrusted data
+(``replay_worker.read_reply``). The candidate never runs there; the row decides only its own
+verdict, as it always does.
 
 Calls are discovered by replaying the test code: a first pass records every call the tests
-make (an unknown result is an absorbing :class:`Pending` placeholder), the sandbox answers
+make (an unknown result is an absorbing ``Pending`` placeholder; this first pass is the
+same for every program of a task and is run once), the sandbox answers
 them all in one run, and the replay is repeated with the answers until no call is unknown
 (tests whose later arguments depend on earlier results take extra rounds; a bounded number).
 The final replay, with every answer known, is the verdict. Early exit, crash, timeout or a
@@ -25,286 +32,28 @@ runner writes is flagged as tampering and fails the whole run.
 
 from __future__ import annotations
 
-import builtins
-import importlib.util
+import atexit
 import json
 import threading
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from flowzoo.sandbox import ExecResult, Job
-from flowzoo.tasks.code.testcode import CHECK, HELPERS, JudgeSpec, Pending
-from flowzoo.tasks.code.wire import RemoteRef, WireError, decode, encode, shortened
+from flowzoo.sandbox import ExecResult, Job, Sandbox, get_sandbox
+from flowzoo.tasks.code import replay_worker
+from flowzoo.tasks.code.replay_worker import (
+    REPLAY_CALLS,
+    REPLAY_LIMIT_S,
+    CaseResult,
+    Outcome,
+    replay,
+)
+from flowzoo.tasks.code.testcode import JudgeSpec
+from flowzoo.tasks.code.wire import WireError, decode
 
 RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_text()
 #: the tamper signals a verdict can carry (``details["tamper"]``)
 TAMPER_SIGNALS = ("channel_forged", "undecodable_value", "early_exit")
-
-
-class CandidateError(Exception):
-    """The candidate raised an exception that is not a builtin ``Exception`` class."""
-
-
-class CandidateTimeout(Exception):
-    """A call to the candidate overran its time limit."""
-
-
-class CandidateLost(Exception):
-    """The call got no answer (the program exited, crashed, timed out or broke the channel)."""
-
-
-class JudgeLimit(Exception):
-    """The test code made more calls, or took longer, than the judge allows."""
-
-
-class _Stop(BaseException):
-    """An argument depends on a result not known yet: this case needs another round."""
-
-
-#: exceptions that steer control flow where they are raised: a candidate's becomes a plain
-#: CandidateError in the trusted test code
-_FLOW = (StopIteration, StopAsyncIteration)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one call returned, as the judge sees it."""
-
-    kind: str  # value | ref | raise | timeout | too_big | lost | load
-    value: Any = None
-    name: str = ""
-
-    def result(self) -> Any:
-        if self.kind == "value":
-            return self.value
-        if self.kind == "ref":
-            return RemoteRef(self.value)
-        if self.kind == "raise":
-            cls = getattr(builtins, self.name, None)
-            err: Exception = CandidateError(self.name)
-            # control flow never crosses: a StopIteration re-raised inside ``all(map(f, xs))``
-            # would end the iteration early and turn a failing test into a pass
-            if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, _FLOW):
-                try:
-                    err = cls(f"raised by the candidate: {self.name}")
-                except TypeError:  # a class that needs other arguments
-                    pass
-            raise err
-        if self.kind == "timeout":
-            raise CandidateTimeout("the call timed out")
-        if self.kind == "load":
-            raise CandidateError(f"load:{self.name}")
-        raise CandidateLost(self.name or self.kind)
-
-    def summary(self) -> str:
-        if self.kind == "value":
-            return repr(self.value)
-        if self.kind == "ref":  # a handle: its type, as the candidate's process named it
-            return f"ref:{self.name}"
-        return f"{self.kind}:{self.name}"
-
-
-# ------------------------------------------------------------------------------ replay
-class _Session:
-    """One replay pass: answers calls from what is known, records the calls it makes."""
-
-    def __init__(self, known: dict[str, list[Outcome]], max_calls: int, deadline: float) -> None:
-        self.known = known
-        self.calls: list[list] = []
-        self.keys: list[str] = []
-        self.seen: dict[str, int] = defaultdict(int)
-        self.pending = False
-        self.case_outcomes: list[Outcome] = []
-        self.max_calls = max_calls
-        self.deadline = deadline
-
-    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
-        if len(self.calls) >= self.max_calls or time.monotonic() > self.deadline:
-            raise JudgeLimit("the tests made too many calls or took too long")
-        try:
-            enc = [name, [encode(a) for a in args], {k: encode(v) for k, v in kwargs.items()}]
-        except TypeError:
-            if _has_pending(args) or _has_pending(tuple(kwargs.values())):
-                self.pending = True
-                raise _Stop() from None
-            raise
-        key = json.dumps(enc, sort_keys=True)
-        n = self.seen[key]
-        self.seen[key] = n + 1
-        self.calls.append(enc)
-        self.keys.append(key)
-        outs = self.known.get(key, ())
-        if n < len(outs):
-            self.case_outcomes.append(outs[n])
-            return outs[n].result()
-        self.pending = True
-        return Pending()
-
-
-def _has_pending(values: tuple, depth: int = 0) -> bool:
-    for v in values:
-        if type(v) is Pending:
-            return True
-        if depth < 8 and type(v) in (list, tuple, set, frozenset):
-            if _has_pending(tuple(v), depth + 1):
-                return True
-        if depth < 8 and type(v) is dict and _has_pending(tuple(v.values()), depth + 1):
-            return True
-    return False
-
-
-class RemoteFunction:
-    """A name the candidate's program defines, as the test code sees it: calling it asks the
-    candidate process (through the judge's round trip) and returns plain data."""
-
-    def __init__(self, name: str, session: _Session) -> None:
-        self._name, self._session = name, session
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._session.call(self._name, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<candidate function {self._name}>"
-
-
-def _fresh_builtins() -> dict:
-    """Builtins whose ``import random`` gives a fresh, seeded module each pass, so tests that
-    draw random arguments make the same calls in every replay."""
-    fresh: dict[str, Any] = {}
-
-    def _import(name, globals=None, locals=None, fromlist=(), level=0):
-        if name == "random" and level == 0:
-            if "random" not in fresh:
-                spec = importlib.util.find_spec("random")
-                mod = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(mod)
-                mod.seed(0)
-                fresh["random"] = mod
-            return fresh["random"]
-        return builtins.__import__(name, globals, locals, fromlist, level)
-
-    b = dict(vars(builtins))
-    b["__import__"] = _import
-    return b
-
-
-@dataclass
-class CaseResult:
-    passed: bool
-    value: str | None
-    error: str | None
-
-
-#: a replay pass's bounds: calls the tests may make, and seconds (Python bytecode is
-#: interrupted at the limit; the isolated replay is killed shortly after it)
-REPLAY_CALLS = 20_000
-REPLAY_LIMIT_S = 60.0
-
-
-def replay(
-    spec: JudgeSpec,
-    known: dict[str, list[Outcome]],
-    max_calls: int = REPLAY_CALLS,
-    time_limit_s: float = REPLAY_LIMIT_S,
-) -> tuple[list[CaseResult | None], _Session]:
-    """Run the trusted tests once against the known answers; a case is ``None`` while it
-    still waits for an answer (or depends on one)."""
-    session = _Session(known, max_calls, time.monotonic() + time_limit_s)
-    ns: dict[str, Any] = {"__name__": "__judge__", "__builtins__": _fresh_builtins()}
-    if spec.prompt is not None:
-        try:
-            exec(spec.prompt, ns)
-        except Exception:
-            pass
-    for name in spec.modules:
-        try:
-            ns[name] = importlib.import_module(name)
-        except ImportError:
-            pass
-    for name in spec.remote:
-        ns[name] = RemoteFunction(name, session)
-    # the judge's helpers last, by names no row or candidate can spell (``testcode._hidden``)
-    ns.update(HELPERS)
-    ns[CHECK] = lambda v: session.pending or bool(v)
-    results: list[CaseResult | None] = []
-    timer = _Deadline(time_limit_s)
-    try:
-        with timer:
-            setup_err = _run(spec.setup, ns, session)
-            for code in spec.cases:
-                if timer.expired:
-                    results.append(CaseResult(False, None, "JudgeLimit"))
-                else:
-                    results.append(setup_err or _run(code, ns, session, case=True))
-    except JudgeLimit:  # the deadline struck between two cases
-        pass
-    results += [CaseResult(False, None, "JudgeLimit")] * (spec.n_cases - len(results))
-    return results, session
-
-
-class _Deadline:
-    """Bounds one replay pass of the (trusted) test code even where it never calls the
-    candidate, e.g. an endless loop in a dataset's test: past the limit the replaying thread
-    gets an asynchronous :class:`JudgeLimit`; a pending one is cleared on exit."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.expired = False
-        self._lock = threading.Lock()
-        self._active = False
-
-    def _fire(self) -> None:
-        with self._lock:
-            if self._active:
-                self.expired = True
-                _async_raise(self._tid, JudgeLimit)
-
-    def __enter__(self) -> _Deadline:
-        self._tid = threading.get_ident()
-        self._active = True
-        self._timer = threading.Timer(self.seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
-        with self._lock:
-            self._active = False
-            if self.expired:
-                _async_raise(self._tid, None)  # clear one not delivered yet
-
-
-def _async_raise(tid: int, exc: type[BaseException] | None) -> None:
-    import ctypes
-
-    arg = ctypes.py_object(exc) if exc is not None else None
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), arg)
-
-
-def _run(code, ns: dict, session: _Session, case: bool = False) -> CaseResult | None:
-    session.pending = False
-    session.case_outcomes = []
-    try:
-        exec(code, ns)
-        err = None
-    except _Stop:
-        return None
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # the trusted test failed (or the candidate's answer raised)
-        err = str(e) if type(e) is CandidateError else type(e).__name__
-    if session.pending:
-        return None
-    if not case:
-        return None if err is None else CaseResult(False, None, f"setup:{err}")
-    value = None
-    if session.case_outcomes:
-        value = shortened(", ".join(o.summary() for o in session.case_outcomes), 200)
-    return CaseResult(err is None, value, err)
 
 
 # ------------------------------------------------------------------------------ a run
@@ -336,7 +85,9 @@ class RunRecord:
 @dataclass
 class JudgeRun(RunRecord):
     """One program judged against one task's tests, round by round: :meth:`job` gives the
-    next sandbox run (or None when decided), :meth:`feed` takes its result."""
+    next sandbox run (or None when decided), :meth:`feed` takes its result. The runs
+    alternate: the row's test code replayed in a run of its own (:mod:`replay_worker`), then
+    the candidate answering the calls it made, then the replay again with the answers."""
 
     spec: JudgeSpec
     program: str
@@ -345,36 +96,100 @@ class JudgeRun(RunRecord):
     max_rounds: int = 4
     known: dict[str, list[Outcome]] = field(default_factory=dict)
     cases: list[CaseResult | None] = field(default_factory=list)
-    #: replay in a process of its own (:mod:`replay_worker`), which a deadline can always end
+    #: replay the row's code in a sandbox run of its own (always, in the family). False runs
+    #: it in this process: a measurement reference only, never for rows one did not write
     isolated: bool = True
     _calls: list = field(default_factory=list)
     _keys: list[str] = field(default_factory=list)
+    #: the next run ("replay" or "candidate"), the run :meth:`job` handed out, and whether
+    #: a caller takes jobs at all (one that feeds candidate runs only gets replays run here)
+    _want: str = "replay"
+    _issued: str | None = None
+    _driven: bool = False
 
     def __post_init__(self) -> None:
-        self._replay()
+        if not self._confined:
+            self._replay_here()
 
-    def _replay(self) -> None:
-        if not (self.isolated and self.spec.source):
-            self.cases, session = replay(self.spec, self.known)
-            self._calls, self._keys = session.calls, session.keys
-            return
-        from flowzoo.tasks.code.replay_worker import ReplayKilled, pool
+    @property
+    def _confined(self) -> bool:
+        return self.isolated and bool(self.spec.source)
 
-        try:
-            got = pool().replay(self.spec.source, self.known, REPLAY_CALLS, REPLAY_LIMIT_S)
-            # (module globals read at call time: a test shortens the limit)
-        except ReplayKilled:  # held past its limit (C-level work or a blocking call): killed
+    def _replay_here(self) -> None:
+        """The replay in this process (``isolated=False``: the reference, trusted rows only)."""
+        self.cases, session = replay(self.spec, self.known, REPLAY_CALLS, REPLAY_LIMIT_S)
+        self._calls, self._keys = session.calls, session.keys
+        self._replayed()
+
+    def _replay_job(self) -> Job:
+        # module globals read at call time: a test shortens the limit
+        main, files = replay_worker.request(
+            self.spec.source, self.known, REPLAY_CALLS, REPLAY_LIMIT_S
+        )
+        return Job(main, files=files, timeout_s=REPLAY_LIMIT_S + replay_worker.GRACE_S)
+
+    def _take_replay(self, res: ExecResult) -> None:
+        """A replay run's reply; one that overran, died or answered garbage fails every case."""
+        got = None
+        if res.exit_code == 0 and res.status != "sandbox_error":
+            got = replay_worker.read_reply(res.stdout, self.spec.n_cases, REPLAY_CALLS)
+        if got is None:
             self.cases = [CaseResult(False, None, "JudgeLimit")] * self.spec.n_cases
             self._calls, self._keys = [], []
-            self.status = "replay_killed"  # every case fails; not tampering: no one can tell
+            if res.status == "sandbox_error":
+                self.status, self.stderr = res.status, res.stderr[-500:]
+            else:  # held past its limit, or no reply: every case fails; not tampering
+                self.status = "replay_killed"
             self.done = True
             return
-        self.cases = [None if c is None else CaseResult(*c) for c in got["cases"]]
-        self._calls, self._keys = got["calls"], got["keys"]
+        self.cases, self._calls, self._keys = got
+        if not self.known:  # the first pass: the same for every program of this task
+            with _FIRST_LOCK:
+                _FIRST[self._first_key()] = (tuple(got[0]), got[1], got[2])
+                while len(_FIRST) > 256:
+                    _FIRST.pop(next(iter(_FIRST)))
+        self._replayed()
+
+    def _replayed(self) -> None:
+        self._want = "candidate"
+        if self.rounds and (
+            all(c is not None for c in self.cases) or self.rounds >= self.max_rounds
+        ):
+            self.done = True
+
+    def _first_pass_known(self) -> bool:
+        """Take the first replay (no answers yet: the row's calls) from the cache, if there."""
+        if self.known:
+            return False
+        with _FIRST_LOCK:
+            got = _FIRST.get(self._first_key())
+        if got is None:
+            return False
+        cases, self._calls, self._keys = got
+        self.cases = list(cases)
+        self._replayed()
+        return True
+
+    def _first_key(self) -> tuple:
+        return (self.spec.source, REPLAY_CALLS, REPLAY_LIMIT_S)
+
+    def _replay_direct(self) -> None:
+        """A replay for a caller that runs the candidate itself: on this module's sandbox."""
+        if self._first_pass_known():
+            return
+        job = self._replay_job()
+        res = direct_sandbox().run(job.source, files=job.files, timeout_s=job.timeout_s)
+        self._take_replay(res)
 
     def job(self, timeout_s: float) -> Job | None:
+        """The next sandbox run: the replay (its own time limit) or the candidate's."""
         if self.done:
             return None
+        self._driven = True
+        if self._want == "replay" and not self._first_pass_known():
+            self._issued = "replay"
+            return self._replay_job()
+        self._issued = "candidate"
         calls = self._calls
         spec = {
             "calls": calls,
@@ -385,7 +200,17 @@ class JudgeRun(RunRecord):
         return Job(RUNNER_SOURCE, files=files, timeout_s=timeout_s)
 
     def feed(self, res: ExecResult) -> None:
-        """Take a sandbox run's answers; replay; decide whether another round is needed."""
+        """Take the result of the run :meth:`job` gave: a replay's cases and calls, or the
+        candidate's answers (then the replay with them decides whether another round is
+        needed)."""
+        issued, self._issued = self._issued, None
+        if issued == "replay":
+            self._take_replay(res)
+            return
+        if self._want == "replay":  # a caller feeding the candidate's run without a replay
+            self._replay_direct()
+        if self.done:
+            return
         self.rounds += 1
         self.status, self.stderr = res.status, res.stderr[-500:]
         keys = self._keys
@@ -398,9 +223,12 @@ class JudgeRun(RunRecord):
             have = self.known.setdefault(key, [])
             if n >= len(have):
                 have.append(out)
-        self._replay()
-        if all(c is not None for c in self.cases) or self.rounds >= self.max_rounds:
-            self.done = True
+        if not self._confined:
+            self._replay_here()
+        elif self._driven:
+            self._want = "replay"
+        else:
+            self._replay_direct()
 
     def _parse(self, res: ExecResult, n: int) -> list[Outcome]:
         """The runner's answers, strictly: anything it would not write is tampering."""
@@ -468,3 +296,22 @@ class JudgeRun(RunRecord):
         return [
             c if c is not None else CaseResult(False, None, "judge_incomplete") for c in self.cases
         ]
+
+
+#: first replays by task source and bounds: the row's calls before any answer is known (no
+#: candidate's data), which every program of the task starts from
+_FIRST: dict[tuple, tuple] = {}
+_FIRST_LOCK = threading.Lock()
+_DIRECT: Sandbox | None = None
+_DIRECT_LOCK = threading.Lock()
+
+
+def direct_sandbox() -> Sandbox:
+    """The sandbox that runs replays for a caller driving a :class:`JudgeRun` itself (the
+    family hands replays to its own sandbox as jobs): the default process sandbox."""
+    global _DIRECT
+    with _DIRECT_LOCK:
+        if _DIRECT is None:
+            _DIRECT = get_sandbox("process")
+            atexit.register(_DIRECT.close)
+        return _DIRECT

@@ -1,174 +1,440 @@
-"""The judge's trusted replay in a process of its own, so its deadline can always end it.
+"""The replay of a row's test code: what runs inside the replay's own sandbox run.
 
-Why: the replay runs the task's (trusted) test code on the candidate's answers. Its 60 s
-deadline interrupts Python bytecode only: a candidate's value that drives a long C-level
-computation inside the test code (``x ** y`` on a huge int, ``"a" * n``, a regex on a long
-string) or a blocking call there held a verdict, and the trainer with it, for minutes. Here
-each replay runs in a worker process (stdlib and ``flowzoo.tasks`` only; started once, reused
-for every replay) and the host waits for it at most the replay's limit plus a grace period:
-past that the worker is killed, the verdict's cases fail as ``JudgeLimit`` and a fresh
-worker starts for the next replay.
+Why: a row's test code (a HumanEval ``check``, MBPP ``test_setup_code``/``test_list``, the
+prompt's helpers) comes from a file someone else wrote. Replayed in a process of the trainer
+it had the trainer's uid, cwd, files and network whenever a completion was scored. So the
+replay is a sandbox run of its own, in the backend that runs candidates, separate from the
+candidate's run: no network, no host files, writes only to the run's own scratch dirs, and
+killed at the replay's limit plus :data:`GRACE_S` (a C-level computation or a blocking call
+in the test code can no longer hold a verdict either).
 
-Protocol (length-prefixed frames on the worker's stdin/stdout): the host sends a pickle of
-``(source, known, max_calls, time_limit_s)`` — trusted data: the test code's source and the
-candidate's answers, already decoded to plain builtins by :mod:`wire`; the worker answers
-JSON ``{"cases": [[passed, value, error] | null, ...], "calls": [...], "keys": [...]}``, so
-nothing the worker writes is ever unpickled by the host.
+This module is shipped into that run as source (with ``testcode``, ``names`` and ``wire``
+and empty package files: stdlib only), and the judge (``judge.py``) talks to it by files and
+one line of output:
+
+- ``replay.json`` (from the judge): the test code's source (entry point, prompt code, setup,
+  tests), the candidate's answers known so far - plain data, already strictly decoded by the
+  judge and re-encoded in the wire format - and the replay's bounds;
+- one line on the fd that was stdout (anything the test code prints goes to stderr):
+  base64 of zlib-compressed JSON ``{"cases": [[passed, value, error] | null, ...],
+  "calls": [[name, args, kwargs], ...]}``. The judge reads it as untrusted data
+  (:func:`read_reply`: shape, types, sizes; never unpickled, never executed) and computes
+  the calls' keys itself. The candidate never runs here: its answers arrive as data.
 """
 
 from __future__ import annotations
 
-import atexit
+import base64
+import binascii
+import builtins
+import functools
+import importlib
 import json
 import os
-import pickle
-import select
-import struct
-import subprocess
-import sys
 import threading
 import time
-from typing import Any
+import zlib
+from collections import defaultdict
+from typing import Any, NamedTuple
 
-#: how long past the replay's own limit the host waits before it kills the worker
+from flowzoo.tasks.code.testcode import CHECK, HELPERS, JudgeSpec, Pending
+from flowzoo.tasks.code.wire import RemoteRef, decode, encode, shortened
+
+#: how long past the replay's own limit its sandbox run may go before it is killed
 GRACE_S = 5.0
-_HEADER = struct.Struct(">I")
+#: a replay pass's bounds: calls the tests may make, and seconds (Python bytecode is
+#: interrupted at the limit; the replay's sandbox run is killed shortly after it)
+REPLAY_CALLS = 20_000
+REPLAY_LIMIT_S = 60.0
 
 
-class ReplayKilled(Exception):
-    """The replay overran its limit (a C-level computation or a blocking call): killed."""
+class CandidateError(Exception):
+    """The candidate raised an exception that is not a builtin ``Exception`` class."""
 
 
-def _write(stream, payload: bytes) -> None:
-    stream.write(_HEADER.pack(len(payload)) + payload)
-    stream.flush()
+class CandidateTimeout(Exception):
+    """A call to the candidate overran its time limit."""
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
-    """``n`` bytes from ``fd`` (None at EOF); ReplayKilled past ``deadline``."""
-    buf = bytearray()
-    while len(buf) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise ReplayKilled("the replay did not finish in time")
-        chunk = os.read(fd, n - len(buf))
-        if not chunk:
-            raise EOFError("the replay process closed its pipe")
-        buf += chunk
-    return bytes(buf)
+class CandidateLost(Exception):
+    """The call got no answer (the program exited, crashed, timed out or broke the channel)."""
 
 
-class ReplayProcess:
-    """One worker: ``replay(...)`` sends a request and waits for the answer, bounded."""
+class JudgeLimit(Exception):
+    """The test code made more calls, or took longer, than the judge allows."""
 
-    def __init__(self) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "flowzoo.tasks.code.replay_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
 
-    def replay(
-        self, source: tuple, known: dict, max_calls: int, time_limit_s: float
-    ) -> dict[str, Any]:
+class _Stop(BaseException):
+    """An argument depends on a result not known yet: this case needs another round."""
+
+
+#: exceptions that steer control flow where they are raised: a candidate's becomes a plain
+#: CandidateError in the row's test code
+_FLOW = (StopIteration, StopAsyncIteration)
+
+
+class Outcome(NamedTuple):
+    """What one call returned, as the judge sees it."""
+
+    kind: str  # value | ref | raise | timeout | too_big | lost | load
+    value: Any = None
+    name: str = ""
+
+    def result(self) -> Any:
+        if self.kind == "value":
+            return self.value
+        if self.kind == "ref":
+            return RemoteRef(self.value)
+        if self.kind == "raise":
+            cls = getattr(builtins, self.name, None)
+            err: Exception = CandidateError(self.name)
+            # control flow never crosses: a StopIteration re-raised inside ``all(map(f, xs))``
+            # would end the iteration early and turn a failing test into a pass
+            if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, _FLOW):
+                try:
+                    err = cls(f"raised by the candidate: {self.name}")
+                except TypeError:  # a class that needs other arguments
+                    pass
+            raise err
+        if self.kind == "timeout":
+            raise CandidateTimeout("the call timed out")
+        if self.kind == "load":
+            raise CandidateError(f"load:{self.name}")
+        raise CandidateLost(self.name or self.kind)
+
+    def summary(self) -> str:
+        if self.kind == "value":
+            return repr(self.value)
+        if self.kind == "ref":  # a handle: its type, as the candidate's process named it
+            return f"ref:{self.name}"
+        return f"{self.kind}:{self.name}"
+
+
+# ------------------------------------------------------------------------------ replay
+class _Session:
+    """One replay pass: answers calls from what is known, records the calls it makes."""
+
+    def __init__(self, known: dict[str, list[Outcome]], max_calls: int, deadline: float) -> None:
+        self.known = known
+        self.calls: list[list] = []
+        self.keys: list[str] = []
+        self.seen: dict[str, int] = defaultdict(int)
+        self.pending = False
+        self.case_outcomes: list[Outcome] = []
+        self.max_calls = max_calls
+        self.deadline = deadline
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if len(self.calls) >= self.max_calls or time.monotonic() > self.deadline:
+            raise JudgeLimit("the tests made too many calls or took too long")
         try:
-            _write(self.proc.stdin, pickle.dumps((source, known, max_calls, time_limit_s)))
-            fd = self.proc.stdout.fileno()
-            deadline = time.monotonic() + time_limit_s + GRACE_S
-            (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-            return json.loads(_read_exact(fd, n, deadline))
-        except (ReplayKilled, EOFError, BrokenPipeError, OSError, ValueError) as e:
-            self.close()
-            raise ReplayKilled(str(e)) from None
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        for s in (self.proc.stdin, self.proc.stdout):
-            try:
-                s.close()
-            except OSError:
-                pass
+            enc = [name, [encode(a) for a in args], {k: encode(v) for k, v in kwargs.items()}]
+        except TypeError:
+            if _has_pending(args) or _has_pending(tuple(kwargs.values())):
+                self.pending = True
+                raise _Stop() from None
+            raise
+        key = json.dumps(enc, sort_keys=True)
+        n = self.seen[key]
+        self.seen[key] = n + 1
+        self.calls.append(enc)
+        self.keys.append(key)
+        outs = self.known.get(key, ())
+        if n < len(outs):
+            self.case_outcomes.append(outs[n])
+            return outs[n].result()
+        self.pending = True
+        return Pending()
 
 
-class ReplayPool:
-    """Idle workers handed out one per concurrent replay (the family scores from threads)."""
+def _has_pending(values: tuple, depth: int = 0) -> bool:
+    for v in values:
+        if type(v) is Pending:
+            return True
+        if depth < 8 and type(v) in (list, tuple, set, frozenset):
+            if _has_pending(tuple(v), depth + 1):
+                return True
+        if depth < 8 and type(v) is dict and _has_pending(tuple(v.values()), depth + 1):
+            return True
+    return False
 
-    def __init__(self, max_idle: int = 4) -> None:
-        self.pid = os.getpid()
-        self.max_idle = max_idle
-        self._idle: list[ReplayProcess] = []
+
+class RemoteFunction:
+    """A name the candidate's program defines, as the test code sees it: calling it asks the
+    candidate process (through the judge's round trip) and returns plain data."""
+
+    def __init__(self, name: str, session: _Session) -> None:
+        self._name, self._session = name, session
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.call(self._name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<candidate function {self._name}>"
+
+
+def _fresh_builtins() -> dict:
+    """Builtins whose ``import random`` gives a fresh, seeded module each pass, so tests that
+    draw random arguments make the same calls in every replay."""
+    fresh: dict[str, Any] = {}
+
+    def _import(name, globals=None, locals=None, fromlist=(), level=0):
+        if name == "random" and level == 0:
+            if "random" not in fresh:
+                import importlib.util  # only here: every replay run would pay for it
+
+                spec = importlib.util.find_spec("random")
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                mod.seed(0)
+                fresh["random"] = mod
+            return fresh["random"]
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    b = dict(vars(builtins))
+    b["__import__"] = _import
+    return b
+
+
+class CaseResult(NamedTuple):
+    """One test case's result: passed, the values seen (a record), the error."""
+
+    passed: bool
+    value: str | None
+    error: str | None
+
+
+def replay(
+    spec: JudgeSpec,
+    known: dict[str, list[Outcome]],
+    max_calls: int = REPLAY_CALLS,
+    time_limit_s: float = REPLAY_LIMIT_S,
+) -> tuple[list[CaseResult | None], _Session]:
+    """Run the row's tests once against the known answers; a case is ``None`` while it
+    still waits for an answer (or depends on one)."""
+    session = _Session(known, max_calls, time.monotonic() + time_limit_s)
+    ns: dict[str, Any] = {"__name__": "__judge__", "__builtins__": _fresh_builtins()}
+    if spec.prompt is not None:
+        try:
+            exec(spec.prompt, ns)
+        except Exception:
+            pass
+    for name in spec.modules:
+        try:
+            ns[name] = importlib.import_module(name)
+        except ImportError:
+            pass
+    for name in spec.remote:
+        ns[name] = RemoteFunction(name, session)
+    # the judge's helpers last, by names no row or candidate can spell (``testcode._hidden``)
+    ns.update(HELPERS)
+    ns[CHECK] = lambda v: session.pending or bool(v)
+    results: list[CaseResult | None] = []
+    timer = _Deadline(time_limit_s)
+    try:
+        with timer:
+            setup_err = _run(spec.setup, ns, session)
+            for code in spec.cases:
+                if timer.expired:
+                    results.append(CaseResult(False, None, "JudgeLimit"))
+                else:
+                    results.append(setup_err or _run(code, ns, session, case=True))
+    except JudgeLimit:  # the deadline struck between two cases
+        pass
+    results += [CaseResult(False, None, "JudgeLimit")] * (spec.n_cases - len(results))
+    return results, session
+
+
+class _Deadline:
+    """Bounds one replay pass of the row's test code even where it never calls the
+    candidate, e.g. an endless loop in a dataset's test: past the limit the replaying thread
+    gets an asynchronous :class:`JudgeLimit`; a pending one is cleared on exit."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
         self._lock = threading.Lock()
+        self._active = False
 
-    def replay(self, source: tuple, known: dict, max_calls: int, time_limit_s: float) -> dict:
+    def _fire(self) -> None:
         with self._lock:
-            worker = self._idle.pop() if self._idle else None
-        if worker is not None and not worker.alive():
-            worker.close()  # its pipes too
-            worker = None
-        if worker is None:
-            worker = ReplayProcess()
-        out = worker.replay(source, known, max_calls, time_limit_s)  # a killed one is closed
+            if self._active:
+                self.expired = True
+                _async_raise(self._tid, JudgeLimit)
+
+    def __enter__(self) -> _Deadline:
+        self._tid = threading.get_ident()
+        self._active = True
+        self._timer = threading.Timer(self.seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
         with self._lock:
-            if len(self._idle) < self.max_idle:
-                self._idle.append(worker)
-                worker = None
-        if worker is not None:
-            worker.close()
-        return out
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for w in idle:
-            w.close()
+            self._active = False
+            if self.expired:
+                _async_raise(self._tid, None)  # clear one not delivered yet
 
 
-_POOL: ReplayPool | None = None
-_POOL_LOCK = threading.Lock()
+def _async_raise(tid: int, exc: type[BaseException] | None) -> None:
+    import ctypes
+
+    arg = ctypes.py_object(exc) if exc is not None else None
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), arg)
 
 
-def pool() -> ReplayPool:
-    """This process's pool (a forked child gets its own: pipes are not shared)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL.pid != os.getpid():
-            _POOL = ReplayPool()
-            atexit.register(_POOL.close)
-        return _POOL
+def _run(code, ns: dict, session: _Session, case: bool = False) -> CaseResult | None:
+    session.pending = False
+    session.case_outcomes = []
+    try:
+        exec(code, ns)
+        err = None
+    except _Stop:
+        return None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # the row's test failed (or the candidate's answer raised)
+        err = str(e) if type(e) is CandidateError else type(e).__name__
+    if session.pending:
+        return None
+    if not case:
+        return None if err is None else CaseResult(False, None, f"setup:{err}")
+    value = None
+    if session.case_outcomes:
+        value = shortened(", ".join(o.summary() for o in session.case_outcomes), 200)
+    return CaseResult(err is None, value, err)
 
 
-def _serve() -> None:
-    """The worker's loop: one replay per request until the host closes the pipe."""
-    from flowzoo.tasks.code.judge import replay
+# ------------------------------------------------------------------------------ its run
+#: the modules the replay's run imports besides the stdlib, shipped in dependency order
+_SHIPPED = ("wire", "names", "testcode", "replay_worker")
+#: the replay run's program: it loads the shipped modules from their code, compiled by the
+#: judge for this very interpreter build (compiling them in every run cost more than the
+#: replay), or from their source where the sandbox runs another Python (a Docker image)
+MAIN_SOURCE = """\
+import base64, json, marshal, sys, types
+
+with open("compiled.json", encoding="ascii") as _f:
+    _b = json.load(_f)
+if _b["python"] == sys.version and _b["marshal"] == marshal.version:
+    for _name in ["flowzoo", "flowzoo.tasks", "flowzoo.tasks.code"] + _b["order"]:
+        _m = sys.modules[_name] = types.ModuleType(_name)
+        _parent, _, _leaf = _name.rpartition(".")
+        if _parent:
+            setattr(sys.modules[_parent], _leaf, _m)
+        if _name in _b["code"]:
+            _m.__file__ = _name.replace(".", "/") + ".py"
+            exec(marshal.loads(base64.b64decode(_b["code"][_name])), _m.__dict__)
+        else:
+            _m.__path__ = []
+from flowzoo.tasks.code.replay_worker import main
+
+main()
+"""
+#: the most a reply may hold once decompressed (what reaches the judge is bounded anyway)
+MAX_REPLY_BYTES = 64 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def _package_files() -> dict[str, str]:
+    """The shipped modules' source (and empty package files), and their compiled code."""
+    import marshal
+    import sys
+    from pathlib import Path  # the judge's side only: the replay's run never imports it
+
+    here = Path(__file__).parent
+    files = {f"flowzoo/{p}__init__.py": "" for p in ("", "tasks/", "tasks/code/")}
+    code = {}
+    for m in _SHIPPED:
+        path = f"flowzoo/tasks/code/{m}.py"
+        files[path] = (here / f"{m}.py").read_text(encoding="utf-8")
+        compiled = compile(files[path], path, "exec", dont_inherit=True)
+        code[f"flowzoo.tasks.code.{m}"] = base64.b64encode(marshal.dumps(compiled)).decode()
+    order = [f"flowzoo.tasks.code.{m}" for m in _SHIPPED]
+    bundle = {"python": sys.version, "marshal": marshal.version, "order": order, "code": code}
+    files["compiled.json"] = json.dumps(bundle)
+    return files
+
+
+def request(
+    source: tuple, known: dict[str, list[Outcome]], max_calls: int, time_limit_s: float
+) -> tuple[str, dict[str, str]]:
+    """One replay as a sandbox program: its main source and files (see the module doc)."""
+    entry, prompt, setup, tests = source
+    req = {
+        "source": [entry, prompt, setup, list(tests)],
+        "known": {
+            k: [[o.kind, encode(o.value) if o.kind == "value" else o.value, o.name] for o in outs]
+            for k, outs in known.items()
+        },
+        "max_calls": int(max_calls),
+        "time_limit_s": float(time_limit_s),
+    }
+    return MAIN_SOURCE, {**_package_files(), "replay.json": json.dumps(req)}
+
+
+def read_reply(
+    stdout: str, n_cases: int, max_calls: int
+) -> tuple[list[CaseResult | None], list[list], list[str]] | None:
+    """A replay run's reply as (cases, calls, call keys), checked as untrusted data (the row's
+    code ran there); None when it is not a well-formed reply."""
+    try:
+        z = zlib.decompressobj()
+        data = z.decompress(base64.b64decode(stdout.strip(), validate=True), MAX_REPLY_BYTES)
+        if z.unconsumed_tail or not z.eof:
+            return None
+        reply = json.loads(data)
+        if type(reply) is not dict or set(reply) != {"cases", "calls"}:
+            return None
+        cases, calls = reply["cases"], reply["calls"]
+        if type(cases) is not list or len(cases) != n_cases:
+            return None
+        if type(calls) is not list or len(calls) > max_calls:
+            return None
+        out: list[CaseResult | None] = []
+        for c in cases:
+            if c is None:
+                out.append(None)
+                continue
+            if type(c) is not list or len(c) != 3 or type(c[0]) is not bool:
+                return None
+            if any(v is not None and type(v) is not str for v in c[1:]):
+                return None
+            out.append(CaseResult(c[0], *(None if v is None else shortened(v, 200) for v in c[1:])))
+        for call in calls:
+            if type(call) is not list or len(call) != 3 or type(call[0]) is not str:
+                return None
+            if type(call[1]) is not list or type(call[2]) is not dict:
+                return None
+        # the keys the replay looked answers up by (``_Session.call``), computed here
+        return out, calls, [json.dumps(c, sort_keys=True) for c in calls]
+    except (ValueError, TypeError, RecursionError, zlib.error, binascii.Error):
+        return None
+
+
+def main() -> None:
+    """Inside the replay's run: one replay of ``replay.json``, its reply on the channel."""
     from flowzoo.tasks.code.testcode import judge_spec
 
-    # the protocol gets its own copy of stdout; anything the test code prints goes to stderr
-    out = os.fdopen(os.dup(1), "wb")
+    with open("replay.json", encoding="utf-8") as f:
+        req = json.load(f)
+    # the reply gets its own copy of stdout; anything the test code prints goes to stderr
+    chan = os.dup(1)
     os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    fd = sys.stdin.buffer.fileno()
-    while True:
-        try:
-            (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, None))
-        except EOFError:
-            return
-        source, known, max_calls, time_limit_s = pickle.loads(_read_exact(fd, n, None))
-        cases, session = replay(judge_spec(*source), known, max_calls, time_limit_s)
-        reply = {
-            "cases": [None if c is None else [c.passed, c.value, c.error] for c in cases],
-            "calls": session.calls,
-            "keys": session.keys,
-        }
-        _write(out, json.dumps(reply).encode())
-
-
-if __name__ == "__main__":
-    _serve()
+    known = {
+        k: [Outcome(kind, decode(v) if kind == "value" else v, name) for kind, v, name in outs]
+        for k, outs in req["known"].items()
+    }
+    entry, prompt, setup, tests = req["source"]
+    spec = judge_spec(entry, prompt, setup, tuple(tests))
+    cases, session = replay(spec, known, req["max_calls"], req["time_limit_s"])
+    reply = {
+        "cases": [None if c is None else [c.passed, c.value, c.error] for c in cases],
+        "calls": session.calls,
+    }
+    view = memoryview(base64.b64encode(zlib.compress(json.dumps(reply).encode())) + b"\n")
+    while view:
+        view = view[os.write(chan, view) :]
+    os._exit(0)  # nothing the test code left behind (a thread, an atexit hook) runs on

@@ -1,7 +1,8 @@
-"""The task's trusted test code, made ready for the judge: compiled once per task, with every
-``==``/``!=``/``in``/``not in`` made type-strict and every ``assert`` made tolerant of the
-placeholders that stand in for results not known yet (see ``judge.py``), and the names it
-uses sorted into the candidate's (proxied), the prompt's helpers and stdlib modules.
+"""The task's test code (a row's, replayed confined: see ``replay_worker``), made ready for
+the judge: compiled once per task, with every ``==``/``!=``/``in``/``not in`` made
+type-strict and every ``assert`` made tolerant of the placeholders that stand in for results
+not known yet (see ``judge.py``), and the names it uses sorted into the candidate's
+(proxied), the prompt's helpers and stdlib modules.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import builtins
 import functools
 import sys
 import threading
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from flowzoo.tasks.code.names import check_name, check_row_code
 from flowzoo.tasks.code.wire import strict_eq, strict_in
@@ -224,9 +224,8 @@ def _loaded_names(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-@dataclass(frozen=True)
-class JudgeSpec:
-    """A task's trusted test code, compiled once: which names are the candidate's, the
+class JudgeSpec(NamedTuple):
+    """A task's test code, compiled once: which names are the candidate's, the
     prompt's helper code, the setup and one code object per test case."""
 
     remote: tuple[str, ...]
@@ -235,8 +234,8 @@ class JudgeSpec:
     setup: Any
     cases: tuple[Any, ...]
     n_cases: int
-    #: what it was compiled from (entry point, prompt code, setup, tests): the replay
-    #: process compiles its own copy from it
+    #: what it was compiled from (entry point, prompt code, setup, tests): the replay's
+    #: sandbox run compiles its own copy from it
     source: tuple = ()
 
 
@@ -258,7 +257,7 @@ def _judge_spec(
     prompt = None
     prompt_names: set[str] = set()
     if prompt_code.strip():
-        try:  # the prompt's own helpers (e.g. HumanEval's encode_cyclic) are trusted code
+        try:  # the prompt's own helpers (e.g. HumanEval's encode_cyclic) are the tests' code
             tree = ast.parse(prompt_code)
             prompt = compile(tree, "prompt.py", "exec")
             prompt_names = _top_level_names(tree)
