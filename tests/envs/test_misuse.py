@@ -539,3 +539,17 @@ def test_every_per_agent_entry_names_the_valid_agents(agent):
     for call in (env.action_space, env.observation_space, env.observe, env.role_of):
         with pytest.raises(ValueError, match="valid: solver_0, solver_1, solver_2, aggregator"):
             call(agent)
+
+
+@pytest.mark.parametrize("bad", [np.array([[1]]), np.array([[[0]]]), np.zeros((1, 1), dtype=int)])
+def test_a_choice_view_refuses_an_array_of_another_shape(bad):
+    """Only a scalar, a 0-d or a (1,)-shaped integer array is a choice; (1, 1) is not
+    flattened into one."""
+    from gymnasium import spaces
+
+    from flowzoo.envs.wrappers.choice import check_choice
+
+    assert check_choice(spaces.Discrete(3), np.array([2]), "view") == 2
+    assert check_choice(spaces.Discrete(3), np.array(1), "view") == 1
+    with pytest.raises(TypeError, match="must be an int"):
+        check_choice(spaces.Discrete(3), bad, "view")

@@ -35,10 +35,11 @@ _EQ_RE = re.compile(r"(-?\d+)\s*([-+*])\s*(-?\d+)\s*=\s*(-?\d+)")
 
 
 def check_choice(space: spaces.Discrete, action: Any, view: str) -> int:
-    """``action`` as an int if it is in ``space`` (an int, a numpy integer or a 0-d/size-1
-    integer array, as SB3 passes it), else a TypeError/ValueError naming the space."""
+    """``action`` as an int if it is in ``space`` (an int, a numpy integer, or an integer
+    array of shape () or (1,), as SB3 passes it), else a TypeError/ValueError naming the
+    space; any other shape is refused, never flattened."""
     a = action
-    if isinstance(a, np.ndarray) and a.size == 1 and np.issubdtype(a.dtype, np.integer):
+    if isinstance(a, np.ndarray) and a.shape in ((), (1,)) and np.issubdtype(a.dtype, np.integer):
         a = a.reshape(()).item()
     if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
         raise TypeError(

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # this module is shipped into every sandboxed replay: imports cost per run
+    from typing import Any
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
@@ -170,5 +172,7 @@ def shortened(text: str, limit: int) -> str:
     two outputs that differ past the cut never read as one behaviour."""
     if len(text) <= limit:
         return text
+    import hashlib
+
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
     return f"{text[: limit - 20]}...#{digest}"
