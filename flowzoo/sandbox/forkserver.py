@@ -27,9 +27,14 @@ from typing import TypeVar
 from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import ExecResult, classify, popen_isolated
 
-#: the jail (unshare's file system, a no-op elsewhere), the guard (seccomp), then the server
+#: the jail (unshare's file system, a no-op elsewhere), the guard (seccomp), then the server:
+#: its run side first (``forkserver_main.py`` imports it when imported as a module)
+SERVER_FILES = ("forkserver_ns.py", "forkserver_main.py")
 GUARD_SOURCE = "\n".join(Path(__file__).with_name(f).read_text() for f in ("jail.py", "guard.py"))
-SERVER_SOURCE = GUARD_SOURCE + "\n" + (Path(__file__).with_name("forkserver_main.py")).read_text()
+#: a run's namespaces and file systems, then the server's loop
+SERVER_SOURCE = "\n".join(
+    [GUARD_SOURCE, *(Path(__file__).with_name(f).read_text() for f in SERVER_FILES)]
+)
 T = TypeVar("T")
 
 
@@ -105,12 +110,14 @@ NAMESPACED = ("bwrap", "unshare")
 
 
 def server_argv(argv: list[str]) -> list[str]:
-    """``argv`` as a server needs it. Under bubblewrap: uid 0 and CAP_SYS_ADMIN in the
-    sandbox's own user namespace (the same host uid as any other uid there), which the
-    server uses once, to mount a /proc without bubblewrap's locked covers (a run's nested
-    mount ns may mount a /proc of its own only while one is visible), and drops with every
-    other capability before it reads a request. With another ``--uid``, bubblewrap nests a
-    second user namespace that does not own the mount namespace, and the mount fails."""
+    """``argv`` as a server needs it. Under bubblewrap: uid 0 with CAP_SYS_ADMIN and
+    CAP_SETFCAP in the sandbox's own user namespace (the same host uid as any other uid
+    there), which the server uses once: to mount a /proc without bubblewrap's locked covers
+    (a run's nested mount ns may mount a /proc of its own only while one is visible) and to
+    move into a user namespace of its own as uid 65534 (mapping a parent's uid 0 into a
+    run's user namespace would need CAP_SETFCAP at every run); it drops every capability
+    before it reads a request. With another ``--uid``, bubblewrap nests a second user
+    namespace that does not own the mount namespace, and the mount fails."""
     out = list(argv)
     if "bwrap" not in map(os.path.basename, out):
         return out
@@ -119,7 +126,7 @@ def server_argv(argv: list[str]) -> list[str]:
             out[out.index(flag) + 1] = "0"
     i = out.index("--cap-drop") if "--cap-drop" in out else -1
     if i >= 0 and out[i + 1] == "ALL":
-        out[i + 2 : i + 2] = ["--cap-add", "CAP_SYS_ADMIN"]
+        out[i + 2 : i + 2] = ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETFCAP"]
     return out
 
 
@@ -128,11 +135,13 @@ class ForkServer:
     source and ``server_args`` are appended). ``group`` (a cgroup the argv joins) and
     ``owned_dir`` (the host dir the runs live in) are the caller's, released on close.
 
-    Every run gets a user, pid, mount, IPC and network namespace of its own (``fresh_ns``),
-    so it can neither see, signal nor alter the server or a later run. A server under a
-    mechanism in :data:`NAMESPACED` that cannot make them does not start (``OSError`` saying
-    why); elsewhere (Docker's default seccomp profile denies ``unshare``, the ``none``
-    mechanism) runs share the server's namespaces and only the resets between runs apply."""
+    Every run gets a user, pid, mount, IPC and network namespace of its own and a fresh
+    instance of every writable file system (``fresh_ns``; ``forkserver_ns.py``), so it can
+    neither see, signal nor alter the server or a later run, nor leave it file-system
+    state. A server under a mechanism in :data:`NAMESPACED` that cannot make them does not
+    start (``OSError`` saying why); elsewhere (Docker's default seccomp profile denies
+    ``unshare``, the ``none`` mechanism) runs share the server's namespaces and file systems
+    and only the resets between runs apply."""
 
     def __init__(
         self,

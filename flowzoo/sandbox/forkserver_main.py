@@ -4,16 +4,17 @@ Why: starting a fresh interpreter (and bubblewrap) per program costs ~25-40 ms; 
 warm, clean interpreter costs a few ms. The server is started once inside the same isolation
 as a per-run program (namespaces, read-only system, no capabilities, a cgroup).
 
-Each run is structurally apart from the server and from every other run: the server's child
-makes new user, pid, mount, IPC and network namespaces (``RUN_NS``) and forks their init,
-which mounts a ``/proc`` of the new pid namespace, drops every capability and forks the
-program (pid 2: rlimits, a fresh work dir, its own session, a fresh ``__main__``). The run
-cannot name the server or any other run (no pid of theirs exists for it), so it can neither
-signal, renice, re-pin, ``prlimit`` nor read them, and what it changes about itself dies with
-it; when the program ends its init exits and the kernel kills whatever the run left. Where
-the namespaces cannot be made (``fresh_ns`` false in the hello: Docker's seccomp profile,
-no unprivileged user namespaces) runs are forked as plain children; the host refuses such a
-server for mechanisms that promise namespaces.
+Each run is structurally apart from the server and from every other run
+(``forkserver_ns.py``, concatenated before this source): the server's child makes new user,
+pid, mount, IPC and network namespaces and forks their init, which mounts a ``/proc`` of the
+new pid namespace and a fresh file system over every writable place (work root, ``/tmp``,
+``/dev/shm``, ``/dev/pts``), writes the request's files into a new work dir there, drops every
+capability and forks the program (pid 2: rlimits, its own session, a fresh ``__main__``). The
+run cannot name the server or any other run, what it changes about itself dies with it, and
+no file system it wrote to (nor its inode counter, free blocks or free inodes) outlives it.
+Where the namespaces cannot be made (``fresh_ns`` false in the hello: Docker's seccomp
+profile, no unprivileged user namespaces) runs are forked as plain children in the server's
+own file systems; the host refuses such a server for mechanisms that promise namespaces.
 
 Belt and braces between runs: leftovers are killed (the server is a child subreaper), the
 root and scratch dirs are emptied whatever modes the run set, System V IPC is removed in a
@@ -27,7 +28,8 @@ Request ``{"files": {name: text}, "stdin": str|None, "limits": [[res, value], ..
 "timeout": s, "cap": bytes}``; reply ``{"rc", "sig", "timed_out", "truncated", "wall",
 "out", "err", "clean", "failed"}`` with ``out``/``err`` base64. argv: ``ROOT [--wipe DIR ...]
 [--ipc] [--max-files N] [--uid N --preload mod,mod]`` (the uid drop is for mechanisms
-without a user namespace; ``--max-files`` is for tmpfs roots and scratch dirs).
+without a user namespace; ``--max-files``: the files a run may make on each of its file
+systems, a fresh tmpfs's ``nr_inodes``, else a watch on the shared ones).
 """
 
 import base64
@@ -39,37 +41,18 @@ import signal
 import sys
 import time
 
-_LIBC: list = []
-
-
-def _libc():
-    if not _LIBC:
-        import ctypes
-
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    return _LIBC[0]
-
+if __name__ != "__main__":  # imported (docker.py, tests); as ``-c`` the run side precedes this
+    from flowzoo.sandbox.forkserver_ns import (
+        _child,
+        _prctl,
+        enter_run_ns,
+        make_workdir,
+        prepare_run_ns,
+        read_status,
+    )
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-PR_SET_PDEATHSIG = 1
-PR_CAPBSET_DROP = 24
-PR_CAP_AMBIENT = 47
-#: a run's namespaces: its own user ns (so the server needs no privilege to make them), pid ns
-#: (it is pid 2 under an init of its own; nothing outside is addressable), mount ns (its own
-#: /proc), IPC ns (System V IPC and POSIX queues die with it) and network ns (its sockets,
-#: even a TIME_WAIT left on loopback, die with it)
-RUN_NS = 0x10000000 | 0x20000000 | 0x20000 | 0x8000000 | 0x40000000
-#: what bubblewrap covers read-only in every /proc it mounts: a run of a sandbox started by
-#: root is uid 0 outside its namespaces, and these are guarded by file modes alone
-PROC_COVERS = ("sys", "sysrq-trigger", "irq", "bus")
-
-
-def _prctl(option, value):
-    try:
-        return _libc().prctl(option, value, 0, 0, 0) == 0
-    except (OSError, AttributeError, ImportError):
-        return False
 
 
 def _children(me):
@@ -184,206 +167,6 @@ def _remove_sysv_ipc():
                 getattr(libc, fn)(ident, ipc_rmid, None)
 
 
-def _check(rc, what):
-    if rc != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(src, dst, fstype, flags):
-    args = [x.encode() if isinstance(x, str) else x for x in (src, dst, fstype)]
-    _check(_libc().mount(args[0], args[1], args[2], flags, None), f"mount {dst}")
-
-
-def _drop_caps():
-    """Drop every capability: ambient, bounding (where allowed), effective, permitted."""
-    import ctypes
-
-    libc = _libc()
-    libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
-    for cap in range(64):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    _check(libc.capset(hdr, (ctypes.c_uint32 * 6)()), "capset")
-
-
-def _fresh_proc():
-    """In a run's own mount ns: a /proc that shows its own pid ns only, covered as
-    bubblewrap covers its own."""
-    nosuid, nodev, noexec, rdonly = 2, 4, 8, 1
-    _mount(None, "/", None, 16384 | (1 << 18))  # MS_REC | MS_PRIVATE
-    _mount("proc", "/proc", "proc", nosuid | nodev | noexec)
-    for name in PROC_COVERS:
-        p = "/proc/" + name
-        if os.path.lexists(p):
-            _mount(p, p, None, 4096 | 16384)  # MS_BIND | MS_REC
-            _mount(None, p, None, 4096 | 32 | rdonly | nosuid | nodev | noexec)  # ro remount
-
-
-def _say(fd, text):
-    try:
-        os.write(fd, text.encode(errors="replace")[:4000] + b"\n")
-    except OSError:
-        pass
-
-
-def _run_init(st_w, start, args):
-    """pid 1 of a run's pid namespace (never returns): its own /proc, no capabilities, then
-    the program as pid 2; writes the program's wait status to ``st_w`` and exits, and with it
-    every process the run made (the kernel kills a pid namespace whose init ends)."""
-    try:
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the server ends the run
-        _fresh_proc()
-        _drop_caps()
-        pid = os.fork()
-    except BaseException as e:
-        _say(st_w, f"E{e}")
-        os._exit(1)
-    if pid == 0:
-        os.close(st_w)
-        start(*args)
-    # default dispositions: pid 1 ignores every signal the run sends it then
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.closerange(3, st_w)
-    os.closerange(st_w + 1, 1 << 16)
-    while True:
-        try:
-            got, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(1)
-        if got == pid:
-            _say(st_w, str(st))
-            os._exit(0)
-
-
-def _enter_run_ns(st_w, start, args):
-    """In the server's child (never returns): new namespaces for the run (``RUN_NS``) and
-    their init. This process stays outside them: killing it kills the init, and the run."""
-    try:
-        _check(_libc().unshare(RUN_NS), "unshare")
-        pid = os.fork()
-    except BaseException as e:
-        _say(st_w, f"E{e}")
-        os._exit(1)
-    if pid == 0:
-        _run_init(st_w, start, args)
-    os.closerange(0, 1 << 16)
-    try:
-        os.waitpid(pid, 0)
-    finally:
-        os._exit(0)
-
-
-def _prepare_run_ns():
-    """Once, at start: None when every run can have namespaces and a /proc of its own (a
-    trial run proves it), else why not. A nested mount ns may only mount a /proc when one
-    without locked covers is visible: bubblewrap's is covered, so a server given
-    CAP_SYS_ADMIN (for this alone) stacks an uncovered one first; every capability is
-    dropped before any request is read."""
-    try:
-        _mount("proc", "/proc", "proc", 2 | 4 | 8)
-    except OSError:
-        pass  # no capability (unshare's jail needs none: its /proc has no covers)
-    try:
-        _drop_caps()
-    except OSError as e:
-        return f"cannot drop capabilities: {e}"
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        _enter_run_ns(w, os._exit, (0,))
-    os.close(w)
-    os.waitpid(pid, 0)
-    got = os.read(r, 4096).decode(errors="replace").strip()
-    os.close(r)
-    if got == "0":
-        return None
-    return got[1:] if got.startswith("E") else f"the trial run ended with {got!r}"
-
-
-def _read_status(fd):
-    """The program's wait status as its init reported it: (status or None, failure or None)."""
-    os.set_blocking(fd, False)
-    try:
-        got = os.read(fd, 4096).decode(errors="replace").strip()
-    except OSError:
-        got = ""
-    os.close(fd)
-    if got.startswith("E"):
-        return None, got[1:]
-    return (int(got) if got.lstrip("-").isdigit() else None), None
-
-
-def _child(workdir, has_stdin, limits, out_w, err_w):
-    """In the forked child: never returns."""
-    code = 1
-    try:
-        os.setsid()
-        os.chdir(workdir)
-        fd_in = os.open(".stdin" if has_stdin else "/dev/null", os.O_RDONLY)
-        os.dup2(fd_in, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.closerange(3, 65536)
-        for res, value in limits:
-            try:
-                resource.setrlimit(res, (value, value))
-            except (ValueError, OSError):
-                pass
-        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_DFL)
-        sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-        sys.stderr = open(
-            2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
-        )
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-        import types
-
-        main = types.ModuleType("__main__")
-        main.__file__ = os.path.join(workdir, "main.py")
-        sys.modules["__main__"] = main
-        sys.argv = ["main.py"]
-        sys.path.insert(0, workdir)
-        with open("main.py", "rb") as f:
-            src = f.read()
-        code = 0
-        exec(compile(src, "main.py", "exec"), main.__dict__)
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code
-        else:
-            try:
-                print(e.code, file=sys.stderr)
-            except Exception:
-                pass
-            code = 1
-    except BaseException as e:
-        code = 1
-        try:  # as a fresh interpreter would: the program's excepthook, without our frame
-            tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
-            sys.excepthook(type(e), e.with_traceback(tb), tb)
-        except BaseException:
-            pass
-    try:
-        import atexit
-
-        atexit._run_exitfuncs()
-    except BaseException:
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    os._exit(code & 0xFF)
-
-
 def _inodes(dirs):
     """Inodes in use on the file systems of ``dirs`` (each a tmpfs of the sandbox's own)."""
     used = 0
@@ -394,6 +177,10 @@ def _inodes(dirs):
         except OSError:
             pass
     return used
+
+
+def _over_quota(max_files):
+    return f"\nflowzoo sandbox: the run created more than {max_files} files; killed\n".encode()
 
 
 def _collect(pid, out_r, err_r, deadline, cap, watch=None, kill=None):
@@ -457,7 +244,7 @@ def _collect(pid, out_r, err_r, deadline, cap, watch=None, kill=None):
             status = None
     err = bytes(bufs[err_r])
     if over_quota:
-        err += f"\nflowzoo sandbox: the run created more than {watch[1]} files; killed\n".encode()
+        err += _over_quota(watch[1])
     return bytes(bufs[out_r]), err, truncated, timed_out, status
 
 
@@ -531,42 +318,32 @@ def serve(root, wipe, private_ipc, max_files=0):
         ctl_out.write(json.dumps(obj).encode() + b"\n")
         ctl_out.flush()
 
-    why = _prepare_run_ns()
+    # every writable place the runs see, mounted fresh for each run (fresh namespaces only)
+    plan, why = prepare_run_ns(root, wipe, max_files)
     fresh = why is None
     send({"ready": True, "pid": me, "subreaper": subreaper, "fresh_ns": fresh, "why": why})
     baseline = _server_state()
     dirs = {d: _dir_state(d) for d in [root, *wipe]}
-    n = 0
     for line in ctl_in:
         req = json.loads(line)
-        n += 1
-        # an unguessable name: no run can prepare the next run's dir (and the root is wiped)
-        workdir = os.path.join(root, f"run{n}-{os.urandom(8).hex()}")
-        os.mkdir(workdir, 0o700)
-        for name, text in req["files"].items():
-            dest = os.path.join(workdir, *name.split("/"))
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            with open(dest, "w", encoding="utf-8", errors="surrogatepass") as f:
-                f.write(text)
         has_stdin = req.get("stdin") is not None
-        if has_stdin:
-            with open(os.path.join(workdir, ".stdin"), "w", encoding="utf-8") as f:
-                f.write(req["stdin"])
+        limits = req["limits"]
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         st_r, st_w = os.pipe() if fresh else (None, None)
+        # shared namespaces: the files go in the server's own root (emptied after the run)
+        workdir = None if fresh else make_workdir(root, req)
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            limits = req["limits"]
             if fresh:
                 os.close(st_r)
-                _enter_run_ns(st_w, _child, (workdir, has_stdin, limits, out_w, err_w))
+                enter_run_ns(st_w, plan, req, _child, (has_stdin, limits, out_w, err_w))
             _child(workdir, has_stdin, limits, out_w, err_w)
         os.close(out_w)
         os.close(err_w)
-        kill = None
-        if fresh:
+        kill = watch = None
+        if fresh:  # the run's init kills it past max_files (its file systems are its own)
             os.close(st_w)
 
             def kill(pid=pid):
@@ -575,13 +352,16 @@ def serve(root, wipe, private_ipc, max_files=0):
                 except OSError:
                     pass
 
-        watch = ([root, *wipe], max_files) if max_files else None
+        elif max_files:
+            watch = ([root, *wipe], max_files)
         out, err, truncated, timed_out, status = _collect(
             pid, out_r, err_r, t0 + float(req["timeout"]), int(req["cap"]), watch, kill
         )
         failed = None
         if fresh:
-            status, failed = _read_status(st_r)
+            status, failed, over = read_status(st_r)
+            if over:
+                err += _over_quota(max_files)
         wall = time.monotonic() - t0
         os.close(out_r)
         os.close(err_r)

@@ -6,9 +6,10 @@ Why: ``unshare`` gives namespaces but no file-system view, so a run could read t
 installed packages and the data shipped with them (a benchmark's tests and reference
 solutions), homes, the project. bubblewrap builds its root from an allowlist; this does the
 same inside unshare's private mount namespace, as root there, before the uid drop: a fresh
-tmpfs root holding the runtime's ``usr`` (read-only), the run's dir at ``/box``, its own
-``/tmp``, ``/dev/shm``, ``/proc`` and a minimal ``/dev``; then ``pivot_root`` and the old root
-is detached, so no path (nor ``..`` from a chroot) leads back to the host.
+tmpfs root holding the runtime's ``usr`` (read-only), a tmpfs ``/box`` holding a copy of the
+run's dir, its own ``/tmp``, ``/dev/shm``, ``/proc`` and a minimal ``/dev``; then
+``pivot_root`` and the old root is detached, so no path (nor ``..`` from a chroot) leads
+back to the host.
 """
 
 
@@ -51,7 +52,23 @@ def _fz_jail():
         os.symlink("usr/" + link, f"{new}/{link}")
     mount(host_usr, f"{new}/usr", None, bind | rec)
     mount(None, f"{new}/usr", None, bind | remount | rdonly | nosuid | nodev)
-    mount(box, f"{new}/box", None, bind)
+    # the run's dir is a tmpfs of its own, like /tmp: nothing a run writes lands on (or
+    # reads the state of) the host's disk; the files the host prepared are copied in
+    st = os.stat(box)
+    mount("tmpfs", f"{new}/box", "tmpfs", nosuid | nodev, f"mode={st.st_mode & 0o7777:o}," + size)
+    os.chown(f"{new}/box", st.st_uid, st.st_gid)
+    for src_dir, dirs, files in os.walk(box):
+        dst_dir = new + "/box" + src_dir[len(box) :]
+        for n in dirs + files:
+            src, dst = f"{src_dir}/{n}", f"{dst_dir}/{n}"
+            st = os.lstat(src)
+            if n in dirs:
+                os.mkdir(dst, st.st_mode & 0o7777)
+            else:
+                with open(src, "rb") as f, open(dst, "wb") as g:
+                    g.write(f.read())
+                os.chmod(dst, st.st_mode & 0o7777)
+            os.chown(dst, st.st_uid, st.st_gid)
     mount("tmpfs", f"{new}/tmp", "tmpfs", nosuid | nodev, "mode=1777," + size)
     mount("proc", f"{new}/proc", "proc", nosuid | nodev | noexec)
     mount("tmpfs", f"{new}/dev", "tmpfs", nosuid, "mode=0755,size=64k")

@@ -317,3 +317,149 @@ def test_a_server_that_cannot_give_runs_namespaces_does_not_serve(monkeypatch):
         s.close()
     assert r.status == "sandbox_error" and "namespaces of its own" in r.stderr, r
     assert "ran" not in r.stdout
+
+
+# ------------------------------------------------------------ class 4: file-system state
+# A writable file system keeps state that no wipe resets: tmpfs numbers inodes from a
+# per-mount counter, and its free blocks and inodes are per-mount counts. Every writable file
+# system a fork-server run sees is mounted fresh for that run, so none of it outlives the run.
+
+_WRITABLE = """
+import os
+def writable_mounts():
+    seen = {os.getcwd()}
+    for line in open("/proc/self/mountinfo"):
+        f = line.split()
+        point, opts = f[4].replace("\\\\040", " "), f[5].split(",")
+        if "rw" in opts and os.path.isdir(point) and not point.startswith("/proc"):
+            seen.add(point)
+    return sorted(seen)
+"""
+
+_FS_PROBE = (
+    _WRITABLE
+    + """
+import json
+out = {}
+for d in writable_mounts():
+    p = os.path.join(d, "fz-probe")
+    try:
+        open(p, "w").close()
+        st = os.stat(p)
+        os.unlink(p)
+        ino = (st.st_ino, os.stat(d).st_nlink)
+    except OSError as e:
+        ino = type(e).__name__
+    v = os.statvfs(d)
+    out[d if d != os.getcwd() else "cwd"] = [ino, v.f_blocks, v.f_bfree, v.f_bavail,
+                                             v.f_files, v.f_ffree, v.f_favail, v.f_flag]
+try:
+    out["pty"] = os.ttyname(os.openpty()[1])
+except OSError as e:
+    out["pty"] = type(e).__name__
+print(json.dumps(out, sort_keys=True))
+"""
+)
+
+# advances every per-mount counter it can: inode numbers (create/unlink), a big file filled
+# and deleted, files and dirs left behind (the wipe's work), a file kept open by a daemon
+_FS_LEAVE = (
+    _WRITABLE
+    + """
+import time
+for d in writable_mounts():
+    try:
+        for i in range({k}):
+            p = os.path.join(d, f"fz-{i}")
+            open(p, "w").close()
+            os.unlink(p)
+        with open(os.path.join(d, "fz-big"), "wb") as f:
+            f.write(b"x" * (3 << 20))
+        os.unlink(os.path.join(d, "fz-big"))
+        os.makedirs(os.path.join(d, "fz-dir", "sub"), exist_ok=True)
+        open(os.path.join(d, "fz-dir", "sub", "left"), "w").write("x" * {k})
+        held = open(os.path.join(d, "fz-held"), "w")
+        held.write("y" * 5000)
+        held.flush()
+    except OSError:
+        pass
+ptys = []
+for _ in range({k} % 7):
+    try:
+        ptys.append(os.openpty())
+    except OSError:
+        pass
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(30)
+    os._exit(0)
+print("left")
+"""
+)
+
+
+def _fs_state(sbx) -> str:
+    r = sbx.run(_FS_PROBE)
+    assert r.status == "ok", r
+    return r.stdout
+
+
+@pytest.mark.parametrize("k", [1, 4242 % 1000 + 3])
+def test_file_system_counters_carry_nothing(sbx, k):
+    """Inode numbers (the next file's ``st_ino``), free blocks and inodes of every writable
+    file system a run sees (``/tmp``, ``/dev/shm``, the work dir's, any other) and the next
+    pty's number read the same after a run that advanced them all as on a fresh server."""
+    before = _fs_state(sbx)
+    assert "/tmp" in before and "/dev/shm" in before and "cwd" in before, before
+    r = sbx.run(_FS_LEAVE.replace("{k}", str(k)), timeout_s=20)
+    assert r.status == "ok" and r.stdout.strip() == "left", r
+    for _ in range(2):
+        assert _fs_state(sbx) == before
+
+
+_INO_SET = """
+import os
+def ino(d):
+    p = os.path.join(d, ".c"); open(p, "w").close(); i = os.stat(p).st_ino; os.unlink(p); return i
+for d in ("/tmp", "/dev/shm", "."):
+    for _ in range({k}):
+        ino(d)
+"""
+_INO_GET = """
+import os
+out = []
+for d in ("/tmp", "/dev/shm", "."):
+    p = os.path.join(d, ".r"); open(p, "w").close(); out.append(os.stat(p).st_ino); os.unlink(p)
+print(out)
+"""
+
+
+def test_an_inode_counter_set_by_one_run_is_not_read_by_the_next(sbx):
+    """The red team's channel: run N sets each tmpfs's inode counter to a secret with a
+    create/unlink loop, run N+1 reads it with one ``stat``. It reads what a fresh server reads."""
+    fresh = sbx.run(_INO_GET)
+    assert fresh.status == "ok", fresh
+    secret = secrets.randbelow(3000) + 50
+    assert sbx.run(_INO_SET.format(k=secret), timeout_s=20).status == "ok"
+    assert sbx.run(_INO_GET).stdout == fresh.stdout
+
+
+def test_the_inode_counter_in_docker():
+    from flowzoo.sandbox.docker import docker_unavailable_reason
+
+    if docker_unavailable_reason():
+        pytest.skip("no Docker engine")
+    s = get_sandbox("docker", pool_size=1)
+    try:
+        fresh = s.run(_INO_GET).stdout
+        s.run(_INO_SET.format(k=secrets.randbelow(3000) + 50), timeout_s=20)
+        after = s.run(_INO_GET).stdout
+        isolated = all(srv.fresh_ns for srv in s._servers.values())
+    finally:
+        s.close()
+    if not isolated:
+        pytest.xfail(
+            "Docker's seccomp profile denies unshare and mount: its tmpfs mounts and "
+            "their inode counters are the server's, shared by every run"
+        )
+    assert fresh == after, (fresh, after)

@@ -1,0 +1,444 @@
+"""A fork-server run's own namespaces and file systems (stdlib only: the host concatenates
+this source before ``forkserver_main.py`` and starts both as ``python -I -S -c``).
+
+Why: a run forked from a long-lived server shares every kernel object the server holds. The
+server's child makes new user, pid, mount, IPC and network namespaces (``RUN_NS``) and forks
+their init (pid 1), which mounts a ``/proc`` of the new pid namespace and a *fresh* file
+system over every writable place the sandbox has (the work root, ``/tmp``, ``/dev/shm``,
+``/dev/pts``: :func:`fs_plan`), writes the request's files into the fresh work dir, drops every
+capability and forks the program (pid 2). A wipe empties a file system but keeps its per-mount
+state (tmpfs numbers inodes from a per-mount counter; free blocks and inodes are per-mount
+counts): a fresh mount per run has none of it. Each tmpfs gets the size and mode the sandbox
+gave its own and ``nr_inodes`` from ``--max-files`` (the kernel refuses the file past it; the
+init kills the run when one fills up). When the program ends the init exits, the kernel kills
+whatever the run left, and its mounts go with its mount namespace.
+"""
+
+import os
+import resource
+import select
+import signal
+import sys
+
+_LIBC: list = []
+
+
+def _libc():
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
+PR_SET_DUMPABLE = 4
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+#: a run's namespaces: its own user ns (so the server needs no privilege to make them), pid ns
+#: (it is pid 2 under an init of its own; nothing outside is addressable), mount ns (its own
+#: /proc and file systems), IPC ns (System V IPC and POSIX queues die with it) and network ns
+#: (its sockets, even a TIME_WAIT left on loopback, die with it)
+RUN_NS = 0x10000000 | 0x20000000 | 0x20000 | 0x8000000 | 0x40000000
+CLONE_NEWUSER = 0x10000000
+#: what bubblewrap covers read-only in every /proc it mounts: a run of a sandbox started by
+#: root is uid 0 outside its namespaces, and these are guarded by file modes alone
+PROC_COVERS = ("sys", "sysrq-trigger", "irq", "bus")
+#: the uid and gid a run has in its user namespace (the server's own, mapped): what an
+#: unmapped uid showed before, so nothing a run reads about itself changed
+RUN_ID = 65534
+#: the size of a fresh tmpfs made over a dir that is not one (the ``unshare`` jail's host work
+#: root has /tmp's size; this is for ``mechanism="none"``: ``ProcessLimits.disk_mb``'s default)
+DEFAULT_SIZE = "size=64m"
+#: writable file systems a run gets a fresh instance of, wherever the sandbox shows one
+FRESH_TYPES = ("tmpfs", "devpts", "mqueue")
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    1,
+    2,
+    4,
+    8,
+    32,
+    4096,
+    16384,
+    1 << 18,
+)
+
+
+def _prctl(option, value):
+    try:
+        return _libc().prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError, ImportError):
+        return False
+
+
+def _check(rc, what):
+    if rc != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src, dst, fstype, flags, data=None):
+    args = [x.encode() if isinstance(x, str) else x for x in (src, dst, fstype, data)]
+    _check(_libc().mount(args[0], args[1], args[2], flags, args[3]), f"mount {dst}")
+
+
+def _drop_caps():
+    """Drop every capability: ambient, bounding (where allowed), effective, permitted."""
+    import ctypes
+
+    libc = _libc()
+    libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    _check(libc.capset(hdr, (ctypes.c_uint32 * 6)()), "capset")
+
+
+def _mountinfo():
+    """{mount point: (fs type, mount options, super options)} of the mounts visible here
+    (the top one of a point wins)."""
+    seen = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, r = left.split(), right.split()
+            point = fields[4]
+            for esc, ch in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+                point = point.replace(esc, ch)
+            seen[point] = (r[0] if r else "", fields[5], r[2] if len(r) > 2 else "")
+    return seen
+
+
+def _opt(opts, key):
+    return next((o for o in opts.split(",") if o.startswith(key + "=")), None)
+
+
+def _under(path, top):
+    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def fs_plan(root, wipe, max_files):
+    """What every run mounts fresh, as ``[(dir, fs type, flags, options, inodes)]``: a tmpfs
+    over the work root (first), each scratch dir and every other writable tmpfs the sandbox
+    shows, a new devpts or mqueue instance over each one mounted writable (pty numbers and
+    queues are per instance). A tmpfs has the size and mode the sandbox gave its own (a
+    root that is a host dir has the scratch dirs' size) and ``nr_inodes`` room for
+    ``max_files`` files and one more, the one that says the run went past it (the work
+    root's grows by the request's files at mount time). A mount inside a planned one is
+    hidden by it; one that holds the work root or a scratch dir is left (``none``'s host)."""
+    mounts = _mountinfo()
+    own = [root, *wipe]
+    sizes = [_opt(mounts[d][2], "size") for d in wipe if mounts.get(d, ("",))[0] == "tmpfs"]
+    found = [
+        p
+        for p, (fstype, opts, _) in mounts.items()
+        if fstype in FRESH_TYPES
+        and "rw" in opts.split(",")
+        and p != "/"
+        and not any(_under(d, p) for d in own)
+    ]
+    plan = []
+    for d in own + sorted(found, key=lambda p: p.count("/")):
+        if any(_under(d, p[0]) for p in plan) or not os.path.isdir(d):
+            continue
+        fstype, _, opts = mounts.get(d, ("", "", ""))
+        if d in own or fstype == "tmpfs":
+            size = _opt(opts, "size") if fstype == "tmpfs" else None
+            size = size or next((s for s in sizes if s), DEFAULT_SIZE)
+            data = f"{size},mode={os.stat(d).st_mode & 0o7777:o}"
+            inodes = max_files + 2 if max_files > 0 else 0
+            plan.append((d, "tmpfs", MS_NOSUID | MS_NODEV, data, inodes))
+        else:  # no uid=/gid=: not mapped in a run's user namespace
+            keep = ("mode=", "ptmxmode=", "max=")
+            data = ",".join(o for o in opts.split(",") if o.startswith(keep))
+            plan.append((d, fstype, MS_NOSUID | MS_NODEV | MS_NOEXEC, data, 0))
+    return plan
+
+
+def _request_inodes(req):
+    """Inodes :func:`make_workdir` uses for ``req``: its dir, the files' dirs, the files."""
+    if not req:
+        return 0
+    dirs = {"/".join(n.split("/")[:i]) for n in req["files"] for i in range(1, n.count("/") + 1)}
+    return 1 + len(dirs) + len(req["files"]) + (req.get("stdin") is not None)
+
+
+def make_workdir(root, req):
+    """A new dir under ``root`` holding the request's files and ``.stdin``; its path."""
+    # an unguessable name: where the root is not fresh, no run can prepare the next run's dir
+    workdir = os.path.join(root, f"run-{os.urandom(8).hex()}")
+    os.mkdir(workdir, 0o700)
+    for name, text in req["files"].items():
+        dest = os.path.join(workdir, *name.split("/"))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(text)
+    if req.get("stdin") is not None:
+        with open(os.path.join(workdir, ".stdin"), "w", encoding="utf-8") as f:
+            f.write(req["stdin"])
+    return workdir
+
+
+def _fresh_fs(plan, req):
+    """In a run's own mount ns: a /proc that shows its own pid ns only, covered as bubblewrap
+    covers its own, and a fresh file system over every writable place in ``plan``."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_COVERS:
+        p = "/proc/" + name
+        if os.path.lexists(p):
+            _mount(p, p, None, MS_BIND | MS_REC)
+            ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+            _mount(None, p, None, ro)
+    for i, (d, fstype, flags, data, inodes) in enumerate(plan):
+        if inodes:  # the work root (first) also holds the request's files
+            data += f",nr_inodes={inodes + (_request_inodes(req) if i == 0 else 0)}"
+        _mount(fstype, d, fstype, flags, data)
+    os.chdir("/")  # not the covered dir the server works in
+
+
+def _exhausted(dirs):
+    """True when a watched file system has no inode left: the run made more than its files."""
+    for d in dirs:
+        try:
+            if os.statvfs(d).f_ffree == 0:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _say(fd, text):
+    try:
+        os.write(fd, text.encode(errors="replace")[:4000] + b"\n")
+    except OSError:
+        pass
+
+
+def _await_program(pid, watch):
+    """Reap the run's processes until ``pid`` ends; with ``watch`` (dirs), kill the whole run
+    as soon as one of them is full of inodes. The program's wait status and whether it was."""
+    pidfd = None
+    if watch and hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = None
+    over = False
+    while True:
+        if watch:
+            if pidfd is not None:
+                select.select([pidfd], [], [], 0.05)
+            else:
+                select.select([], [], [], 0.01)
+            if not over and _exhausted(watch):
+                over = True
+                try:
+                    os.kill(-1, signal.SIGKILL)  # every process of the run (pid 1 is spared)
+                except OSError:
+                    pass
+        while True:
+            try:
+                got, st = os.waitpid(-1, os.WNOHANG if watch else 0)
+            except ChildProcessError:
+                return None, over
+            if got == 0:
+                break
+            if got == pid:
+                return st, over or bool(watch and _exhausted(watch))
+
+
+def _run_init(st_w, plan, req, start, args):
+    """pid 1 of a run's pid namespace (never returns): its own /proc and file systems, the
+    request's files, no capabilities, then ``start(workdir, *args)`` as pid 2; writes the
+    program's wait status (and ``Q`` if it made more files than allowed) to ``st_w`` and
+    exits, and with it every process the run made (the kernel kills a pid namespace whose
+    init ends)."""
+    try:
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the server ends the run
+        _fresh_fs(plan, req)
+        _drop_caps()
+        workdir = make_workdir(plan[0][0], req) if req else None
+        pid = os.fork()
+    except BaseException as e:
+        _say(st_w, f"E{e}")
+        os._exit(1)
+    if pid == 0:
+        os.close(st_w)
+        start(workdir, *args)
+    # default dispositions: pid 1 ignores every signal the run sends it then
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.closerange(3, st_w)
+    os.closerange(st_w + 1, 1 << 16)
+    status, over = _await_program(pid, [p[0] for p in plan if p[4]])
+    if status is None:
+        os._exit(1)
+    _say(st_w, f"{status} Q" if over else str(status))
+    os._exit(0)
+
+
+def _child(workdir, has_stdin, limits, out_w, err_w):
+    """In the forked child: never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.chdir(workdir)
+        fd_in = os.open(".stdin" if has_stdin else "/dev/null", os.O_RDONLY)
+        os.dup2(fd_in, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 65536)
+        for res, value in limits:
+            try:
+                resource.setrlimit(res, (value, value))
+            except (ValueError, OSError):
+                pass
+        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        sys.stderr = open(
+            2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
+        )
+        for name in ("stdin", "stdout", "stderr"):  # as a fresh interpreter has them
+            setattr(sys, f"__{name}__", getattr(sys, name))
+        import types
+
+        main = types.ModuleType("__main__")
+        main.__file__ = os.path.join(workdir, "main.py")
+        sys.modules["__main__"] = main
+        sys.argv = ["main.py"]
+        sys.path.insert(0, workdir)
+        with open("main.py", "rb") as f:
+            src = f.read()
+        code = 0
+        exec(compile(src, "main.py", "exec"), main.__dict__)
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            try:
+                print(e.code, file=sys.stderr)
+            except Exception:
+                pass
+            code = 1
+    except BaseException as e:
+        code = 1
+        try:  # as a fresh interpreter would: the program's excepthook, without our frame
+            tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+            sys.excepthook(type(e), e.with_traceback(tb), tb)
+        except BaseException:
+            pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
+
+
+def _map_ids(uid, gid):
+    """Give the run's user ns one uid and gid, ours: a file system mounted in it can only hold
+    files of an owner it can name (the uid it showed unmapped, ``RUN_ID``, stays)."""
+    _prctl(PR_SET_DUMPABLE, 1)  # else /proc/self's maps may belong to another uid
+    try:
+        for name, text in (
+            ("uid_map", f"{RUN_ID} {uid} 1"),
+            ("setgroups", "deny"),
+            ("gid_map", f"{RUN_ID} {gid} 1"),
+        ):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    finally:
+        _prctl(PR_SET_DUMPABLE, 0)
+
+
+def enter_run_ns(st_w, plan, req, start, args):
+    """In the server's child (never returns): new namespaces for the run (``RUN_NS``) and
+    their init. This process stays outside the pid ns: killing it kills the init, and the run."""
+    try:
+        uid, gid = os.geteuid(), os.getegid()
+        _check(_libc().unshare(RUN_NS), "unshare")
+        _map_ids(uid, gid)
+        pid = os.fork()
+    except BaseException as e:
+        _say(st_w, f"E{e}")
+        os._exit(1)
+    if pid == 0:
+        _run_init(st_w, plan, req, start, args)
+    os.closerange(0, 1 << 16)
+    try:
+        os.waitpid(pid, 0)
+    finally:
+        os._exit(0)
+
+
+def prepare_run_ns(root, wipe, max_files):
+    """Once, at start: ``(plan, why)``: the runs' :func:`fs_plan`, and None when every run can
+    have namespaces, a /proc and file systems of its own (a trial run proves it), else why
+    not. A nested mount ns may only mount a /proc when one without locked covers is visible:
+    bubblewrap's is covered, so a server given CAP_SYS_ADMIN (for this alone) stacks an
+    uncovered one first; every capability is dropped before any request is read."""
+    try:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError:
+        pass  # no capability (unshare's jail needs none: its /proc has no covers)
+    if os.geteuid() == 0:
+        # a run's user ns may map its creator's uid only where that is not the parent's
+        # root (else it needs CAP_SETFCAP, no run's to hold): so the server moves into a
+        # user ns of its own first, as RUN_ID, while it still holds CAP_SETFCAP
+        try:
+            uid, gid = os.geteuid(), os.getegid()
+            _check(_libc().unshare(CLONE_NEWUSER), "unshare")
+            _map_ids(uid, gid)
+        except OSError as e:
+            return [], f"cannot leave uid 0: {e}"
+    try:
+        _drop_caps()
+    except OSError as e:
+        return [], f"cannot drop capabilities: {e}"
+    try:
+        plan = fs_plan(root, wipe, max_files)
+    except (OSError, ValueError, IndexError) as e:
+        return [], f"cannot read the sandbox's mounts: {e}"
+    return plan, _trial(plan)
+
+
+def _trial(plan):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        enter_run_ns(w, plan, None, lambda _: os._exit(0), ())
+    os.close(w)
+    os.waitpid(pid, 0)
+    got = os.read(r, 4096).decode(errors="replace").strip()
+    os.close(r)
+    if got == "0":
+        return None
+    return got[1:] if got.startswith("E") else f"the trial run ended with {got!r}"
+
+
+def read_status(fd):
+    """What a run's init reported: (wait status or None, failure or None, over its files)."""
+    os.set_blocking(fd, False)
+    try:
+        got = os.read(fd, 4096).decode(errors="replace").strip()
+    except OSError:
+        got = ""
+    os.close(fd)
+    if got.startswith("E"):
+        return None, got[1:], False
+    parts = got.split()
+    status = int(parts[0]) if parts and parts[0].lstrip("-").isdigit() else None
+    return status, None, "Q" in parts[1:]
