@@ -1,10 +1,25 @@
-"""Docker backend: a pool of warm, hardened containers; a run costs an exec, not a start.
+"""Docker backend: a pool of warm, hardened containers; a run costs a fork, not a start.
 
 Containers run with no network, memory/CPU/pids limits, a read-only root with tmpfs work
-dirs (size-capped), all capabilities dropped, ``no-new-privileges`` and uid 65534. After
-every run the writable dirs (``/box``, ``/tmp``, ``/dev/shm``) are emptied — by the fork-server,
-or by a wipe exec without it — and a container that cannot be emptied is replaced. The program and its
-files travel inside the exec command (no archive copy into tmpfs), a boot script applies
+dirs (size-capped), all capabilities dropped, ``no-new-privileges`` and uid 65534.
+
+Fork-server mode (the default): every run gets user, pid, mount, IPC and network namespaces
+of its own, its own ``/proc`` and fresh tmpfs mounts, as under bubblewrap
+(``forkserver_ns.py``). Docker's default seccomp profile denies ``unshare`` and ``mount`` to a
+container without ``CAP_SYS_ADMIN``, so these containers get ``docker_seccomp.json``: that
+profile as Docker applies it to a ``--cap-drop ALL`` container plus those two syscalls, which
+the kernel grants only inside a user namespace the caller made (no capability is added).
+A new ``/proc`` can only be mounted while an uncovered one is visible, so the container's
+``/proc`` is left without Docker's masks (``ReadonlyPaths``/``MaskedPaths`` there; those on
+``/sys`` stay) and every run's init puts them on its own ``/proc`` (``PROC_MASKS``): a run sees
+no less masked a ``/proc`` than a plain container's. Where the server still cannot isolate a
+run (an AppArmor profile that denies ``mount``, no unprivileged user namespaces), the
+sandbox falls back to a fresh container per run (``fresh_containers``): never shared state.
+
+Without the fork-server (``forkserver=False``) a run is an exec into a warm container with
+Docker's default profile; after it the writable dirs (``/box``, ``/tmp``, ``/dev/shm``) are
+emptied by a wipe exec, and a container that cannot be emptied is replaced. The program and
+its files travel inside the exec command (no archive copy into tmpfs), a boot script applies
 rlimits, and a run that overruns its time has its container killed and replaced (killing a
 ``docker`` client would leave the program running). A container that has processes left
 after a run is replaced too, so no daemon survives into the next run. Every container is
@@ -31,6 +46,7 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
 from flowzoo.sandbox.base import (
     ConcurrentRunMixin,
@@ -45,6 +61,25 @@ from flowzoo.sandbox.runtime import runtime_dir, sandbox_python
 LABEL = "flowzoo.sandbox"
 HOST_IMAGE = "flowzoo-sandbox:host-rt1"  # rt1: the runtime layout (runtime.py)
 NOBODY = "65534:65534"
+#: Docker's default seccomp profile for a ``--cap-drop ALL`` container, plus ``unshare`` and
+#: ``mount`` (the runs' namespaces and file systems); only fork-server containers get it
+SECCOMP_PROFILE = Path(__file__).with_name("docker_seccomp.json")
+#: Docker's ``MaskedPaths`` and ``ReadonlyPaths`` under /proc, which every run's init hides in
+#: its own /proc (``bus``, ``irq``, ``sys``, ``sysrq-trigger`` it covers read-only anyway)
+PROC_MASKS = (
+    "asound",
+    "acpi",
+    "kcore",
+    "keys",
+    "latency_stats",
+    "timer_list",
+    "timer_stats",
+    "sched_debug",
+    "scsi",
+    "fs",
+)
+#: Docker's masks outside /proc, kept on fork-server containers (a run mounts no /sys)
+SYS_MASKS = ["/sys/firmware", "/sys/devices/virtual/powercap"]
 
 _BOOT = """\
 import base64, json, os, sys, resource as R
@@ -163,7 +198,8 @@ _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
 class DockerSandbox(ConcurrentRunMixin):
-    """Runs Python programs by exec into a pool of warm hardened containers."""
+    """Runs Python programs in a pool of warm hardened containers: forked by each one's
+    fork-server into namespaces of their own, else a fresh container per run."""
 
     name = "docker"
 
@@ -195,14 +231,42 @@ class DockerSandbox(ConcurrentRunMixin):
         self.default_workers = pool_size
         # fork-server mode needs the docker CLI for a long-lived `docker exec -i` stream
         self.forkserver = bool(forkserver) and shutil.which("docker") is not None
+        #: every run in a container no run used before (where the fork-server cannot isolate)
+        self.fresh_containers = bool(forkserver) and not self.forkserver
+        #: why the fork-server could not give runs namespaces of their own (None: it can)
+        self.shared_why: str | None = (
+            "the fork-server needs the docker CLI" if self.fresh_containers else None
+        )
         self._servers: dict[str, object] = {}
         self._pool: queue.Queue = queue.Queue()
         self._all: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
+        _LIVE.add(self)
         for _ in range(pool_size):
             self._pool.put(self._start())
-        _LIVE.add(self)
+        if self.forkserver:
+            self._check_isolation()
+
+    def _check_isolation(self) -> None:
+        """Start one server now: where it cannot give runs namespaces of their own, switch to
+        a fresh container per run (the containers it made are replaced by plain ones)."""
+        from flowzoo.sandbox.forkserver import ServerDied
+
+        c = self._pool.get()
+        try:
+            srv = self._server(c)
+            why = None if srv.fresh_ns else (srv.why or "no reason given")
+        except (OSError, ServerDied) as e:
+            why = str(e)
+        self._pool.put(c)
+        if why is None:
+            return
+        self.shared_why, self.forkserver, self.fresh_containers = why, False, True
+        for _ in range(self.pool_size):
+            self._discard(self._pool.get())
+        for _ in range(self.pool_size):
+            self._pool.put(self._start())
 
     @property
     def isolation(self) -> tuple[str, ...]:
@@ -217,14 +281,23 @@ class DockerSandbox(ConcurrentRunMixin):
             "pids",
             "cpus",
             "rlimits",
-        ) + (("forkserver",) if self.forkserver else ())
+        ) + (
+            ("forkserver", "run-namespaces", "fresh-fs-per-run")
+            if self.forkserver
+            else ("container-per-run",)
+            if self.fresh_containers
+            else ()
+        )
 
     def _start(self):
+        """A new container; a fork-server's gets the namespace seccomp profile and a /proc
+        without Docker's covers (its runs put them on their own /proc)."""
         lim = self.limits
-        c = self.client.containers.run(
-            self.image,
-            [self.python, "-I", "-S", "-c", "import time\nwhile True: time.sleep(3600)"],
-            detach=True,
+        api = self.client.api
+        security = ["no-new-privileges"]
+        if self.forkserver:
+            security.append("seccomp=" + SECCOMP_PROFILE.read_text())
+        hc = api.create_host_config(
             network_mode="none",
             mem_limit=f"{lim.memory_mb + 64}m",
             memswap_limit=f"{lim.memory_mb + 64}m",
@@ -233,15 +306,30 @@ class DockerSandbox(ConcurrentRunMixin):
             read_only=True,
             tmpfs={"/box": f"size={lim.tmpfs_mb}m,mode=1777", "/tmp": "size=16m,mode=1777"},
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            security_opt=security,
+            binds=self._volumes,
+        )
+        if self.forkserver:  # the SDK has no argument for these (the CLI's systempaths=)
+            hc["MaskedPaths"], hc["ReadonlyPaths"] = list(SYS_MASKS), []
+        cid = api.create_container(
+            self.image,
+            [self.python, "-I", "-S", "-c", "import time\nwhile True: time.sleep(3600)"],
             user=NOBODY,
-            volumes=self._volumes,
             environment={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/box"},
             working_dir="/box",
             labels={LABEL: "1", f"{LABEL}.owner": self.owner},
-        )
+            host_config=hc,
+        )["Id"]
         with self._lock:
-            self._all.add(c.id)
+            self._all.add(cid)
+        try:
+            api.start(cid)
+            c = self.client.containers.get(cid)
+        except Exception:
+            self._discard_id(cid)
+            raise
+        if self._closed:  # close() ran meanwhile (a background refill): nothing may outlive it
+            self._discard_id(cid)
         return c
 
     def _server(self, c):
@@ -259,6 +347,8 @@ class DockerSandbox(ConcurrentRunMixin):
                 NOBODY,
                 "-w",
                 "/box",
+                "-e",
+                "FZ_PROC_MASKS=" + ":".join(PROC_MASKS),
                 c.id,
                 self.python,
                 "-I",
@@ -285,12 +375,24 @@ class DockerSandbox(ConcurrentRunMixin):
         srv = self._servers.pop(c.id, None)
         if srv is not None:
             srv.close()
+        self._discard_id(c.id)
+
+    def _discard_id(self, cid: str) -> None:
         try:
-            c.remove(force=True)
+            self.client.api.remove_container(cid, force=True)
         except Exception:
             pass
         with self._lock:
-            self._all.discard(c.id)
+            self._all.discard(cid)
+
+    def _replace(self, c) -> None:
+        """Remove ``c`` and put a new container in the pool (a failed start shrinks it)."""
+        self._discard(c)
+        if not self._closed:
+            try:
+                self._pool.put(self._start())
+            except Exception:
+                pass
 
     def run(
         self, source: str, *, files=None, stdin=None, timeout_s=None, memory_mb=None
@@ -331,19 +433,17 @@ class DockerSandbox(ConcurrentRunMixin):
             payload = base64.b64encode(json.dumps(spec).encode()).decode()
             cmd = [self.python, "-I", "-S", "-c", GUARD_SOURCE + _BOOT.format(payload=payload)]
             res, healthy = self._exec(c, cmd, timeout, lim.max_output_bytes)
-            if healthy:
+            if healthy and not self.fresh_containers:
                 healthy = self._clean_after(c)
             return res
         finally:
-            if healthy and not self._closed:
+            if self.fresh_containers and not self._closed:
+                # the next run gets a container no run used: replaced off the caller's time
+                threading.Thread(target=self._replace, args=(c,), daemon=True).start()
+            elif healthy and not self._closed:
                 self._pool.put(c)
             else:
-                self._discard(c)
-                if not self._closed:
-                    try:
-                        self._pool.put(self._start())
-                    except Exception:
-                        pass
+                self._replace(c)
 
     def _run_forked(self, c, spec: dict, timeout: float, cap: int) -> tuple[ExecResult, bool]:
         """One run through the container's fork-server; (result, container still healthy).
@@ -355,6 +455,9 @@ class DockerSandbox(ConcurrentRunMixin):
         t0 = time.monotonic()
         try:
             srv = self._server(c)
+            if not srv.fresh_ns:  # never a run in the server's own namespaces
+                msg = f"docker fork-server cannot isolate the run: {srv.why}"
+                return ExecResult("sandbox_error", None, "", msg, backend=backend), False
             r = srv.request(files, spec["stdin"], spec["limits"], timeout, cap)
         except (OSError, ServerDied) as e:
             wall = time.monotonic() - t0

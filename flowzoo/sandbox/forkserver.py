@@ -139,9 +139,9 @@ class ForkServer:
     instance of every writable file system (``fresh_ns``; ``forkserver_ns.py``), so it can
     neither see, signal nor alter the server or a later run, nor leave it file-system
     state. A server under a mechanism in :data:`NAMESPACED` that cannot make them does not
-    start (``OSError`` saying why); elsewhere (Docker's default seccomp profile denies
-    ``unshare``, the ``none`` mechanism) runs share the server's namespaces and file systems
-    and only the resets between runs apply."""
+    start (``OSError`` saying why); Docker's sandbox refuses such a server itself (it falls
+    back to a fresh container per run); under the ``none`` mechanism runs share the server's
+    namespaces and file systems and only the resets between runs apply."""
 
     def __init__(
         self,
@@ -169,6 +169,8 @@ class ForkServer:
         info = json.loads(hello)
         self.pid = info.get("pid")
         self.fresh_ns = bool(info.get("fresh_ns"))
+        #: why runs share the server's namespaces (None when they do not)
+        self.why: str | None = info.get("why")
         if strict and not self.fresh_ns:
             self.close()
             raise OSError(

@@ -12,9 +12,10 @@ new pid namespace and a fresh file system over every writable place (work root, 
 capability and forks the program (pid 2: rlimits, its own session, a fresh ``__main__``). The
 run cannot name the server or any other run, what it changes about itself dies with it, and
 no file system it wrote to (nor its inode counter, free blocks or free inodes) outlives it.
-Where the namespaces cannot be made (``fresh_ns`` false in the hello: Docker's seccomp
-profile, no unprivileged user namespaces) runs are forked as plain children in the server's
-own file systems; the host refuses such a server for mechanisms that promise namespaces.
+Where the namespaces cannot be made (``fresh_ns`` false in the hello: a seccomp profile
+without ``unshare``/``mount``, no unprivileged user namespaces) runs would be forked as plain
+children in the server's own file systems, so the host refuses such a server (bubblewrap,
+unshare) or falls back to a container no run has used per run (Docker, ``docker.py``).
 
 Belt and braces between runs: leftovers are killed (the server is a child subreaper), the
 root and scratch dirs are emptied whatever modes the run set, System V IPC is removed in a

@@ -44,6 +44,10 @@ CLONE_NEWUSER = 0x10000000
 #: what bubblewrap covers read-only in every /proc it mounts: a run of a sandbox started by
 #: root is uid 0 outside its namespaces, and these are guarded by file modes alone
 PROC_COVERS = ("sys", "sysrq-trigger", "irq", "bus")
+#: what a run's init hides in its /proc besides (``FZ_PROC_MASKS``, names joined by ``:``):
+#: the covers a container runtime puts on its own /proc, which a sandbox that had to start
+#: without them (Docker: a nested /proc mount needs an uncovered one) hands to every run
+PROC_MASKS = tuple(n for n in os.environ.pop("FZ_PROC_MASKS", "").split(":") if n)
 #: the uid and gid a run has in its user namespace (the server's own, mapped): what an
 #: unmapped uid showed before, so nothing a run reads about itself changed
 RUN_ID = 65534
@@ -123,8 +127,8 @@ def fs_plan(root, wipe, max_files):
     """What every run mounts fresh, as ``[(dir, fs type, flags, options, inodes)]``: a tmpfs
     over the work root (first), each scratch dir and every other writable tmpfs the sandbox
     shows, a new devpts or mqueue instance over each one mounted writable (pty numbers and
-    queues are per instance). A tmpfs has the size and mode the sandbox gave its own (a
-    root that is a host dir has the scratch dirs' size) and ``nr_inodes`` room for
+    queues are per instance). A tmpfs has the size, mode and ``noexec`` the sandbox gave its
+    own (a root that is a host dir has the scratch dirs' size) and ``nr_inodes`` room for
     ``max_files`` files and one more, the one that says the run went past it (the work
     root's grows by the request's files at mount time). A mount inside a planned one is
     hidden by it; one that holds the work root or a scratch dir is left (``none``'s host)."""
@@ -143,13 +147,15 @@ def fs_plan(root, wipe, max_files):
     for d in own + sorted(found, key=lambda p: p.count("/")):
         if any(_under(d, p[0]) for p in plan) or not os.path.isdir(d):
             continue
-        fstype, _, opts = mounts.get(d, ("", "", ""))
+        fstype, flags, opts = mounts.get(d, ("", "", ""))
+        # a sandbox's noexec stays (Docker's tmpfs mounts have it)
+        noexec = MS_NOEXEC if "noexec" in flags.split(",") else 0
         if d in own or fstype == "tmpfs":
             size = _opt(opts, "size") if fstype == "tmpfs" else None
             size = size or next((s for s in sizes if s), DEFAULT_SIZE)
             data = f"{size},mode={os.stat(d).st_mode & 0o7777:o}"
             inodes = max_files + 2 if max_files > 0 else 0
-            plan.append((d, "tmpfs", MS_NOSUID | MS_NODEV, data, inodes))
+            plan.append((d, "tmpfs", MS_NOSUID | MS_NODEV | noexec, data, inodes))
         else:  # no uid=/gid=: not mapped in a run's user namespace
             keep = ("mode=", "ptmxmode=", "max=")
             data = ",".join(o for o in opts.split(",") if o.startswith(keep))
@@ -192,6 +198,13 @@ def _fresh_fs(plan, req):
             _mount(p, p, None, MS_BIND | MS_REC)
             ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
             _mount(None, p, None, ro)
+    for name in PROC_MASKS:  # as runc masks: an empty read-only dir, or /dev/null
+        p = "/proc/" + name
+        if os.path.isdir(p):
+            ro = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+            _mount("tmpfs", p, "tmpfs", ro, "size=4k,nr_inodes=2,mode=555")
+        elif os.path.lexists(p):
+            _mount("/dev/null", p, None, MS_BIND)
     for i, (d, fstype, flags, data, inodes) in enumerate(plan):
         if inodes:  # the work root (first) also holds the request's files
             data += f",nr_inodes={inodes + (_request_inodes(req) if i == 0 else 0)}"
