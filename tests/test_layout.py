@@ -73,3 +73,103 @@ def test_environment_side_imports_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# ----------------------------------------------------------------------------- import cycles
+
+ENV_SIDE = ("envs", "tasks", "sandbox", "analysis")
+
+
+def import_graph(pkg: Path) -> dict[str, dict[str, int]]:
+    """Module -> {module of the same package it imports: line}, every import at any depth,
+    relative ones resolved. ``from P import n`` points at ``P.n`` when that is a module, else
+    at ``P``; the parent packages Python runs on the way are not edges (else every package
+    whose ``__init__`` re-exports a submodule would be a cycle)."""
+    files = {}
+    for p in pkg.rglob("*.py"):
+        parts = p.relative_to(pkg.parent).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[str, dict[str, int]] = {m: {} for m in files}
+    for mod, path in files.items():
+        here = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
+                           for a in node.names]  # fmt: skip
+            else:
+                continue
+            for t in targets:
+                while t and t not in files:  # `import a.b.c` of a name in a.b: a.b
+                    t = t.rpartition(".")[0]
+                if t and t != mod:
+                    graph[mod].setdefault(t, node.lineno)
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan): every cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _described(graph: dict[str, dict[str, int]], comp: list[str]) -> list[str]:
+    return [f"{a} -> {b} (line {n})" for a in comp for b, n in graph[a].items() if b in comp]
+
+
+def test_no_import_cycles_in_the_env_side():
+    """No module of the env side (envs, tasks, sandbox, analysis) is in an import cycle, also
+    one through the rest of the package: each piece lives in the module that owns it."""
+    graph = import_graph(PKG)
+    rooms = tuple(f"flowzoo.{r}" for r in ENV_SIDE)
+    assert any(m.startswith(rooms) for m in graph)
+    bad = [
+        _described(graph, c)
+        for c in import_cycles(graph)
+        if any(m == r or m.startswith(r + ".") for m in c for r in rooms)
+    ]
+    assert not bad, f"import cycles on the env side: {bad}"
+
+
+def test_the_cycle_scan_finds_a_planted_cycle(tmp_path):
+    """The rule can fail: a cycle closed by a relative import and a lazy absolute one inside a
+    function is found; a package re-exporting its submodules is not a cycle."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg.sub import a\n")
+    (pkg / "sub" / "__init__.py").write_text("from . import a, b\n")
+    (pkg / "sub" / "a.py").write_text("from .b import f\nfrom .. import c\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    import pkg.c\n")
+    (pkg / "c.py").write_text("def g():\n    if True:\n        from pkg.sub.a import f\n")
+    graph = import_graph(pkg)
+    assert import_cycles(graph) == [["pkg.c", "pkg.sub.a", "pkg.sub.b"]]
+    (pkg / "c.py").write_text("X = 1\n")
+    assert import_cycles(import_graph(pkg)) == []

@@ -22,9 +22,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: the largest seed numpy's generators take is unbounded; seeds must be non-negative ints
-_SEED_ALLOWED = "None or an int >= 0"
-
 
 @dataclass(frozen=True)
 class Opt:
@@ -168,6 +165,10 @@ ENGINE = (
         choices=("ansi", "human"), nullable=True),
 )  # fmt: skip
 
+#: a seed, as ``reset`` takes it: NumPy's and Gymnasium's generators take any int >= 0 (no
+#: upper bound); every seed option is this declaration renamed, so their domains cannot drift
+SEED = Opt("seed", "int", "seed of the episode draws (None: fresh entropy)", lo=0, nullable=True)
+
 #: the most problems an env may ask a task source for (more fails here, not in a generator)
 MAX_TASKS = 1_000_000
 
@@ -175,7 +176,7 @@ MAX_TASKS = 1_000_000
 TASKS = (
     Opt("split", "str", "train, test, ood (the family's loader names the valid ones)"),
     Opt("n_tasks", "int", "how many problems to draw", lo=1, hi=MAX_TASKS),
-    Opt("task_seed", "int", "seed of the problem draw"),
+    dataclasses.replace(SEED, name="task_seed", help="seed of the problem draw", nullable=False),
 )
 
 #: options of the built-in code family (``flowzoo.tasks.code.CodeFamily``)
@@ -344,12 +345,6 @@ def _kind_of(tp: Any) -> str:
 
 
 def check_seed(seed: Any) -> None:
-    """``reset``'s seed: None or a non-negative int (a float, bool, str or list is refused)."""
-    if seed is None:
-        return
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(
-            f"seed={seed!r} has type {type(seed).__name__}; seed must be {_SEED_ALLOWED}"
-        )
-    if seed < 0:
-        raise ValueError(f"seed={seed!r} is out of range; seed must be {_SEED_ALLOWED}")
+    """``reset``'s seed against :data:`SEED`: None or an int >= 0 (a float, bool, str or list
+    is refused)."""
+    SEED.validate(seed)

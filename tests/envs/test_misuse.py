@@ -196,6 +196,45 @@ def test_make_env_refuses_wrong_types_and_ranges_naming_the_option(kw, exc):
         flowzoo.make_env("voting-math", **kw)
 
 
+SEEDS = [0, 7, 2**64, 2**70, -1, -(2**70), np.int64(-3), np.uint64(2**63), True, np.bool_(False),
+         1.0, 2.5, "3", [1], float("inf")]  # fmt: skip
+
+
+def _refusal(call) -> type | None:
+    try:
+        call()
+    except (TypeError, ValueError) as e:
+        return type(e)
+    return None
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=repr)
+def test_task_seed_takes_exactly_what_reset_takes_as_a_seed(seed):
+    """One seed domain (an int >= 0, unbounded): ``make_env(task_seed=...)`` accepts or
+    refuses each value as ``reset(seed=...)`` does, with the same exception type."""
+    env = flowzoo.make_env("voting-math", n_tasks=2)
+    by_reset = _refusal(lambda: env.reset(seed=seed))
+    by_option = _refusal(lambda: flowzoo.make_env("voting-math", n_tasks=2, task_seed=seed))
+    assert by_option == by_reset
+    if by_reset is not None:
+        with pytest.raises(by_reset, match="task_seed"):
+            flowzoo.make_env("voting-math", n_tasks=2, task_seed=seed)
+
+
+@pytest.mark.parametrize("family", ["math", "code"])
+def test_a_large_or_numpy_task_seed_draws_the_same_problems_as_its_int(family):
+    """A seed past 64 bits draws problems (as ``reset`` takes it); a NumPy int is its value."""
+
+    def ids(**kw) -> list[str]:
+        return [t.id for t in flowzoo.make_env(f"single-{family}", n_tasks=3, **kw).tasks]
+
+    assert ids(task_seed=np.int64(5)) == ids(task_seed=5)
+    big = flowzoo.make_env(f"single-{family}", n_tasks=3, task_seed=2**70)
+    big.reset(seed=2**70)
+    assert len(big.tasks) == 3
+    assert [t.id for t in big.tasks] == ids(task_seed=2**70)
+
+
 @pytest.mark.parametrize(
     "kw", [{"sandbox": object()}, {"sandbox": 3}, {"sandbox": "chroot"}, {"early_stop": 1}]
 )

@@ -148,7 +148,7 @@ def test_generated_tests_tell_a_constant_program_apart(spaces, name):
     import random
 
     from flowzoo.tasks.code import data, stdio_data
-    from flowzoo.tasks.code.data import expected_outputs
+    from flowzoo.tasks.code.generated import expected_outputs
 
     for sp in ("train", "test", "ood"):
         assert all(len(set(expected_outputs(t))) >= 2 for t in spaces[name][sp])

@@ -22,6 +22,7 @@ from flowzoo.tasks.base import (
     parse_levels,
     stable_hash,
 )
+from flowzoo.tasks.code.generated import LETTERS, WORDS, strong_draw
 from flowzoo.tasks.code.names import (
     called_names,
     check_row_code,
@@ -141,23 +142,17 @@ def _t_max_or(r: random.Random):
     )
 
 
-_WORDS = ["apple", "banana", "kiwi", "plum", "fig", "cherry", "lime", "melon", "pear", "grape"]
-
-
-_LETTERS = "".join(sorted(set("".join(_WORDS))))
-
-
 def _text(r: random.Random) -> str:
-    return repr(" ".join(r.choice(_WORDS) for _ in range(r.randint(1, 4))))
+    return repr(" ".join(r.choice(WORDS) for _ in range(r.randint(1, 4))))
 
 
 def _t_count_char(r: random.Random):
-    c = r.choice(_LETTERS)  # a letter the words hold: the count is not always 0
+    c = r.choice(LETTERS)  # a letter the words hold: the count is not always 0
     return (
         f"returns how many times the letter '{c}' occurs in the string s",
         "count_char",
         f"def count_char(s):\n    return s.count('{c}')\n",
-        [_text(r) for _ in range(3)] + [repr(r.choice([w for w in _WORDS if c in w]))],
+        [_text(r) for _ in range(3)] + [repr(r.choice([w for w in WORDS if c in w]))],
     )
 
 
@@ -188,7 +183,7 @@ def _t_repeat(r: random.Random):
         f"returns the string s repeated {n} times, separated by '{sep}'",
         "repeat",
         f"def repeat(s):\n    return '{sep}'.join([s] * {n})\n",
-        [repr(w) for w in r.sample(_WORDS, 3)],
+        [repr(w) for w in r.sample(WORDS, 3)],
     )
 
 
@@ -235,11 +230,6 @@ LEVELS: dict[int, tuple[Template, ...]] = {
 OOD_TEMPLATES = frozenset({"div", "sum_between", "long_words", "clamp"})
 
 
-def template_name(template: Callable) -> str:
-    """A template's name (``_t_add`` -> ``add``): with its constants, what a task solves."""
-    return template.__name__.removeprefix("_t_")
-
-
 def _make_task(level: int, desc: str, entry: str, solution: str, args: list[str]) -> Task:
     param = solution.split("(", 1)[1].split(")", 1)[0]
     signature = f"def {entry}({param}):"
@@ -259,37 +249,6 @@ def _make_task(level: int, desc: str, entry: str, solution: str, args: list[str]
         "level": level,
     }
     return Task(id=tid, question=question, answer=solution, family="code", meta=meta)
-
-
-def expected_outputs(task: Task) -> list[str]:
-    """What a generated task's tests expect, one entry per case (``assert f(a) == E``'s E, a
-    stdin/stdout case's output)."""
-    if task.meta.get("format") == "stdio":
-        return [out for _, out in task.meta["tests"]]
-    return [t.rsplit(" == ", 1)[1] for t in task.meta["tests"]]
-
-
-def strong_draw(
-    r: random.Random, templates, make: Callable[[Callable], Task], ood: frozenset[str]
-) -> Task:
-    """A keyed task from one of ``templates`` whose tests expect at least two different
-    outputs: a program printing one constant must not pass them. Templates centre their
-    inputs on their constants, so this redraws rarely (measured in the tests)."""
-    while True:
-        tpl = r.choice(templates)
-        task = make(tpl)
-        if len(set(expected_outputs(task))) >= 2:
-            return keyed(task, template_name(tpl), ood)
-
-
-def keyed(task: Task, template: str, ood_templates: frozenset[str]) -> Task:
-    """``task`` with its canonical key (template x constants: the canonical solution fixes
-    both) and, for a held-out template, the ``ood`` mark."""
-    task.meta["key"] = f"{template}:{stable_hash(task.answer):016x}"
-    task.meta["template"] = template
-    if template in ood_templates:
-        task.meta["ood"] = True
-    return task
 
 
 def function_tasks(

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 
 from flowzoo.tasks.base import Task, TaskSet, generate_distinct, stable_hash
-from flowzoo.tasks.code.data import _LETTERS, _WORDS, strong_draw
+from flowzoo.tasks.code.generated import LETTERS, WORDS, strong_draw
 
 StdioTemplate = Callable[[random.Random], tuple[str, str, Callable[[str], str], list[str]]]
 
@@ -86,16 +86,16 @@ def _t_max_or(r: random.Random):
 
 
 def _words_line(r: random.Random) -> str:
-    return " ".join(r.choice(_WORDS) for _ in range(r.randint(1, 4))) + "\n"
+    return " ".join(r.choice(WORDS) for _ in range(r.randint(1, 4))) + "\n"
 
 
 def _t_count_char(r: random.Random):
-    c = r.choice(_LETTERS)
+    c = r.choice(LETTERS)
     return (
         f"a line of text and prints how many times the letter '{c}' occurs in it",
         f"s = input()\nprint(s.count('{c}'))\n",
         lambda s: str(s.rstrip("\n").count(c)),
-        [_words_line(r) for _ in range(3)] + [r.choice([w for w in _WORDS if c in w]) + "\n"],
+        [_words_line(r) for _ in range(3)] + [r.choice([w for w in WORDS if c in w]) + "\n"],
     )
 
 
@@ -116,7 +116,7 @@ def _t_repeat(r: random.Random):
         f"a word and prints it {k} times, separated by '{sep}'",
         f"s = input()\nprint('{sep}'.join([s] * {k}))\n",
         lambda s: sep.join([s.rstrip("\n")] * k),
-        [w + "\n" for w in r.sample(_WORDS, 3)],
+        [w + "\n" for w in r.sample(WORDS, 3)],
     )
 
 
