@@ -94,7 +94,12 @@ def _train_config_from_args(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg = _train_config_from_args(args)  # checked before torch is even imported
+    from flowzoo.agents.train.runlog import SafeStream
     from flowzoo.agents.train.trainer import Trainer, TrainingDiverged
+
+    # a reader that goes away (`| tee` killed by the same Ctrl-C, `| head`) must never end
+    # the run through a print: whatever writes to stdout/stderr drops its output instead
+    sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
 
     if os.environ.get("RANK", "0") == "0":  # under torchrun, process 0 speaks
         print(
@@ -541,7 +546,8 @@ def _settle_streams() -> None:
     """A reader that went away (``| head``; ``| tee`` killed by the same Ctrl-C): what is
     still buffered for it goes to /dev/null, so the interpreter's last flush does not end
     the command with a BrokenPipeError report."""
-    for stream in (sys.stdout, sys.stderr):
+    for outer in (sys.stdout, sys.stderr):
+        stream = getattr(outer, "stream", outer)  # a SafeStream's own stream
         try:
             stream.flush()
         except (OSError, ValueError):

@@ -117,11 +117,9 @@ class PretrainConfig:
     #: how often each math role takes its shortcut behaviour in the corpus (answer directly,
     #: pick candidate 1, rubber-stamp, repeat one strategy): the base rate RL can move
     shortcut_rate: float = 0.5
-    #: steps of a *behaviour mid-training* stage after pretraining (0: none): the pretrained
-    #: model continues on a corpus re-written with ``role_shortcut_rates`` and
-    #: ``coordination_drills`` at ``midtrain_lr`` (models/midtrain.py). Why a second stage:
-    #: a from-scratch build on that mix learned the step facts (0.998) but not to chain them
-    #: (worked accuracy 0.9 -> 0.2), so the behaviour mix is applied to a model that chains
+    #: steps of a *behaviour mid-training* stage after pretraining (0: none; :func:`midtrain`
+    #: says why a stage): the corpus re-written with ``role_shortcut_rates`` and
+    #: ``coordination_drills``, at ``midtrain_lr``
     midtrain_steps: int = 600
     #: constant learning rate of the mid-training stage (after 20 warmup steps)
     midtrain_lr: float = 3e-4
@@ -320,13 +318,11 @@ def _encode(tok, rows, max_len: int) -> list[tuple[list[int], int]]:
 def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
     """Generate the corpus, train, and save model + tokenizer + ``flowzoo_tiny.json``; with
     ``midtrain_steps`` the pretrained base (``cfg.base()``, cached) continues on the
-    behaviour mix instead (:func:`~flowzoo.agents.models.midtrain.midtrain`).
+    behaviour mix instead (:func:`midtrain`).
 
     Resumable: a ``checkpoint.pt`` (model, optimizer, step, RNG) is written as it goes and
     picked up by the next call with the same ``out_dir``."""
     if cfg.midtrain_steps:
-        from flowzoo.agents.models.midtrain import midtrain
-
         return midtrain(cfg, out_dir, progress)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -391,6 +387,63 @@ def save_build(
     (out / "flowzoo_tiny.json").write_text(json.dumps(meta, indent=1, default=str))
     (out / "checkpoint.pt").unlink(missing_ok=True)
     return out
+
+
+#: warmup steps of the mid-training stage (its learning rate is otherwise constant)
+MIDTRAIN_WARMUP = 20
+
+
+def midtrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
+    """The behaviour mid-training stage (recipe 8, docs/testbed.md): continue ``cfg.base()``
+    (shipped, cached or built now) for ``cfg.midtrain_steps`` on ``make_corpus(cfg)``, the
+    corpus re-written with per-role shortcut rates and coordination drills; saved like a
+    pretrained build, resumable the same way.
+
+    Why a stage: a from-scratch build on the behaviour mix learned every step fact (0.998)
+    but not to chain them (worked accuracy 0.9 -> 0.2), a late, sharp transition of
+    pretraining; the behaviour priors move in a few hundred steps of a model that chains."""
+    from transformers import AutoModelForCausalLM
+
+    base = ensure_tiny(cfg.base(), progress=progress)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    apply_threads(0, announce=progress)
+    t0 = time.time()
+    rows = make_corpus(cfg, progress=progress)
+    corpus_s = time.time() - t0
+    tok = build_tokenizer()  # the base's own: the same characters, saved the same way
+    model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
+    examples = _encode(tok, rows, cfg.max_len)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.midtrain_lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98)
+    )
+
+    def lr_at(step: int) -> float:
+        return cfg.midtrain_lr * min(1.0, (step + 1) / MIDTRAIN_WARMUP)
+
+    losses = train_loop(
+        model,
+        opt,
+        examples,
+        tok.pad_token_id,
+        cfg,
+        cfg.midtrain_steps,
+        lr_at,
+        out / "checkpoint.pt",
+        progress,
+        f"mid-train {cfg.scale}",
+    )
+    return save_build(
+        out,
+        model,
+        tok,
+        cfg,
+        len(examples),
+        corpus_s,
+        time.time() - t0,
+        losses,
+        base_key=cfg.base().key(),
+    )
 
 
 #: measured first-build times on 2 idle cores (README: Tiny base models)
