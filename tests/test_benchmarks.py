@@ -69,7 +69,18 @@ def test_the_hazard_isolation_removes_is_real_here(tmp_path):
     if got.returncode != 0:
         pytest.skip("flowzoo is not an editable install of this checkout here")
     pkg, only_here = got.stdout.split()
-    assert _inside(pkg, tree) and _inside(only_here, HERE)  # the mix the harness refuses
+    # where the editable install points (this checkout in CI; another one when the tests
+    # run from a second worktree): the module the tree lacks comes from there
+    where = subprocess.run(
+        [sys.executable, "-c", "import flowzoo.config as c; print(c.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    ).stdout.strip()
+    installed = Path(where).parents[1]
+    assert _inside(pkg, tree) and _inside(only_here, installed)  # the mix the harness refuses
 
 
 def test_foreign_modules_are_named(tmp_path):

@@ -175,8 +175,15 @@ def test_ctrl_c_under_a_pipe_whose_reader_died_records_the_run_as_interrupted(ti
             "--eval-episodes", "2", "--eval-ood-episodes", "0", "--save-every", "0",
             "--out-dir", str(out)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # a test session started in the background (`pytest &` in a script) inherits SIGINT
+    # ignored, and so would the run: give it the terminal's default, as Ctrl-C meets it
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         seen = b""
