@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Protocol, runtime_checkable
 
+from flowzoo.sandbox.guard import _FZ_UNFILTERED_EXIT, _FZ_UNFILTERED_MARK
+
 #: host dirs a sandbox shows read-only so the interpreter and its libraries can run
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 
@@ -106,9 +108,11 @@ class ConcurrentRunMixin:
             return list(ex.map(one, jobs))
 
 
-def popen_isolated(cmd: list[str], stdin, env: dict[str, str], cwd: str | None):
+def popen_isolated(
+    cmd: list[str], stdin, env: dict[str, str], cwd: str | None, pass_fds: tuple[int, ...] = ()
+):
     """Start a sandbox process: its own session (a kill of its process group reaches all it
-    started), piped stdout/stderr, nothing inherited but what is passed."""
+    started), piped stdout/stderr, nothing inherited but what is passed (and ``pass_fds``)."""
     import subprocess
 
     return subprocess.Popen(
@@ -120,13 +124,17 @@ def popen_isolated(cmd: list[str], stdin, env: dict[str, str], cwd: str | None):
         cwd=cwd,
         start_new_session=True,
         close_fds=True,
+        pass_fds=pass_fds,
     )
 
 
 def classify(exit_code: int | None, sig: int | None, stderr: str, timed_out: bool) -> str:
-    """Map how a program ended to a status."""
+    """Map how a program ended to a status (a run whose start code could not install the
+    program's seccomp filter, ``guard.py``, never ran the program: ``sandbox_error``)."""
     if timed_out:
         return "timeout"
+    if exit_code == _FZ_UNFILTERED_EXIT and stderr.startswith(_FZ_UNFILTERED_MARK):
+        return "sandbox_error"
     tail = stderr[-2000:]
     if "MemoryError" in tail or "Cannot allocate memory" in tail:
         return "memory"

@@ -78,7 +78,10 @@ PROC_MASKS = (
     "scsi",
     "fs",
 )
-#: Docker's masks outside /proc, kept on fork-server containers (a run mounts no /sys)
+#: Docker's masks outside /proc, kept on fork-server containers (a run mounts no /sys; its
+#: init covers ``/sys/fs/cgroup``, a writable tmpfs there, with a fresh one). A container without
+#: the fork-server masks ``/sys/fs/cgroup`` besides: the runs it serves in turn share its cgroups,
+#: whose counters (``pids.events``, the memory peak) one run moves and the next could read
 SYS_MASKS = ["/sys/firmware", "/sys/devices/virtual/powercap"]
 
 _BOOT = """\
@@ -99,6 +102,8 @@ for _k, _v in _spec["limits"]:
         R.setrlimit(_k, (_v, _v))
     except (ValueError, OSError):
         pass
+if not _fz_deny_namespaces():  # guard.py: the program makes no namespace and no mount
+    os.write(2, (_FZ_UNFILTERED_MARK + "\\n").encode()); os._exit(_FZ_UNFILTERED_EXIT)
 sys.argv = ["main.py"]
 sys.path.insert(0, _d)
 _src = open("main.py", "rb").read()
@@ -311,6 +316,9 @@ class DockerSandbox(ConcurrentRunMixin):
         )
         if self.forkserver:  # the SDK has no argument for these (the CLI's systempaths=)
             hc["MaskedPaths"], hc["ReadonlyPaths"] = list(SYS_MASKS), []
+        else:  # Docker's masks, and the cgroup counters runs in this container would share
+            hc["MaskedPaths"] = [*(f"/proc/{n}" for n in PROC_MASKS if n != "fs"), *SYS_MASKS]
+            hc["MaskedPaths"].append("/sys/fs/cgroup")
         cid = api.create_container(
             self.image,
             [self.python, "-I", "-S", "-c", "import time\nwhile True: time.sleep(3600)"],

@@ -22,7 +22,10 @@ root and scratch dirs are emptied whatever modes the run set, System V IPC is re
 private IPC namespace, and the server's limits, priority and dir metadata are compared with
 the start (a server that differs or cannot clean says ``"clean": false`` and is replaced).
 Keyrings and POSIX message queues are denied by ``guard.py``'s seccomp filter; the server is
-not dumpable.
+not dumpable. A program can make no namespace and change no mount (``guard.py``'s second
+filter, installed by the run's init before it forks the program, or by the run's process
+where runs share the server's namespaces); a run that cannot have it fails as
+``sandbox_error``.
 
 Protocol: one JSON object per line on the control fds (the server's original stdin/stdout).
 Request ``{"files": {name: text}, "stdin": str|None, "limits": [[res, value], ...],
@@ -46,11 +49,13 @@ if __name__ != "__main__":  # imported (docker.py, tests); as ``-c`` the run sid
     from flowzoo.sandbox.forkserver_ns import (
         _child,
         _prctl,
+        deny_namespaces,
         enter_run_ns,
         make_workdir,
         prepare_run_ns,
         read_status,
     )
+    from flowzoo.sandbox.guard import _FZ_UNFILTERED_EXIT, _FZ_UNFILTERED_MARK
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -340,6 +345,11 @@ def serve(root, wipe, private_ipc, max_files=0):
             if fresh:
                 os.close(st_r)
                 enter_run_ns(st_w, plan, req, _child, (has_stdin, limits, out_w, err_w))
+            try:  # the run's init does this in fresh namespaces
+                deny_namespaces()
+            except OSError:
+                os.write(err_w, (_FZ_UNFILTERED_MARK + "\n").encode())
+                os._exit(_FZ_UNFILTERED_EXIT)
             _child(workdir, has_stdin, limits, out_w, err_w)
         os.close(out_w)
         os.close(err_w)

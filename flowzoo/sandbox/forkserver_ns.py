@@ -6,7 +6,10 @@ server's child makes new user, pid, mount, IPC and network namespaces (``RUN_NS`
 their init (pid 1), which mounts a ``/proc`` of the new pid namespace and a *fresh* file
 system over every writable place the sandbox has (the work root, ``/tmp``, ``/dev/shm``,
 ``/dev/pts``: :func:`fs_plan`), writes the request's files into the fresh work dir, drops every
-capability and forks the program (pid 2). A wipe empties a file system but keeps its per-mount
+capability, installs the filter that denies the program (and itself, from then on) every way to
+make a namespace or change a mount (``guard.py``: the init's own mounts are done; a run that
+could ``unshare`` would be root over any cgroup, ``/proc`` or tmpfs it mounted) and forks the
+program (pid 2). A wipe empties a file system but keeps its per-mount
 state (tmpfs numbers inodes from a per-mount counter; free blocks and inodes are per-mount
 counts): a fresh mount per run has none of it. Each tmpfs gets the size and mode the sandbox
 gave its own and ``nr_inodes`` from ``--max-files`` (the kernel refuses the file past it; the
@@ -19,6 +22,9 @@ import resource
 import select
 import signal
 import sys
+
+if __name__ != "__main__":  # imported (tests, docker.py); as ``-c`` guard.py's source precedes
+    from flowzoo.sandbox.guard import _fz_deny_namespaces
 
 _LIBC: list = []
 
@@ -263,9 +269,17 @@ def _await_program(pid, watch):
                 return st, over or bool(watch and _exhausted(watch))
 
 
+def deny_namespaces():
+    """The filter that leaves a program no namespace or mount to make (``guard.py``), or
+    OSError: a run that cannot have it does not run."""
+    if not _fz_deny_namespaces():
+        raise OSError("cannot install the seccomp filter that denies namespaces and mounts")
+
+
 def _run_init(st_w, plan, req, start, args):
     """pid 1 of a run's pid namespace (never returns): its own /proc and file systems, the
-    request's files, no capabilities, then ``start(workdir, *args)`` as pid 2; writes the
+    request's files, no capabilities, no namespace or mount to make from here on (for it and
+    the program), then ``start(workdir, *args)`` as pid 2; writes the
     program's wait status (and ``Q`` if it made more files than allowed) to ``st_w`` and
     exits, and with it every process the run made (the kernel kills a pid namespace whose
     init ends)."""
@@ -274,6 +288,7 @@ def _run_init(st_w, plan, req, start, args):
         _fresh_fs(plan, req)
         _drop_caps()
         workdir = make_workdir(plan[0][0], req) if req else None
+        deny_namespaces()  # every mount of the run's is made; the trial run proves it holds
         pid = os.fork()
     except BaseException as e:
         _say(st_w, f"E{e}")
@@ -424,6 +439,7 @@ def prepare_run_ns(root, wipe, max_files):
         plan = fs_plan(root, wipe, max_files)
     except (OSError, ValueError, IndexError) as e:
         return [], f"cannot read the sandbox's mounts: {e}"
+    _fz_deny_namespaces(install=False)  # built once here, installed by every run's init
     return plan, _trial(plan)
 
 

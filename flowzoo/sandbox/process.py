@@ -19,7 +19,9 @@ Mechanisms (``mechanism="auto"`` takes bubblewrap, and refuses to run without it
   outlive the run.
 
 Keyrings and POSIX message queues (kernel state a run could leave for the next) are denied by
-a seccomp filter (``guard.py``) in every mode.
+a seccomp filter (``guard.py``) in every mode; a second one, installed right before the
+program's code, leaves it no namespace to make and no mount to change (a run where it cannot
+be installed is a ``sandbox_error``, never an unfiltered run).
 
 In every mode: rlimits on CPU time, address space, file size, open files and process count
 (set by a tiny boot script in the child, not ``preexec_fn``, which costs ~4x throughput), a
@@ -55,6 +57,7 @@ from flowzoo.sandbox.base import (
     popen_isolated,
 )
 from flowzoo.sandbox.forkserver import GUARD_SOURCE
+from flowzoo.sandbox.guard import namespace_filter
 from flowzoo.sandbox.mechanisms import (
     ISOLATION,
     NOBODY,
@@ -93,6 +96,8 @@ if os.getuid() == 0:
         except ImportError:
             pass
     os.setgroups([]); os.setgid({uid}); os.setuid({uid})
+if not _fz_deny_namespaces():  # guard.py: the program makes no namespace and no mount
+    os.write(2, (_FZ_UNFILTERED_MARK + "\\n").encode()); os._exit(_FZ_UNFILTERED_EXIT)
 sys.argv = [{main!r}]
 sys.path.insert(0, os.getcwd())
 _src = open({main!r}, "rb").read()
@@ -238,11 +243,15 @@ class ProcessSandbox(ConcurrentRunMixin):
     def _preload(self) -> tuple[str, ...]:
         return () if self.mechanism == "bwrap" or self._stdlib_public else PRELOAD
 
-    def _interpreter_command(self, inputs: str | None, lim: ProcessLimits) -> list[str]:
-        """The clean interpreter inside this mechanism's isolation (arguments follow)."""
+    def _interpreter_command(
+        self, inputs: str | None, lim: ProcessLimits, filter_fd: int | None = None
+    ) -> list[str]:
+        """The clean interpreter inside this mechanism's isolation (arguments follow);
+        ``filter_fd``: a seccomp filter bubblewrap installs (``--seccomp``)."""
         py = [self._exe, "-I", "-S"]
         if self.mechanism == "bwrap":
-            return _bwrap_prefix(self._runtime, lim.disk_mb, inputs) + py
+            seccomp = ["--seccomp", str(filter_fd)] if filter_fd is not None else []
+            return _bwrap_prefix(self._runtime, lim.disk_mb, inputs) + seccomp + py
         if self.mechanism == "unshare":
             return _unshare_prefix() + py
         return py
@@ -254,7 +263,26 @@ class ProcessSandbox(ConcurrentRunMixin):
             env["FZ_JAIL"] = f"{self._runtime}\n{box}\n{lim.disk_mb}"
         return env
 
-    def _command(self, workdir: str, lim: ProcessLimits) -> list[str]:
+    def _filter_fd(self) -> int | None:
+        """Under bubblewrap without the fork-server, a memfd holding the program's seccomp
+        filter (``guard.py``) for ``--seccomp``. Why: bubblewrap's own pid 1 shares the run's
+        pid namespace, uid and dumpability, so a program could ptrace it (or write its
+        ``/proc/1/mem``) and make it call ``unshare`` and ``mount``; with ``--seccomp`` it
+        holds the filter too. None elsewhere (a fork-server run's init holds it; under
+        ``unshare`` the program is its pid namespace's init)."""
+        raw = namespace_filter() if self.mechanism == "bwrap" else None
+        if raw is None:
+            return None  # an unknown machine: the start code cannot install it either
+        fd = os.memfd_create("flowzoo-no-namespaces")
+        try:
+            os.write(fd, raw)
+            os.lseek(fd, 0, os.SEEK_SET)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def _command(self, workdir: str, lim: ProcessLimits, filter_fd: int | None = None) -> list[str]:
         boot = _BOOT.format(
             limits=_rlimits(lim),
             uid=NOBODY,
@@ -262,7 +290,8 @@ class ProcessSandbox(ConcurrentRunMixin):
             preload=self._preload,
             copy_in=self.mechanism == "bwrap",
         )
-        return self._interpreter_command(workdir, lim) + ["-c", GUARD_SOURCE + boot]
+        argv = self._interpreter_command(workdir, lim, filter_fd)
+        return argv + ["-c", GUARD_SOURCE + boot]
 
     def run(
         self,
@@ -318,8 +347,22 @@ class ProcessSandbox(ConcurrentRunMixin):
     def _execute(
         self, workdir: str, lim: ProcessLimits, has_stdin: bool, backend: str
     ) -> ExecResult:
+        try:
+            fd = self._filter_fd()
+        except OSError as e:
+            msg = f"cannot hand bubblewrap the run's seccomp filter: {e}"
+            return ExecResult("sandbox_error", None, "", msg, 0.0, backend=backend)
+        try:
+            return self._execute_filtered(workdir, lim, has_stdin, backend, fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _execute_filtered(
+        self, workdir: str, lim: ProcessLimits, has_stdin: bool, backend: str, fd: int | None
+    ) -> ExecResult:
         env = self._env(workdir, lim)
-        cmd = self._command(workdir, lim)
+        cmd = self._command(workdir, lim, fd)
         group = None
         if self._cgroups:
             try:
@@ -336,16 +379,17 @@ class ProcessSandbox(ConcurrentRunMixin):
                     backend=backend,
                 )
         try:
-            return self._spawn(cmd, env, workdir, lim, has_stdin, backend, group)
+            fds = (fd,) if fd is not None else ()
+            return self._spawn(cmd, env, workdir, lim, has_stdin, backend, group, fds)
         finally:
             if group is not None:
                 group.destroy()
 
-    def _spawn(self, cmd, env, workdir, lim, has_stdin, backend, group) -> ExecResult:
+    def _spawn(self, cmd, env, workdir, lim, has_stdin, backend, group, fds=()) -> ExecResult:
         stdin_f = open(os.path.join(workdir, ".stdin"), "rb") if has_stdin else subprocess.DEVNULL
         t0 = time.monotonic()
         try:
-            proc = popen_isolated(cmd, stdin_f, env, workdir)
+            proc = popen_isolated(cmd, stdin_f, env, workdir, fds)
         except OSError as e:
             return ExecResult(
                 "sandbox_error", None, "", f"cannot start the sandbox: {e}", 0.0, backend=backend
