@@ -101,7 +101,7 @@ def _fz_bpf(build):
 
 
 #: filters ready to install, by the function that builds them
-_FZ_READY = {}
+_FZ_READY: dict = {}
 
 
 def _fz_prepare(build):
