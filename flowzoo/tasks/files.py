@@ -32,6 +32,15 @@ WHOLE = "all"
 FILE_SPLITS = ("train", "test", WHOLE)
 #: what a file's rows may be read as: JSON Lines (optionally gzipped) or one JSON list
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".gz", ".parquet")
+#: the most bytes a task file may hold, as stored (plain) or once gunzipped (``.gz``): the
+#: whole file is read into memory and parsed; set this attribute to read a larger one
+MAX_FILE_BYTES = 2 << 30
+#: a ``.gz`` file may also inflate to no more than this many times its own size (or
+#: :data:`GZIP_FLOOR_BYTES`, whichever is more): JSON text compresses 3-10x, a gzip bomb
+#: 1000x (a 298 KB file of spaces once took a loader from 43 MB to 644 MB)
+GZIP_MAX_RATIO = 100
+GZIP_FLOOR_BYTES = 64 << 20
+_CHUNK = 1 << 20
 
 
 class JsonNumber(str):
@@ -84,7 +93,7 @@ def _parse(text: str, path: Path, line: int | None, numbers: str) -> Any:
         ) from None
 
 
-def _decoded(raw: bytes, path: Path) -> str:
+def _decoded(raw: bytes | bytearray, path: Path) -> str:
     """``raw`` as UTF-8, or a ValueError naming the line the first bad byte is on."""
     try:
         return raw.decode("utf-8")
@@ -96,8 +105,8 @@ def _decoded(raw: bytes, path: Path) -> str:
         ) from None
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes (gunzipped for ``.gz``), or a ValueError saying what is wrong."""
+def check_file(path: Path) -> int:
+    """``path``'s size if it is a readable file, else the error saying what is wrong."""
     if not path.exists():
         raise FileNotFoundError(f"task file not found: {path} (flowzoo never downloads)")
     if path.is_dir():
@@ -106,18 +115,47 @@ def read_bytes(path: Path) -> bytes:
             "(a saved Hugging Face dataset directory: hf:PATH)"
         )
     try:
-        raw = path.read_bytes()
+        with path.open("rb"):
+            return path.stat().st_size
     except OSError as e:
         raise ValueError(f"{path}: cannot be read ({e.strerror}); check its permissions") from None
-    if path.suffix == ".gz":
+
+
+def _too_big(path: Path, what: str, limit: int, gz: bool) -> ValueError:
+    knob = "MAX_FILE_BYTES or GZIP_MAX_RATIO" if gz else "MAX_FILE_BYTES"
+    hint = "; a .gz that truly inflates so much: gunzip it and give the plain file" if gz else ""
+    return ValueError(
+        f"{path}: {what} past the limit of {limit:,} bytes; split it into smaller files, or "
+        f"raise flowzoo.tasks.files.{knob}{hint}"
+    )
+
+
+def read_bytes(path: Path) -> bytes | bytearray:
+    """The file's bytes (gunzipped for ``.gz``, a chunk at a time and no further than its
+    cap: :data:`MAX_FILE_BYTES`, :data:`GZIP_MAX_RATIO`), or a ValueError saying what is
+    wrong, naming the file and the limit."""
+    size = check_file(path)
+    if path.suffix != ".gz":
+        if size > MAX_FILE_BYTES:
+            raise _too_big(path, f"holds {size:,} bytes,", MAX_FILE_BYTES, gz=False)
         try:
-            raw = gzip.decompress(raw)
-        except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as e:
-            raise ValueError(
-                f"{path}: not a complete gzip file ({type(e).__name__}: {e}); the file is "
-                "truncated or not gzipped: download it again, or drop the .gz suffix"
-            ) from None
-    return raw
+            return path.read_bytes()
+        except OSError as e:
+            raise ValueError(f"{path}: cannot be read ({e.strerror})") from None
+    limit = min(MAX_FILE_BYTES, max(GZIP_FLOOR_BYTES, GZIP_MAX_RATIO * size))
+    out = bytearray()
+    try:
+        with gzip.open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                out += chunk
+                if len(out) > limit:
+                    raise _too_big(path, f"inflates ({size:,} bytes gzipped)", limit, gz=True)
+    except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as e:
+        raise ValueError(
+            f"{path}: not a complete gzip file ({type(e).__name__}: {e}); the file is "
+            "truncated or not gzipped: download it again, or drop the .gz suffix"
+        ) from None
+    return out  # not copied: the caller decodes it
 
 
 def read_rows(path: str | os.PathLike, numbers: str = "text") -> list[dict]:
@@ -153,7 +191,7 @@ def read_rows(path: str | os.PathLike, numbers: str = "text") -> list[dict]:
 def read_parquet(path: str | os.PathLike) -> list[dict]:
     """Rows of a parquet file, or a ValueError naming it."""
     p = Path(path)
-    read_bytes(p)  # not found, a directory, unreadable: said the same way
+    check_file(p)  # not found, a directory, unreadable: said the same way
     try:
         import pyarrow.parquet as pq
     except ImportError as e:

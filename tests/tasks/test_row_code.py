@@ -322,5 +322,5 @@ def test_the_replay_loads_from_source_where_the_sandbox_runs_another_python():
         res = sbx.run(main, files=files, timeout_s=10)
     finally:
         sbx.close()
-    cases, calls, keys = replay_worker.read_reply(res.stdout, 1, 100)
+    cases, calls, keys, _ = replay_worker.read_reply(res.stdout, 1, 100, source)
     assert cases == [None] and calls == [["f", [1], {}]] and len(keys) == 1, res.stderr

@@ -191,8 +191,8 @@ class CodeFamily:
             details["stderr"] = run.stderr
         elif run.tamper:
             reason = "tamper:" + ",".join(run.tamper)
-        elif run.status == "replay_killed":  # the tests' replay held past its limit
-            reason = "judge_limit:replay_killed"
+        elif run.status in judge.JUDGE_LIMITS:  # the replay held past its limit, or its
+            reason = f"judge_limit:{run.status}"  # reply was past the judge's caps
         elif run.load_error is not None:
             reason = f"load_error:{run.load_error}"
         elif run.answered == 0 and run.status != "ok":
@@ -254,9 +254,10 @@ class CodeFamily:
             programs[i] = program
             try:
                 runs[i] = self._run(task, program)
-            except (SyntaxError, ValueError, RecursionError) as e:  # the task's own tests
-                n = len(task.meta["tests"])
-                out[i] = Verdict(0.0, False, program, f"bad_tests:{e!r}"[:200], {"total": n})
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+                # the task's own tests do not compile (past the parser's limits included):
+                # this row's cases fail, flagged; the batch's other rows are scored
+                out[i] = self._bad_tests(task, program, e)
         while True:
             active = [r for r in runs.values() if not r.done]
             if not active:
@@ -271,6 +272,18 @@ class CodeFamily:
                 self._remember(keys[i], out[i])
         return out  # type: ignore[return-value]
 
+    @staticmethod
+    def _bad_tests(task: Task, program: str, err: BaseException) -> Verdict:
+        n = len(task.meta["tests"])
+        why = f"{type(err).__name__}({str(err)[:160]!r})"
+        details = {
+            "passed": 0,
+            "total": n,
+            "status": "bad_tests",
+            "cases": [(False, None, "bad_tests")] * n,
+        }
+        return Verdict(0.0, False, program, f"bad_tests:{why}"[:200], details)
+
     def _remember(self, key: str, verdict: Verdict) -> None:
         if len(self._memo) >= 4096:
             self._memo.pop(next(iter(self._memo)))
@@ -279,12 +292,15 @@ class CodeFamily:
     def flags(self, task: Task, text: str) -> list[str]:
         """Flags of a completion already scored on ``task``: ``reward_tamper`` when its
         program was caught writing to the judge's channel or faking its exit,
-        ``judge_limit`` when replaying the tests on its answers was killed at the limit."""
+        ``judge_limit`` when replaying the tests on its answers was killed at the limit or
+        replied past the judge's caps, ``bad_tests`` when the task's tests do not compile."""
         v = self._memo.get(self._memo_key(task, text))
         if v is None:
             return []
+        status = v.details.get("status")
         out = ["reward_tamper"] if v.details.get("tamper") else []
-        return out + (["judge_limit"] if v.details.get("status") == "replay_killed" else [])
+        out += ["judge_limit"] if status in judge.JUDGE_LIMITS else []
+        return out + (["bad_tests"] if status == "bad_tests" else [])
 
     def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
         """Behaviour: the values (or error types) the program produced on every test case."""

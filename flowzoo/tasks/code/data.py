@@ -24,9 +24,13 @@ from flowzoo.tasks.base import (
 )
 from flowzoo.tasks.code.generated import LETTERS, WORDS, strong_draw
 from flowzoo.tasks.code.names import (
+    LIMIT_ERRORS,
+    RowCodeError,
     called_names,
     check_row_code,
     mbpp_entry_point,
+    parse_code,
+    past_limits,
     solution_function,
 )
 from flowzoo.tasks.files import WHOLE, code_key, file_split, read_parquet, read_rows, saved_dataset
@@ -278,12 +282,15 @@ def split_check_function(test_code: str, entry_point: str) -> tuple[str, list[st
 
     Each assert becomes its own test case (with ``candidate`` bound to the entry point), so
     partial credit and behaviour-based majority work; anything that does not fit this shape
-    stays one case that calls ``check`` as a whole."""
+    stays one case that calls ``check`` as a whole. Code past the parser's limits is a
+    :class:`~flowzoo.tasks.code.names.RowCodeError` naming the ``test`` field."""
     whole = (test_code, [f"check({entry_point})"])
     try:
-        mod = ast.parse(test_code)
-    except SyntaxError:
-        return whole
+        mod = parse_code(test_code, "test")
+    except RowCodeError as e:
+        if e.syntax:  # left to the judge, which refuses it (``bad_tests``)
+            return whole
+        raise
     check = [n for n in mod.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if len(check) != 1 or not check[0].args.args:
         return whole
@@ -294,12 +301,15 @@ def split_check_function(test_code: str, entry_point: str) -> tuple[str, list[st
     asserts = [s for s in fn.body if isinstance(s, ast.Assert)]
     if not asserts or any(fn.body.index(p) > fn.body.index(asserts[0]) for p in pre):
         return whole  # statements interleaved with asserts: keep the original order
-    setup = "\n".join(
-        [ast.unparse(n) for n in others]
-        + [f"{param} = {entry_point}"]
-        + [ast.unparse(s) for s in pre]
-    )
-    return setup, [ast.unparse(a) for a in asserts]
+    try:  # unparsing recurses: a tree too deep for it is the row's failure, named
+        setup = "\n".join(
+            [ast.unparse(n) for n in others]
+            + [f"{param} = {entry_point}"]
+            + [ast.unparse(s) for s in pre]
+        )
+        return setup, [ast.unparse(a) for a in asserts]
+    except LIMIT_ERRORS as e:
+        raise RowCodeError(past_limits("test", e)) from None
 
 
 def _open_jsonl(path: str | os.PathLike) -> list[dict]:
@@ -316,7 +326,9 @@ def humaneval_task(row: dict, source: str = "humaneval") -> Task:
             raise ValueError(f"{source}: HumanEval field {k!r} must be text, got {row[k]!r:.60}")
     canonical = row["prompt"] + (row.get("canonical_solution") or "")
     try:
-        entry = solution_function(row["entry_point"], canonical, "entry_point")
+        entry = solution_function(
+            row["entry_point"], canonical, "entry_point", "prompt + canonical_solution"
+        )
         check_row_code({"test": [row["test"]]}, {"prompt": [row["prompt"]]}, entry)
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
@@ -353,10 +365,10 @@ def mbpp_task(row: dict, source: str = "mbpp") -> Task:
     try:
         if row.get("entry_point") is not None:  # given: checked like an inferred one
             entry = solution_function(row["entry_point"], code, "entry_point")
-            if entry not in called_names(tests):
+            if entry not in called_names(tests, "test_list"):
                 raise ValueError(f"entry_point {entry!r} is never called in 'test_list'")
         else:
-            entry = mbpp_entry_point(tests, code)
+            entry = mbpp_entry_point(tests, code, "test_list")
         check_row_code({"test_list": tests, "test_setup_code": [setup]}, entry=entry)
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
@@ -410,8 +422,9 @@ def convert_rows(rows, style: str, source: str) -> list[Task]:
         except ValueError as e:
             why = str(e).removeprefix(f"{source}: ")
             raise ValueError(f"{source}: row {i}: {why}") from None
-        except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as e:
-            # a field of the wrong shape deep in a row: still the row's error, named
+        except (TypeError, AttributeError, KeyError, IndexError, RecursionError, MemoryError) as e:
+            # a field of the wrong shape deep in a row, code past the parser's stack (a
+            # MemoryError from CPython's parser): still the row's error, named
             raise ValueError(
                 f"{source}: row {i}: malformed ({type(e).__name__}: {e})"[:300]
             ) from None

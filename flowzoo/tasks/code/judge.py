@@ -54,6 +54,12 @@ from flowzoo.tasks.code.wire import WireError, decode
 RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_text()
 #: the tamper signals a verdict can carry (``details["tamper"]``)
 TAMPER_SIGNALS = ("channel_forged", "undecodable_value", "early_exit")
+#: the statuses of a run whose row's replay failed every case at the judge's limits (flag
+#: ``judge_limit``): killed past its time, or a reply past the caps of ``read_reply``
+JUDGE_LIMITS = ("replay_killed", "reply_too_big")
+#: the first-pass cache's bounds: entries, and bytes its replies hold built (their ``cost``)
+FIRST_MAX_ENTRIES = 256
+FIRST_MAX_BYTES = 64 << 20
 
 
 # ------------------------------------------------------------------------------ a run
@@ -129,25 +135,31 @@ class JudgeRun(RunRecord):
         return Job(main, files=files, timeout_s=REPLAY_LIMIT_S + replay_worker.GRACE_S)
 
     def _take_replay(self, res: ExecResult) -> None:
-        """A replay run's reply; one that overran, died or answered garbage fails every case."""
-        got = None
+        """A replay run's reply; one that overran, died, answered garbage or past the reply
+        caps (``replay_worker.read_reply``: never built) fails every case."""
+        got, status = None, "replay_killed"
         if res.exit_code == 0 and res.status != "sandbox_error":
-            got = replay_worker.read_reply(res.stdout, self.spec.n_cases, REPLAY_CALLS)
+            try:
+                got = replay_worker.read_reply(
+                    res.stdout, self.spec.n_cases, REPLAY_CALLS, self.spec.source
+                )
+            except replay_worker.ReplyTooBig:
+                status = "reply_too_big"
         if got is None:
             self.cases = [CaseResult(False, None, "JudgeLimit")] * self.spec.n_cases
             self._calls, self._keys = [], []
             if res.status == "sandbox_error":
                 self.status, self.stderr = res.status, res.stderr[-500:]
-            else:  # held past its limit, or no reply: every case fails; not tampering
-                self.status = "replay_killed"
+            else:  # held past its limit, no reply, or one too big: every case fails
+                self.status = status
             self.done = True
             return
-        self.cases, self._calls, self._keys = got
+        self.cases, self._calls, self._keys = got.cases, got.calls, got.keys
         if not self.known:  # the first pass: the same for every program of this task
-            with _FIRST_LOCK:
-                _FIRST[self._first_key()] = (tuple(got[0]), got[1], got[2])
-                while len(_FIRST) > 256:
-                    _FIRST.pop(next(iter(_FIRST)))
+            entry = (tuple(got.cases), got.calls, got.keys)
+            _, prompt, setup, tests = self.spec.source  # the key holds the row's source too
+            cost = got.cost + len(prompt) + len(setup) + sum(len(t) for t in tests)
+            _first_store(self._first_key(), entry, cost)
         self._replayed()
 
     def _replayed(self) -> None:
@@ -165,7 +177,7 @@ class JudgeRun(RunRecord):
             got = _FIRST.get(self._first_key())
         if got is None:
             return False
-        cases, self._calls, self._keys = got
+        cases, self._calls, self._keys = got[0]
         self.cases = list(cases)
         self._replayed()
         return True
@@ -299,9 +311,33 @@ class JudgeRun(RunRecord):
 
 
 #: first replays by task source and bounds: the row's calls before any answer is known (no
-#: candidate's data), which every program of the task starts from
-_FIRST: dict[tuple, tuple] = {}
+#: candidate's data), which every program of the task starts from; each with its cost
+_FIRST: dict[tuple, tuple[tuple, int]] = {}
+_FIRST_BYTES = [0]
 _FIRST_LOCK = threading.Lock()
+
+
+def _first_store(key: tuple, entry: tuple, cost: int) -> None:
+    """Keep a first pass, oldest dropped first, within :data:`FIRST_MAX_ENTRIES` and
+    :data:`FIRST_MAX_BYTES` (one larger than the byte budget is not kept)."""
+    if cost > FIRST_MAX_BYTES:
+        return
+    with _FIRST_LOCK:
+        old = _FIRST.pop(key, None)
+        if old is not None:
+            _FIRST_BYTES[0] -= old[1]
+        _FIRST[key] = (entry, cost)
+        _FIRST_BYTES[0] += cost
+        while len(_FIRST) > FIRST_MAX_ENTRIES or _FIRST_BYTES[0] > FIRST_MAX_BYTES:
+            _FIRST_BYTES[0] -= _FIRST.pop(next(iter(_FIRST)))[1]
+
+
+def first_cache_bytes() -> int:
+    """The bytes the first-pass cache's replies hold built, by their cost (a bound)."""
+    with _FIRST_LOCK:
+        return _FIRST_BYTES[0]
+
+
 _DIRECT: Sandbox | None = None
 _DIRECT_LOCK = threading.Lock()
 

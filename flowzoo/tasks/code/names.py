@@ -17,6 +17,50 @@ RESERVED_PREFIXES = ("_fz", "_flowzoo")
 #: the JSON comparison (the judge's hidden helper) and the call of a ``Solution`` method
 #: (the harness's function, proxied like any other)
 CONVERTER_NAMES = frozenset({"_fz_json_eq", "_flowzoo_call"})
+#: the most characters one field of a row's code may hold (a test statement, the setup, the
+#: prompt, a reference solution): past it the row is refused before Python's parser sees it.
+#: Parsing and compiling cost 0.3-0.7 KB of peak memory per character (measured: a literal
+#: list, names, calls), so this bounds one field to a few GB; set it to take larger code
+MAX_CODE_CHARS = 4 << 20
+#: what CPython's parser and compiler raise, besides SyntaxError, on code past their limits:
+#: nesting past the parser's own stack (MemoryError, e.g. ``"-" * 100_000``), past the
+#: recursion limit (RecursionError, also from walking or compiling a deep tree), null bytes
+#: (ValueError) and internal limits (OverflowError, SystemError)
+LIMIT_ERRORS = (MemoryError, RecursionError, ValueError, OverflowError, SystemError)
+
+
+class RowCodeError(ValueError):
+    """A row's code Python cannot take: bad syntax (``syntax``) or past the parser's limits.
+    A ValueError naming the field, so a loader's row error and the judge's ``bad_tests``
+    verdict say which code failed, and no parser exception escapes one row."""
+
+    def __init__(self, message: str, syntax: bool = False) -> None:
+        super().__init__(message)
+        self.syntax = syntax
+
+
+def past_limits(what: str, err: BaseException) -> str:
+    """Why ``what`` was refused when the parser or compiler gave up on it (not its syntax)."""
+    return (
+        f"{what} is past what Python's parser and compiler can take "
+        f"({type(err).__name__}: nested too deeply or too large); simplify that code"
+    )
+
+
+def parse_code(src: str, what: str) -> ast.Module:
+    """``ast.parse(src)``, or a :class:`RowCodeError` naming ``what``: code longer than
+    :data:`MAX_CODE_CHARS`, bad syntax, or past the parser's limits (:data:`LIMIT_ERRORS`)."""
+    if len(src) > MAX_CODE_CHARS:
+        raise RowCodeError(
+            f"{what} holds {len(src):,} characters of code, past the limit of "
+            f"{MAX_CODE_CHARS:,} (flowzoo.tasks.code.names.MAX_CODE_CHARS)"
+        )
+    try:
+        return ast.parse(src)
+    except SyntaxError as e:
+        raise RowCodeError(f"{what} does not parse ({e.msg}, line {e.lineno})", True) from None
+    except LIMIT_ERRORS as e:
+        raise RowCodeError(past_limits(what, e)) from None
 
 
 def _reserved(name: str) -> bool:
@@ -45,18 +89,17 @@ def check_name(name: object, what: str = "entry_point") -> str:
 
 def _defined_functions(reference: str, what: str = "reference solution") -> list[str]:
     """The functions a reference solution defines at top level (``def``/``async def``)."""
-    try:
-        tree = ast.parse(reference)
-    except SyntaxError as e:
-        raise ValueError(f"the {what} does not parse ({e.msg}, line {e.lineno})") from None
+    tree = parse_code(reference, f"the {what}")
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
-def solution_function(name: object, reference: str, what: str) -> str:
+def solution_function(
+    name: object, reference: str, what: str, source: str = "reference solution"
+) -> str:
     """``name`` if the reference solution defines it as a function and it may be proxied
     (:func:`check_name`): a row naming anything else is refused, never judged."""
     name = check_name(name, what)
-    defined = _defined_functions(reference)
+    defined = _defined_functions(reference, source)
     if name not in defined:
         have = ", ".join(defined[:8]) or "no function"
         raise ValueError(
@@ -65,21 +108,19 @@ def solution_function(name: object, reference: str, what: str) -> str:
     return name
 
 
-def called_names(tests: list[str]) -> list[str]:
-    """Names called as plain functions in the tests, in source order (test by test)."""
+def called_names(tests: list[str], field: str = "test") -> list[str]:
+    """Names called as plain functions in the tests, in source order (test by test); a test
+    that does not parse is a :class:`RowCodeError` naming ``field``."""
     out: list[str] = []
     for t in tests:
-        try:
-            tree = ast.parse(t)
-        except SyntaxError as e:
-            raise ValueError(f"test {t[:60]!r} does not parse ({e.msg})") from None
+        tree = parse_code(t, f"{field} {t[:60]!r}")
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
         calls.sort(key=lambda n: (n.lineno, n.col_offset))
         out += [c.func.id for c in calls if isinstance(c.func, ast.Name)]
     return list(dict.fromkeys(out))
 
 
-def mbpp_entry_point(tests: list[str], reference: str) -> str:
+def mbpp_entry_point(tests: list[str], reference: str, field: str = "test") -> str:
     """An MBPP row's entry point, told structurally: the first name the tests call that the
     reference solution defines as a function - never a wrapper the tests call around it
     (``set(f(x))``, ``abs(f(x) - y)``, ``math.isclose(...)``), which the candidate would then
@@ -90,7 +131,7 @@ def mbpp_entry_point(tests: list[str], reference: str) -> str:
             "point is the function it defines that the tests call"
         )
     defined = set(_defined_functions(reference))
-    called = called_names(tests)
+    called = called_names(tests, field)
     both = [n for n in called if n in defined]
     what = "entry point (inferred from the tests)"
     for name in both:  # a solution's own ``max`` is still a builtin's name: the next one
@@ -114,13 +155,16 @@ def check_row_code(
     a name of the judge's (``_fz...``, ``_flowzoo...``) or reads one beyond
     :data:`CONVERTER_NAMES` (such a name would be the candidate's to define), or when the
     tests rebind the ``entry`` point (they would then test their own function, not the
-    candidate's). Code that does not parse is left to the compiler's own error."""
+    candidate's). Code with bad syntax is left to the compiler's own error; code past the
+    parser's limits is a :class:`RowCodeError` naming the field."""
     for field, sources in {**(prompt or {}), **tests}.items():
         for src in sources:
             try:
-                tree = ast.parse(src or "")
-            except SyntaxError:
-                continue
+                tree = parse_code(src or "", field)
+            except RowCodeError as e:
+                if e.syntax:
+                    continue
+                raise
             bad = sorted(
                 {
                     name

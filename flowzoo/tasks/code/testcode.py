@@ -14,7 +14,14 @@ import sys
 import threading
 from typing import Any, NamedTuple
 
-from flowzoo.tasks.code.names import check_name, check_row_code
+from flowzoo.tasks.code.names import (
+    LIMIT_ERRORS,
+    RowCodeError,
+    check_name,
+    check_row_code,
+    parse_code,
+    past_limits,
+)
 from flowzoo.tasks.code.wire import strict_eq, strict_in
 
 
@@ -189,8 +196,20 @@ HELPERS = {
 CHECK = _hidden("check")
 
 
-def _strict_tree(src: str) -> ast.Module:
-    return ast.fix_missing_locations(_StrictCompare().visit(ast.parse(src)))
+def _strict_tree(src: str, what: str) -> ast.Module:
+    tree = parse_code(src, what)
+    try:  # walking a deep tree recurses: past the limit it is the row's failure, named
+        return ast.fix_missing_locations(_StrictCompare().visit(tree))
+    except LIMIT_ERRORS as e:
+        raise RowCodeError(past_limits(what, e)) from None
+
+
+def _compile(tree: ast.Module, filename: str, what: str) -> Any:
+    """``compile`` of a row's tree; the compiler's own limits are the row's failure, named."""
+    try:
+        return compile(tree, filename, "exec")
+    except LIMIT_ERRORS as e:
+        raise RowCodeError(past_limits(what, e)) from None
 
 
 def _bound_names(tree: ast.AST) -> set[str]:
@@ -245,7 +264,9 @@ _COMPILE_LOCK = threading.Lock()
 
 
 def judge_spec(entry_point: str, prompt_code: str, setup: str, tests: tuple[str, ...]) -> JudgeSpec:
-    """Compile a task's test code for the judge (cached per task; thread-safe)."""
+    """Compile a task's test code for the judge (cached per task; thread-safe). Code that
+    does not parse or compile, or is past the parser's limits, is a ValueError naming the
+    field (:class:`~flowzoo.tasks.code.names.RowCodeError`), never a parser exception."""
     with _COMPILE_LOCK:
         return _judge_spec(entry_point, prompt_code, setup, tests)
 
@@ -258,17 +279,20 @@ def _judge_spec(
     prompt_names: set[str] = set()
     if prompt_code.strip():
         try:  # the prompt's own helpers (e.g. HumanEval's encode_cyclic) are the tests' code
-            tree = ast.parse(prompt_code)
-            prompt = compile(tree, "prompt.py", "exec")
+            tree = parse_code(prompt_code, "prompt_code")
+            prompt = _compile(tree, "prompt.py", "prompt_code")
             prompt_names = _top_level_names(tree)
-        except SyntaxError:
+        except (RowCodeError, SyntaxError) as e:  # bad syntax: no helpers; past limits: refused
+            if isinstance(e, RowCodeError) and not e.syntax:
+                raise
             prompt = None
     if entry_point:
         check_name(entry_point)
     check_row_code(
         {"setup": [setup], "tests": list(tests)}, {"prompt_code": [prompt_code]}, entry_point
     )
-    trees = [_strict_tree(setup or "")] + [_strict_tree(t) for t in tests]
+    trees = [_strict_tree(setup or "", "setup")]
+    trees += [_strict_tree(t, f"test {i}") for i, t in enumerate(tests)]
     bound = set().union(*(_bound_names(t) for t in trees)) | prompt_names
     loaded = set().union(*(_loaded_names(t) for t in trees))
     # the hidden helpers are no identifiers: never free, never proxied
@@ -280,8 +304,8 @@ def _judge_spec(
         remote=remote,
         modules=modules,
         prompt=prompt,
-        setup=compile(trees[0], "setup.py", "exec"),
-        cases=tuple(compile(t, f"test_{i}.py", "exec") for i, t in enumerate(trees[1:])),
+        setup=_compile(trees[0], "setup.py", "setup"),
+        cases=tuple(_compile(t, f"test_{i}.py", f"test {i}") for i, t in enumerate(trees[1:])),
         n_cases=len(tests),
         source=(entry_point, prompt_code, setup, tests),
     )
