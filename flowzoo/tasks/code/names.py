@@ -56,11 +56,33 @@ def parse_code(src: str, what: str) -> ast.Module:
             f"{MAX_CODE_CHARS:,} (flowzoo.tasks.code.names.MAX_CODE_CHARS)"
         )
     try:
-        return ast.parse(src)
+        tree = ast.parse(src)
     except SyntaxError as e:
         raise RowCodeError(f"{what} does not parse ({e.msg}, line {e.lineno})", True) from None
     except LIMIT_ERRORS as e:
         raise RowCodeError(past_limits(what, e)) from None
+    if ast_depth(tree) > MAX_AST_DEPTH:  # later walks and compile() recurse on this depth
+        raise RowCodeError(past_limits(what, RecursionError(f"deeper than {MAX_AST_DEPTH}")))
+    return tree
+
+
+#: deepest syntax tree a row's code may have: every later walk and ``compile`` recurses on
+#: it, and whether they overflow depends on the interpreter's recursion limit at that moment;
+#: a fixed bound makes the verdict on a row the same in every process (HumanEval and the
+#: generated tasks nest 20 deep at most)
+MAX_AST_DEPTH = 400
+
+
+def ast_depth(tree: ast.AST) -> int:
+    """The depth of ``tree``, counted without recursion (a deep tree cannot overflow it)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > MAX_AST_DEPTH:
+            return d
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _reserved(name: str) -> bool:
