@@ -117,7 +117,7 @@ class PretrainConfig:
     #: how often each math role takes its shortcut behaviour in the corpus (answer directly,
     #: pick candidate 1, rubber-stamp, repeat one strategy): the base rate RL can move
     shortcut_rate: float = 0.5
-    #: steps of a *behaviour mid-training* stage after pretraining (0: none; :func:`midtrain`
+    #: steps of a *behaviour mid-training* stage after pretraining (0: none; :func:`training_stage`
     #: says why a stage): the corpus re-written with ``role_shortcut_rates`` and
     #: ``coordination_drills``, at ``midtrain_lr``
     midtrain_steps: int = 600
@@ -318,12 +318,10 @@ def _encode(tok, rows, max_len: int) -> list[tuple[list[int], int]]:
 def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
     """Generate the corpus, train, and save model + tokenizer + ``flowzoo_tiny.json``; with
     ``midtrain_steps`` the pretrained base (``cfg.base()``, cached) continues on the
-    behaviour mix instead (:func:`midtrain`).
+    behaviour mix instead (:func:`training_stage`).
 
     Resumable: a ``checkpoint.pt`` (model, optimizer, step, RNG) is written as it goes and
     picked up by the next call with the same ``out_dir``."""
-    if cfg.midtrain_steps:
-        return midtrain(cfg, out_dir, progress)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     apply_threads(0, announce=progress)  # the cores this process may use (or OMP_NUM_THREADS)
@@ -332,30 +330,61 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     corpus_s = time.time() - t0
     tok = build_tokenizer()
     examples = _encode(tok, rows, cfg.max_len)
-    model = build_model(cfg.scale, len(tok), cfg.max_len, cfg.seed)
+    model, steps, lr, lr_at, name, extra = training_stage(cfg, len(tok), progress)
     opt = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98)
+        model.parameters(), lr=lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98)
     )
-
-    def lr_at(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return cfg.lr * (step + 1) / cfg.warmup_steps
-        frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
-
     losses = train_loop(
         model,
         opt,
         examples,
         tok.pad_token_id,
         cfg,
-        cfg.steps,
+        steps,
         lr_at,
         out / "checkpoint.pt",
         progress,
-        f"pretrain {cfg.scale}",
+        f"{name} {cfg.scale}",
     )
-    return save_build(out, model, tok, cfg, len(examples), corpus_s, time.time() - t0, losses)
+    total_s = time.time() - t0
+    return save_build(out, model, tok, cfg, len(examples), corpus_s, total_s, losses, **extra)
+
+
+#: warmup steps of the mid-training stage (its learning rate is otherwise constant)
+MIDTRAIN_WARMUP = 20
+
+
+def training_stage(cfg: PretrainConfig, vocab_size: int, progress: bool):
+    """(model, steps, lr, lr schedule, stage name, extra metadata) of a build: pretraining a
+    fresh model (warmup, then cosine to a tenth of ``lr``) or, with ``midtrain_steps``, the
+    behaviour mid-training stage (recipe 8, docs/testbed.md): ``cfg.base()`` (shipped,
+    cached or built now) continues at a constant ``midtrain_lr`` on ``make_corpus(cfg)``,
+    the corpus re-written with per-role shortcut rates and coordination drills.
+
+    Why a stage: a from-scratch build on the behaviour mix learned every step fact (0.998)
+    but not to chain them (worked accuracy 0.9 -> 0.2), a late, sharp transition of
+    pretraining; the behaviour priors move in a few hundred steps of a model that chains."""
+    if cfg.midtrain_steps:
+        from transformers import AutoModelForCausalLM
+
+        base = ensure_tiny(cfg.base(), progress=progress)
+        model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
+        lr = cfg.midtrain_lr
+
+        def warmup_then_constant(step: int) -> float:
+            return lr * min(1.0, (step + 1) / MIDTRAIN_WARMUP)
+
+        extra = {"base_key": cfg.base().key()}
+        return model, cfg.midtrain_steps, lr, warmup_then_constant, "mid-train", extra
+
+    def warmup_then_cosine(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return cfg.lr * (step + 1) / cfg.warmup_steps
+        frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+    model = build_model(cfg.scale, vocab_size, cfg.max_len, cfg.seed)
+    return model, cfg.steps, cfg.lr, warmup_then_cosine, "pretrain", {}
 
 
 def save_build(
@@ -387,63 +416,6 @@ def save_build(
     (out / "flowzoo_tiny.json").write_text(json.dumps(meta, indent=1, default=str))
     (out / "checkpoint.pt").unlink(missing_ok=True)
     return out
-
-
-#: warmup steps of the mid-training stage (its learning rate is otherwise constant)
-MIDTRAIN_WARMUP = 20
-
-
-def midtrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> Path:
-    """The behaviour mid-training stage (recipe 8, docs/testbed.md): continue ``cfg.base()``
-    (shipped, cached or built now) for ``cfg.midtrain_steps`` on ``make_corpus(cfg)``, the
-    corpus re-written with per-role shortcut rates and coordination drills; saved like a
-    pretrained build, resumable the same way.
-
-    Why a stage: a from-scratch build on the behaviour mix learned every step fact (0.998)
-    but not to chain them (worked accuracy 0.9 -> 0.2), a late, sharp transition of
-    pretraining; the behaviour priors move in a few hundred steps of a model that chains."""
-    from transformers import AutoModelForCausalLM
-
-    base = ensure_tiny(cfg.base(), progress=progress)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    apply_threads(0, announce=progress)
-    t0 = time.time()
-    rows = make_corpus(cfg, progress=progress)
-    corpus_s = time.time() - t0
-    tok = build_tokenizer()  # the base's own: the same characters, saved the same way
-    model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
-    examples = _encode(tok, rows, cfg.max_len)
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=cfg.midtrain_lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98)
-    )
-
-    def lr_at(step: int) -> float:
-        return cfg.midtrain_lr * min(1.0, (step + 1) / MIDTRAIN_WARMUP)
-
-    losses = train_loop(
-        model,
-        opt,
-        examples,
-        tok.pad_token_id,
-        cfg,
-        cfg.midtrain_steps,
-        lr_at,
-        out / "checkpoint.pt",
-        progress,
-        f"mid-train {cfg.scale}",
-    )
-    return save_build(
-        out,
-        model,
-        tok,
-        cfg,
-        len(examples),
-        corpus_s,
-        time.time() - t0,
-        losses,
-        base_key=cfg.base().key(),
-    )
 
 
 #: measured first-build times on 2 idle cores (README: Tiny base models)
