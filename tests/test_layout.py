@@ -26,15 +26,38 @@ FORBIDDEN = {
 }
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every module a file imports, at any depth of its code."""
-    out: set[str] = set()
+def import_statements(path: Path, here: str | None = None):
+    """(module, names taken from it or None, line) for every import statement of a file, at
+    any depth of its code; relative imports resolved against the package ``here`` (skipped
+    when it is None: a file outside a package)."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out.update(f"{node.module}.{a.name}" for a in node.names)
+            for a in node.names:
+                yield a.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                if here is None:
+                    continue
+                up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            yield base, [a.name for a in node.names], node.lineno
+
+
+def _package_of(path: Path) -> str | None:
+    """The package a file of flowzoo belongs to (a package's ``__init__``: itself)."""
+    try:
+        return ".".join(path.resolve().relative_to(PKG.parent).parts[:-1])
+    except ValueError:
+        return None
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, at any depth of its code (relative imports resolved)."""
+    out: set[str] = set()
+    for module, names, _ in import_statements(path, _package_of(path)):
+        out.add(module)
+        out.update(f"{module}.{n}" for n in names or ())
     return out
 
 
@@ -61,6 +84,10 @@ def test_the_scan_sees_a_back_arrow(tmp_path):
     hits = _hits(imports_of(f), FORBIDDEN["envs"])
     assert {"flowzoo.agents.models.players", "torch"} <= set(hits)
     assert _hits(imports_of(f), FORBIDDEN["agents/train"]) == []
+    # a relative import is resolved against the file's package, so it cannot slip past
+    f.write_text("from ..agents.train import trainer\n")
+    mods = {m for m, _, _ in import_statements(f, "flowzoo.envs")}
+    assert _hits(mods, FORBIDDEN["envs"]) == ["flowzoo.agents.train"]
 
 
 def test_environment_side_imports_without_torch():
@@ -92,23 +119,15 @@ def import_graph(pkg: Path) -> dict[str, dict[str, int]]:
     graph: dict[str, dict[str, int]] = {m: {} for m in files}
     for mod, path in files.items():
         here = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = here.split(".")[: len(here.split(".")) - node.level + 1]
-                    base = ".".join(up + ([node.module] if node.module else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
-                           for a in node.names]  # fmt: skip
-            else:
-                continue
+        for base, names, line in import_statements(path, here):
+            targets = [base] if names is None else [
+                f"{base}.{n}" if f"{base}.{n}" in files else base for n in names
+            ]  # fmt: skip
             for t in targets:
                 while t and t not in files:  # `import a.b.c` of a name in a.b: a.b
                     t = t.rpartition(".")[0]
                 if t and t != mod:
-                    graph[mod].setdefault(t, node.lineno)
+                    graph[mod].setdefault(t, line)
     return graph
 
 
