@@ -406,3 +406,136 @@ def test_help_groups_the_flags_by_section_and_states_each_range():
     assert "--group-size" in rollout and "--lr " not in rollout
     flat = " ".join(text.split())
     assert "(default: 8); must be in 1..4,096" in flat and "must be in (0, 1]" in flat
+
+
+#: fields left at their default in the every-field round trip, and why
+_KEPT_DEFAULT = {
+    # deprecated: folded into role_settings and emptied when the config is made
+    "kl_per_role": "folded",
+    "max_new_tokens_per_role": "folded",
+    # resample_rounds > 0 (set below) needs filter_groups=True, its default
+    "filter_groups": "tied to resample_rounds",
+}
+
+
+def _another_value(name: str, default, domain):
+    """A valid value of a field other than its default, read from its declared domain."""
+    choices = domain.valid()
+    if choices is not None:
+        return next(c for c in choices if c != default)
+    if domain.type is bool:
+        return not default
+    if domain.type is int:
+        hi = domain.hi if domain.hi is not None else default + 2
+        return default + 1 if default + 1 <= hi else default - 1
+    if domain.type is float:
+        if domain.hi is not None:
+            mid = (max(domain.lo or 0.0, 0.0) + domain.hi) / 2
+            return mid if mid != default else mid / 2
+        return max(default, 0.0) + 0.375
+    raise AssertionError(f"{name}: give it a value in _every_field_set")
+
+
+def _every_field_set() -> TrainConfig:
+    """A config whose every field (but ``_KEPT_DEFAULT``) differs from its default: the
+    strings and tables by hand (they mean something), the rest from each field's domain."""
+    import dataclasses
+
+    given = {
+        "preset": "study",  # a preset over explicit values: every value here still wins
+        "model": "Qwen/Qwen3-0.6B",
+        "device": "cuda",
+        "policy_devices": {"solver": "cuda:1"},
+        "policy": "isolated",
+        "role_settings": {
+            "solver": {
+                "lr": 1e-4,
+                "temperature": 0.9,
+                "max_new_tokens": 96,
+                "kl_coef": 0.05,
+                "clip_low": 0.1,
+                "clip_high": 0.3,
+                "stop": ["</s>", "\n\nQ:", 'naïve "quoted" \\ stop'],
+            },
+            "aggregator": {"temperature": 0.25},
+        },
+        "role_models": {"aggregator": "http://127.0.0.1:8000/v1"},
+        "frozen_roles": "aggregator",
+        "env": "voting-code",
+        "env_options": {"reward_mode": "role"},
+        "resample_rounds": 2,
+        "eval_dataset": "jsonl:held out.jsonl",
+        "eval_temperature": 0.5,
+        "lr_decay_steps": 40,
+        "out_dir": "runs/every field",
+        "report_to": "tensorboard,wandb",
+    }
+    base = TrainConfig()
+    for f in dataclasses.fields(TrainConfig):
+        if f.name not in given and f.name not in _KEPT_DEFAULT:
+            given[f.name] = _another_value(f.name, getattr(base, f.name), f.metadata["domain"])
+    cfg = TrainConfig.from_dict(given)
+    changed = {
+        f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(base, f.name)
+    }
+    assert changed == {f.name for f in dataclasses.fields(cfg)} - set(_KEPT_DEFAULT)
+    return cfg
+
+
+def _toml_value(v) -> str:
+    """TOML for a config value (the stdlib reads TOML but does not write it)."""
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"no TOML for {v!r}")
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml"])
+def test_every_field_round_trips_through_a_config_file_and_the_cli(tmp_path, suffix):
+    """Every field written to the file formats the CLI reads comes back equal, with the same
+    identity, read directly and through ``flowzoo train --config``; the run record's
+    ``config.json`` reads back equal too."""
+    import dataclasses
+    import json
+
+    import yaml
+
+    from flowzoo.cli import _train_config_from_args, build_parser
+
+    cfg = _every_field_set()
+    table = dataclasses.asdict(cfg)
+    p = tmp_path / f"every{suffix}"
+    if suffix == ".toml":
+        p.write_text("".join(f"{k} = {_toml_value(v)}\n" for k, v in table.items()))
+    else:
+        p.write_text(yaml.safe_dump(table, allow_unicode=True))
+    back = load_config_file(p)
+    assert back == cfg and back.identity() == cfg.identity()
+    assert back.for_role("solver", "stop") == cfg.role_settings["solver"]["stop"]
+    args = build_parser().parse_args(["train", "--config", str(p)])
+    assert _train_config_from_args(args) == cfg
+    # what a run records (config.json) is read back by resume, eval and report the same way
+    assert TrainConfig.from_dict(json.loads(json.dumps(table))) == cfg
+
+
+def test_the_agents_extra_is_an_alias_of_the_torch_extra():
+    """The torch side's extra is named for what it installs; the old name stays an alias
+    (the same requirements, so the two cannot drift apart)."""
+    import configparser
+    from pathlib import Path
+
+    cp = configparser.ConfigParser()
+    cp.read(Path(__file__).resolve().parents[1] / "setup.cfg")
+    extras = cp["options.extras_require"]
+    reqs = {name: sorted(extras[name].split()) for name in ("torch", "agents")}
+    assert reqs["torch"] and reqs["torch"] == reqs["agents"]
+    assert any(r.startswith("torch") for r in reqs["torch"])

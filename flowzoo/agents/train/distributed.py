@@ -21,6 +21,7 @@ joins with a zero-loss pass).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -95,6 +96,150 @@ def max_int(n: int, info: DistInfo) -> int:
     if not info.active:
         return n
     return int(_reduce_scalars([n], torch.int64, dist.ReduceOp.MAX, info)[0])
+
+
+class Replicated:
+    """How the update meets the processes when each holds a full copy of every policy (one
+    process, or data parallel): the update step calls these and never asks which layout it
+    runs under (:class:`Sharded` is the other one)."""
+
+    #: a micro-batch that ran out of memory may be retried smaller (no collective is pending)
+    retries_oom = True
+
+    def __init__(self, info: DistInfo) -> None:
+        self.info = info
+
+    def backward(self, loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:
+        """Add d(loss)/d(params) to ``.grad``, all or nothing (see :func:`accumulate`)."""
+        if loss.requires_grad:
+            accumulate(loss, params)
+
+    def idle_passes(self, passes: int) -> int:
+        """Zero-loss passes this process adds so every process makes as many: none here."""
+        return 0
+
+    def role_gradient(self, delta: torch.Tensor) -> torch.Tensor:
+        """A role's whole gradient from this process's part: summed over the processes."""
+        return sum_(delta, self.info)
+
+    def install(self, params: list[torch.nn.Parameter], total: torch.Tensor) -> None:
+        """Make ``.grad`` the summed gradient ``total`` (each process holds only its share)."""
+        if self.info.active:
+            write_flat_grad(params, total)
+
+    def sum_shards(self, values: list[float]) -> list[float]:
+        """Sums of per-parameter quantities (dot products, norms): whole already, unchanged."""
+        return list(values)
+
+    def gram_reduce(self):
+        """What completes a Gram matrix of role gradients: nothing (they are whole)."""
+        return None
+
+    def shard(self, models: list[torch.nn.Module]) -> None:
+        """Lay the models out over the processes: whole copies stay as they are."""
+
+    def gathered(self, models: list[torch.nn.Module]):
+        """A context in which ``models`` hold their full parameters (for generation)."""
+        return contextlib.nullcontext()
+
+
+class Sharded(Replicated):
+    """FSDP2: each process holds a shard of every policy. Gradients are reduce-scattered by
+    backward hooks (so ``backward()`` runs them), every process makes the same passes, and
+    quantities summed over parameters are summed over the shards."""
+
+    retries_oom = False  # the others are mid-collective: an out-of-memory error ends the run
+
+    def backward(self, loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:
+        """FSDP reduce-scatters from backward hooks, which ``autograd.grad`` skips."""
+        loss.backward()
+
+    def idle_passes(self, passes: int) -> int:
+        """As many passes on every process (the most any makes): the shortfall."""
+        return max_int(passes, self.info) - passes
+
+    def role_gradient(self, delta: torch.Tensor) -> torch.Tensor:
+        """Each process holds its shard of the summed gradient already."""
+        return delta
+
+    def install(self, params: list[torch.nn.Parameter], total: torch.Tensor) -> None:
+        """The reduce-scatter left each process's shard of the sum in ``.grad`` already."""
+
+    def sum_shards(self, values: list[float]) -> list[float]:
+        return sum_floats(values, self.info)
+
+    def gram_reduce(self):
+        """Norms and cosines of sharded gradients: the Gram matrix summed over the shards."""
+
+        def reduce(g: torch.Tensor) -> torch.Tensor:
+            return torch.tensor(sum_floats(g.flatten().tolist(), self.info)).view_as(g)
+
+        return reduce
+
+    def shard(self, models: list[torch.nn.Module]) -> None:
+        """``fully_shard`` per decoder layer (:mod:`flowzoo.agents.models.sharding`)."""
+        from flowzoo.agents.models import sharding
+
+        for m in models:
+            sharding.shard(m)
+
+    def gathered(self, models: list[torch.nn.Module]):
+        """The full parameters, gathered once for a block of generation (a collective)."""
+        from flowzoo.agents.models import sharding
+
+        return sharding.gathered(models)
+
+
+def layout(info: DistInfo, sharded: bool) -> Replicated:
+    """The update's view of the processes: :class:`Sharded` under ``fsdp=True``, else
+    :class:`Replicated` (the one place the choice is made)."""
+    return Sharded(info) if sharded else Replicated(info)
+
+
+def accumulate(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:
+    """Add d(loss)/d(params) to ``.grad``. Why not ``backward()``: if the device runs out of
+    memory half-way, backward leaves some gradients accumulated and others not; here nothing
+    is written until the whole gradient exists, so the micro-batch can be retried smaller."""
+    live = [p for p in params if p.requires_grad]
+    grads = torch.autograd.grad(loss, live, allow_unused=True)
+    for p, g in zip(live, grads, strict=True):
+        if g is None:
+            continue
+        if p.grad is None:
+            p.grad = g
+        else:
+            p.grad.add_(g)
+
+
+def write_flat_grad(params: list[torch.nn.Parameter], flat: torch.Tensor) -> None:
+    """Set every ``.grad`` from one flat vector (in :func:`diagnostics.flat_grad`'s order)."""
+    i = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[i : i + n].view_as(p).to(p.dtype).clone()
+        i += n
+
+
+def check_supported(cfg: Any, info: DistInfo) -> None:
+    """What data-parallel processes and FSDP cannot run, as one clear error before a model is
+    built (instead of a silently different run, or a hang between processes)."""
+    if info.active and cfg.adv_norm in ("global", "per-role"):
+        raise ValueError(
+            f"adv_norm={cfg.adv_norm!r} normalises over the whole batch, which data-parallel "
+            "processes do not share; use adv_norm='group' or 'none' under torchrun"
+        )
+    if cfg.fsdp:
+        check_fsdp(cfg, info)
+    if info.active and cfg.resample_rounds > 0:
+        raise ValueError(
+            "resample_rounds (dynamic sampling) decides per process how many problems to "
+            "roll out; under torchrun use filter_groups alone"
+        )
+    if info.active and cfg.policy_devices:
+        raise ValueError(
+            "policy_devices places policies on one process's GPUs; under torchrun every "
+            "process trains on its own GPU (drop policy_devices, or run one process)"
+        )
 
 
 def check_fsdp(cfg: Any, info: DistInfo) -> None:

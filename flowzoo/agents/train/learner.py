@@ -8,7 +8,9 @@ role's turns run in length-sorted micro-batches and the gradient they add is kep
 every step logs per role the loss, gradient norm, clip fraction and KL, and per policy the
 cosine between role gradients and the gradient norm actually applied (after the optional
 coherence damper). Out-of-memory halves the micro-batch and retries (nothing of a failed
-micro-batch reaches ``.grad``); under FSDP every process makes the same passes.
+micro-batch reaches ``.grad``); under FSDP every process makes the same passes. Whether the
+policies are whole or sharded is :func:`distributed.layout`'s business: the update step calls
+the same methods either way and never branches on it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Learner:
         agents_per_role: dict[str, int],
     ) -> None:
         self.cfg, self.router, self.dist = cfg, router, dist
+        #: whole copies or FSDP shards, behind one interface (the update never asks which)
+        self.par = distributed.layout(dist, sharded=cfg.fsdp)
         self.roles, self.agents_per_role = roles, agents_per_role
         self.step = 0
         #: the estimator and objective ``cfg.algo`` names (the one place it is read)
@@ -96,11 +100,13 @@ class Learner:
         head = self.heads.get(name)
         return self.router.trainable(name) + (list(head.parameters()) if head is not None else [])
 
-    def update(self, turns: list[TurnRecord], adv: Advantages, step: int) -> dict:
+    def update(
+        self, turns: list[TurnRecord], adv: Advantages, step: int, rng: random.Random
+    ) -> dict:
         """One update of every policy that played in ``turns`` (a policy with no turns is
-        left exactly as it was); per policy, its per-role statistics."""
+        left exactly as it was), its mini-batches drawn in ``rng``'s order (the trainer's
+        :class:`Seeds`); per policy, its per-role statistics."""
         self.step = step
-        rng = random.Random(f"{self.cfg.seed}:{step}")
         factor = self.cfg.lr_at(step) / self.cfg.lr  # the schedule, applied to each policy's lr
         for name, opt in self.opts.items():
             for group in opt.param_groups:
@@ -228,10 +234,7 @@ class Learner:
             raise TrainingDiverged(
                 f"loss of role {role!r} (policy {name!r}) is {loss_value} at step {self.step}"
             )
-        if cfg.fsdp:  # FSDP reduce-scatters from backward hooks, which autograd.grad skips
-            loss.backward()
-        elif loss.requires_grad:
-            _accumulate(loss, params)
+        self.par.backward(loss, params)
         return loss_value, dict(local)
 
     def _idle_pass(self, name: str, pol, role: str) -> None:
@@ -292,7 +295,7 @@ class Learner:
         """Back-propagate each role's turns in micro-batches, keeping the gradient each role
         adds apart; (per-role gradients, the accumulated total, per-role sums of this
         process's loss, tokens, turns, clip fraction and KL)."""
-        cfg, dist = self.cfg, self.dist
+        cfg = self.cfg
         wmap, total_tokens, total_seqs = norm
         role_grads: dict[str, torch.Tensor] = {}
         sums: dict[str, dict[str, float]] = {}
@@ -300,9 +303,8 @@ class Learner:
         for role, rturns in by_role.items():
             acc: dict[str, float] = defaultdict(float)
             size = self.micro_batch.get(name, cfg.micro_batch)
-            # FSDP: every process makes the same number of sharded passes, agreed beforehand
-            passes = -(-len(rturns) // size)
-            idle = distributed.max_int(passes, dist) - passes if cfg.fsdp else 0
+            # every process makes the same number of passes, agreed beforehand (FSDP)
+            idle = self.par.idle_passes(-(-len(rturns) // size))
             i = 0
             while i < len(rturns):
                 mb = rturns[i : i + size]
@@ -311,8 +313,8 @@ class Learner:
                         name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs
                     )
                 except torch.OutOfMemoryError:
-                    # nothing of this micro-batch reached .grad (see _accumulate): halve, retry
-                    if size == 1 or cfg.fsdp:  # FSDP: the others are mid-collective; no retry
+                    # nothing of this micro-batch reached .grad (``par.backward``): halve, retry
+                    if size == 1 or not self.par.retries_oom:
                         raise
                     size = max(1, size // 2)
                     self.micro_batch[name] = size
@@ -329,8 +331,7 @@ class Learner:
             acc["turns"] += len(rturns)
             sums[role] = acc
             cur = flat_grad(params)
-            # FSDP: each process holds its shard of the summed gradient already
-            role_grads[role] = cur - prev if cfg.fsdp else distributed.sum_(cur - prev, dist)
+            role_grads[role] = self.par.role_gradient(cur - prev)
             prev = cur
         total = sum(role_grads.values()) if role_grads else prev
         return role_grads, total, sums
@@ -350,19 +351,10 @@ class Learner:
     def _diagnose(self, name, params, role_grads, total) -> tuple[float, dict]:
         """The role-level diagnostics of this step's gradient: per-role norms and cosines
         (:func:`role_gradient_stats`) and the total norm; a non-finite gradient ends the run."""
-        cfg, dist = self.cfg, self.dist
-        if dist.active and not cfg.fsdp:
-            _write_flat_grad(params, total)
+        self.par.install(params, total)
         self.last_role_grads[name] = {"roles": role_grads, "total": total.clone()}
-        reduce = None
-        if cfg.fsdp:  # norms and cosines of sharded gradients: sum the Gram matrix
-
-            def reduce(g: torch.Tensor) -> torch.Tensor:
-                return torch.tensor(distributed.sum_floats(g.flatten().tolist(), dist)).view_as(g)
-
-        rg = role_gradient_stats(role_grads, reduce)
-        sq = dot(total, total)
-        total_norm = math.sqrt(distributed.sum_floats([sq], dist)[0] if cfg.fsdp else sq)
+        rg = role_gradient_stats(role_grads, self.par.gram_reduce())
+        total_norm = math.sqrt(self.par.sum_shards([dot(total, total)])[0])
         if not math.isfinite(total_norm):  # the same verdict on every process
             raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
         return total_norm, rg
@@ -376,7 +368,7 @@ class Learner:
                 f = self.damper.factor(f"{name}/{role}", g)
                 stats["roles"][role]["damper_factor"] += f
                 total += f * g
-            _write_flat_grad(params, total)
+            distributed.write_flat_grad(params, total)
             total_norm = math.sqrt(dot(total, total))  # the damped gradient the step applies
         for role in role_grads:
             stats["roles"][role]["grad_norm"] += rg["norm"][role]
@@ -396,34 +388,9 @@ class Learner:
         it) and each role's part of the update's total descent (``update_share``). Adam
         normalises step sizes, so raw gradient norms alone can mislead about amplification."""
         delta = flat_params(params) - before
-        along = [-dot(delta, g) for g in role_grads.values()]
-        if self.cfg.fsdp:  # shards: sum the projections over the processes
-            along = distributed.sum_floats(along, self.dist)
+        along = self.par.sum_shards([-dot(delta, g) for g in role_grads.values()])
         total = sum(along)
         for (role, _), a in zip(role_grads.items(), along, strict=True):
             rs = stats["roles"][role]
             rs["update_along"] += a / max(rg["norm"][role], 1e-12)
             rs["update_share"] += a / total if total else 0.0
-
-
-def _accumulate(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> None:
-    """Add d(loss)/d(params) to ``.grad``. Why not ``backward()``: if the device runs out of
-    memory half-way, backward leaves some gradients accumulated and others not; here nothing
-    is written until the whole gradient exists, so the micro-batch can be retried smaller."""
-    live = [p for p in params if p.requires_grad]
-    grads = torch.autograd.grad(loss, live, allow_unused=True)
-    for p, g in zip(live, grads, strict=True):
-        if g is None:
-            continue
-        if p.grad is None:
-            p.grad = g
-        else:
-            p.grad.add_(g)
-
-
-def _write_flat_grad(params, flat: torch.Tensor) -> None:
-    i = 0
-    for p in params:
-        n = p.numel()
-        p.grad = flat[i : i + n].view_as(p).to(p.dtype).clone()
-        i += n

@@ -6,8 +6,11 @@ turns), :mod:`learner` (the per-policy, per-role update and its gradient diagnos
 :mod:`checkpoint` and :mod:`runlog` (what the run writes). Rewards come from the env alone
 (the env is the one place rewards are mixed); the trainer never re-weights them.
 
+The class reads top to bottom: construction, the public ``train`` / ``train_step`` /
+``update`` / ``evaluate``, then the helpers they call.
+
 Reproducibility: all randomness of step ``k`` (problems, sampling, minibatch order) is
-derived from ``(seed, k)``, so a resumed run, which restores parameters, optimizer states,
+derived from ``(seed, k)`` in one helper, :class:`Seeds`, so a resumed run, which restores parameters, optimizer states,
 the damper's EMA and the step, continues exactly. A run record is honest: a crash is
 ``failed`` with its error and leaves no ``final/``, and Ctrl-C at any point loses nothing
 (the state saved is always one the run can continue from exactly).
@@ -15,7 +18,7 @@ the damper's EMA and the step, continues exactly. A run record is honest: a cras
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import math
 import random
 import time
@@ -25,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from flowzoo.agents.models import sharding, threads
+from flowzoo.agents.models import threads
 from flowzoo.agents.models.params import LoadSettings, LoraSettings
 from flowzoo.agents.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
 from flowzoo.agents.train import advantage, checkpoint, distributed, heldout, runlog
@@ -53,6 +56,8 @@ class Trainer:
 
         self.cfg = cfg
         self.dist = distributed.setup(cfg.device)
+        #: whole copies or FSDP shards, behind one interface (:func:`distributed.layout`)
+        self.par = distributed.layout(self.dist, sharded=cfg.fsdp)
         # before any parallel work: torch's default is every core of the machine
         threads.apply_threads(cfg.threads, announce=self.dist.main)
         #: this process's device (cuda:<local rank> under torchrun on GPUs)
@@ -66,28 +71,14 @@ class Trainer:
         self._bar = None
         if self.dist.main:  # a refused run directory is said now, not after a model build
             runlog.check_dir(Path(cfg.run_dir), cfg)
-        if self.dist.active and cfg.adv_norm in ("global", "per-role"):
-            raise ValueError(
-                f"adv_norm={cfg.adv_norm!r} normalises over the whole batch, which data-parallel "
-                "processes do not share; use adv_norm='group' or 'none' under torchrun"
-            )
-        if cfg.fsdp:
-            distributed.check_fsdp(cfg, self.dist)
-        if self.dist.active and cfg.resample_rounds > 0:
-            raise ValueError(
-                "resample_rounds (dynamic sampling) decides per process how many problems to "
-                "roll out; under torchrun use filter_groups alone"
-            )
-        if self.dist.active and cfg.policy_devices:
-            raise ValueError(
-                "policy_devices places policies on one process's GPUs; under torchrun every "
-                "process trains on its own GPU (drop policy_devices, or run one process)"
-            )
+        distributed.check_supported(cfg, self.dist)  # before a model is built
         if cfg.trackers and self.dist.main:
             from flowzoo.agents.train.trackers import check_trackers
 
             check_trackers(cfg.trackers)
-        torch.manual_seed(cfg.seed)
+        #: every random stream of the run, derived in one place (see :class:`Seeds`)
+        self.seeds = Seeds(cfg.seed)
+        self.seeds.initial_weights()
         # the penalty shapes what training sees; evaluation scores the answer alone
         self.env_factory = lambda split, n: make_env(
             cfg.env,
@@ -124,51 +115,7 @@ class Trainer:
         self.agents_per_role = defaultdict(int)
         for a in probe.possible_agents:
             self.agents_per_role[probe.role_of(a)] += 1
-        need_ref = any(cfg.for_role(r, "kl_coef") > 0 for r in self.roles)
-        self.router = PolicyRouter(
-            self.model_path,
-            self.roles,
-            sharing=parse_policy_arg(cfg.policy),
-            param=cfg.param,
-            lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha),
-            load=LoadSettings(
-                device=self.device,
-                devices=dict(cfg.policy_devices),
-                precision=cfg.precision,
-                grad_checkpointing=cfg.grad_checkpointing,
-                fast=cfg.fast_forward,
-            ),
-            players=Players(
-                role_models=dict(cfg.role_models),
-                frozen_roles=tuple(cfg.frozen),
-                options=dict(
-                    concurrency=cfg.endpoint_concurrency,
-                    timeout_s=cfg.endpoint_timeout_s,
-                    retries=cfg.endpoint_retries,
-                    on_error=cfg.endpoint_on_error,
-                ),
-                stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
-                seed=cfg.seed,
-            ),
-            need_reference=need_ref,
-        )
-        if cfg.fsdp:
-            for pol in self._models():
-                sharding.shard(pol)
-        if cfg.generation_backend != "transformers":
-            from flowzoo.agents.models.backends import attach_router
-
-            # a prompt of n chars is at most n tokens (+ BOS / template) for any tokenizer
-            budget = cfg.vllm_max_model_len or (
-                probe.max_prompt_chars + max(self.token_limits.values()) + 64
-            )
-            attach_router(
-                self.router,
-                cfg.generation_backend,
-                memory=cfg.vllm_memory,
-                seed=cfg.seed,
-                max_model_len=budget,
-            )
+        self._build_policies(probe)  # the router, sharded (FSDP), its generation backend
         self.learner = Learner(cfg, self.router, self.dist, self.roles, dict(self.agents_per_role))
         self.out = Path(cfg.run_dir)
         self.step = 0
@@ -188,296 +135,7 @@ class Trainer:
         self._trunc: dict[str, list[float]] = defaultdict(list)
         self._trunc_warned: set[str] = set()
 
-    def _models(self, reference: bool = True) -> list[torch.nn.Module]:
-        """Every model this trainer holds (policies, then the reference), once each."""
-        ms = [self.router.policies[n].model for n in self.router.names]
-        if reference and self.router.reference is not None:
-            ms.append(self.router.reference.model)
-        return list({id(m): m for m in ms}.values())
-
-    def _gathered(self):
-        """FSDP: the policies' full parameters for a block of generation (a collective; the
-        reference only scores in the update, so it stays sharded); else nothing."""
-        if not self.cfg.fsdp:
-            return contextlib.nullcontext()
-        return sharding.gathered(self._models(reference=False))
-
-    # the learner's state, as the trainer's (tests and benchmarks inspect it)
-    @property
-    def opts(self) -> dict:
-        return self.learner.opts
-
-    @property
-    def heads(self) -> dict:
-        return self.learner.heads
-
-    @property
-    def last_role_grads(self) -> dict:
-        return self.learner.last_role_grads
-
-    @property
-    def ckpt_path(self) -> Path:
-        return checkpoint.path(self.out, self.dist, self.cfg.fsdp)
-
-    def save_checkpoint(self, pending: dict | None = None) -> None:
-        checkpoint.save(self, pending)
-
-    # ------------------------------------------------------------------ one step
-    def _rollout(self, step: int) -> list[EpisodeRecord]:
-        """The step's episodes; with ``resample_rounds`` (DAPO dynamic sampling), fresh
-        problems are rolled out while fewer than ``problems_per_step`` problems have a group
-        with reward variance, and the batch keeps at most that many informative problems."""
-        cfg = self.cfg
-        records = self._rollout_round(step, 0, set())
-        rounds = 0
-        if cfg.resample_rounds > 0:
-            good = self._informative_problems(records)
-            while len(good) < cfg.problems_per_step and rounds < cfg.resample_rounds:
-                rounds += 1
-                seen = {str(r.group) for r in records}
-                records += self._rollout_round(step, rounds, seen)
-                good = self._informative_problems(records)
-            # at most problems_per_step problems: the informative ones first, else (none had
-            # a signal) the first ones sampled, so a batch never grows with the rounds
-            order = list(dict.fromkeys(str(r.group) for r in records))
-            keep = set(good[: cfg.problems_per_step] or order[: cfg.problems_per_step])
-            kept = [r for r in records if str(r.group) in keep]
-            for i, r in enumerate(kept):  # renumber: turns name their episode by position
-                r.index = i
-                for t in r.turns:
-                    t.episode = i
-            self._sampling = {
-                "rounds": rounds + 1,
-                "problems": len({str(r.group) for r in records}),
-                "informative": len(good),
-            }
-            return kept
-        return records
-
-    def _informative_problems(self, records: list[EpisodeRecord]) -> list[str]:
-        """Problems (in order of appearance) with at least one GRPO group of varied reward."""
-        turns = [t for r in records for t in r.turns]
-        for i, r in enumerate(records):
-            for t in r.turns:
-                t.episode = i
-        ok = self.learner.algorithm.informative(self.cfg, records, turns, [t.reward for t in turns])
-        good = {str(records[t.episode].group) for t, g in zip(turns, ok, strict=True) if g}
-        return [g for g in dict.fromkeys(str(r.group) for r in records) if g in good]
-
-    def _rollout_round(self, step: int, round_: int, exclude: set[str]) -> list[EpisodeRecord]:
-        cfg = self.cfg
-        rng = np.random.default_rng([cfg.seed, step] + ([round_] if round_ else []))
-        pool = [t.id for t in self.train_tasks if t.id not in exclude] or [
-            t.id for t in self.train_tasks
-        ]
-        picks = rng.choice(
-            len(pool),
-            size=cfg.problems_per_step,
-            replace=len(pool) < cfg.problems_per_step,
-        )
-        task_ids = [pool[int(i)] for i in picks]
-        opts, seeds, groups = [], [], []
-        ks = distributed.mine(len(task_ids), self.dist)  # all of them in a single process
-        task_ids = [task_ids[k] for k in ks]
-        for k, tid in zip(ks, task_ids, strict=True):
-            for g in range(cfg.group_size):
-                opts.append({"task_id": tid})
-                seeds.append(
-                    int(cfg.seed * 1_000_003 + step * 1009 + k * 31 + g + round_ * 100_003)
-                )
-                groups.append(tid)
-        gen = torch.Generator(device=self.device).manual_seed(
-            int(cfg.seed * 7_919 + step + 104_729 * self.dist.rank + 15_485_863 * round_)
-        )
-        with self._gathered():
-            return self._sample(task_ids, opts, seeds, groups, gen, step)
-
-    def _sample(self, task_ids, opts, seeds, groups, gen, step) -> list[EpisodeRecord]:
-        cfg = self.cfg
-        if cfg.rollout == "tree":
-            return tree_rollout(
-                self.envs[: len(task_ids)],
-                self.router.policy_for,
-                [{"task_id": t} for t in task_ids],
-                cfg.group_size,
-                random.Random(f"tree:{cfg.seed}:{step}"),
-                seeds=seeds[:: cfg.group_size],
-                max_new_tokens=self.token_limits,
-                temperature=self.temperatures,
-                generator=gen,
-            )
-        return rollout(
-            self.envs[: len(opts)],
-            self.router.policy_for,
-            opts,
-            seeds,
-            groups,
-            self.token_limits,
-            self.temperatures,
-            gen,
-        )
-
-    def update(self, records: list[EpisodeRecord]) -> tuple[dict, dict]:
-        """Advantages, then one update of every policy that played in ``records``;
-        (per-policy statistics, group statistics)."""
-        turns = advantage.index_turns(records)
-        rewards = [t.reward for t in turns]  # as the env mixed them (overlong penalty included)
-        if not all(math.isfinite(x) for x in rewards):
-            raise TrainingDiverged(f"non-finite reward at step {self.step}")
-        adv: Advantages = self.learner.algorithm.estimate(
-            self.cfg, records, turns, rewards, self.learner.critic
-        )
-        if self.cfg.mask_truncated:
-            advantage.mask_truncated(adv, turns)
-        per_policy = self.learner.update(turns, adv, self.step)
-        self._check_weights()
-        self._rewards = rewards
-        return per_policy, adv.stats
-
-    def _check_weights(self) -> None:
-        """Non-finite weights after an update end the run before they sample or are saved."""
-        for name in self.router.names:
-            for p in self.learner.params(name):
-                if not torch.isfinite(p).all():
-                    raise TrainingDiverged(
-                        f"policy {name!r} has non-finite weights after the update at step "
-                        f"{self.step}"
-                    )
-
-    def train_step(self) -> dict:
-        """One rollout + update; returns the metrics line (written by :meth:`train`)."""
-        step = self.step
-        t0 = time.time()
-        self._phase = "rollout"
-        records = self._rollout(step)
-        t_roll = time.time() - t0
-        self._phase = "update"
-        per_policy, adv_stats = self.update(records)
-        turns = [t for r in records for t in r.turns]
-        m = runlog.step_metrics(step, records, turns, per_policy, adv_stats, self._rewards)
-        m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
-        # what each policy's optimizer stepped at (per-role lrs and the schedule applied)
-        m["lr"] = {n: float(o.param_groups[0]["lr"]) for n, o in self.learner.opts.items()}
-        if self._sampling is not None:
-            m["sampling"], self._sampling = self._sampling, None
-        self.step += 1
-        self._phase = "log"
-        return m
-
-    # ------------------------------------------------------------------ eval and loop
-    def evaluate(self) -> dict:
-        """Held-out accuracy: ``eval_samples`` samples per problem at the evaluation
-        temperature (with a bootstrap CI over problems and per-problem counts), and greedy
-        accuracy beside it. Under torchrun every process plays its share of the episodes and
-        the counts are summed (under FSDP on gathered weights)."""
-        cfg = self.cfg
-        t0 = time.time()
-        step = self.step  # the bars' labels (none when progress is off)
-        at = lambda what: f"eval step {step} ({what})" if self.progress else ""  # noqa: E731
-        if self._bar is not None:  # the training bar says why it waits
-            self._bar.set_postfix_str(f"evaluating at step {self.step}")
-        common = dict(
-            progress_file=self.console,
-            n_episodes=cfg.eval_episodes,
-            max_new_tokens=self.token_limits,
-            env_options=cfg.env_options,
-            seed=cfg.seed,
-            shard=(self.dist.rank, self.dist.world),
-            reduce=lambda xs: distributed.sum_floats(xs, self.dist),
-        )
-        ood_options = common["env_options"]
-        if self.held_out is not None:  # the measured held-out set itself, overlap removed
-            common["env_options"] = {**cfg.env_options, "dataset": self.held_out.tasks}
-        with self._gathered():
-            res = evaluate_env(
-                cfg.env,
-                self.router.policy_for,
-                temperature=cfg.eval_temp,
-                samples=cfg.eval_samples,
-                progress=at(f"T={cfg.eval_temp}"),
-                **common,
-            ).as_dict()
-            if cfg.eval_greedy and cfg.eval_temp > 0:
-                g = evaluate_env(
-                    cfg.env,
-                    self.router.policy_for,
-                    temperature=0.0,
-                    progress=at("greedy"),
-                    **common,
-                )
-                res["greedy"] = {k: v for k, v in g.as_dict().items() if k != "env"}
-            if cfg.eval_ood_episodes > 0 and has_ood(cfg.env, **cfg.env_options):
-                common["n_episodes"] = cfg.eval_ood_episodes
-                common["env_options"] = ood_options
-                o = evaluate_env(
-                    cfg.env,
-                    self.router.policy_for,
-                    temperature=cfg.eval_temp,
-                    samples=cfg.eval_samples,
-                    split="ood",
-                    progress=at("ood"),
-                    **common,
-                )
-                res["ood"] = {k: v for k, v in o.as_dict().items() if k != "env"}
-        self.clock.evaluation(time.time() - t0)
-        return res
-
-    def _eval_due(self) -> bool:
-        cfg = self.cfg
-        return cfg.eval_every > 0 and (self.step % cfg.eval_every == 0 or self.step == cfg.steps)
-
-    def _watch_signal(self, m: dict) -> None:
-        """Count steps whose GRPO groups all have zero reward variance (nothing to learn from:
-        every gradient is 0); after ``NO_SIGNAL_STEPS`` in a row, say so loudly, once."""
-        a = m.get("adv") or {}
-        dead = (
-            a.get("groups", 0) > 0 and a["zero_std_groups"] + a["singleton_groups"] >= a["groups"]
-        )
-        self.no_signal_steps += dead
-        self._streak = self._streak + 1 if dead else 0
-        if self._streak == NO_SIGNAL_STEPS:
-            msg = (
-                f"no learning signal: every GRPO group of steps {m['step'] - NO_SIGNAL_STEPS + 1}"
-                f"..{m['step']} had the same reward for all its members (all gradients are 0); "
-                "the policy may never solve these problems, or always solve them"
-            )
-            self.warnings.append(msg)
-            if self.dist.main:
-                print(f"\nflowzoo: WARNING: {msg}", file=self.console)
-
-    def _watch_truncation(self, m: dict) -> None:
-        """A role whose turns are cut at their token budget more than ``TRUNCATION_WARN`` of
-        the time (over the last 5 steps) is not playing the format it was trained on: warn
-        loudly, once per role, naming the flag that fixes it."""
-        for role, row in m.get("roles", {}).items():
-            hist = self._trunc[role]
-            hist.append(float(row.get("truncated_frac", 0.0)))
-            del hist[:-5]
-            rate = sum(hist) / len(hist)
-            if rate > TRUNCATION_WARN and role not in self._trunc_warned:
-                self._trunc_warned.add(role)
-                msg = (
-                    f"truncation: {rate:.0%} of role {role!r}'s recent turns were cut at "
-                    f"{self.token_limits[role]} tokens (above {TRUNCATION_WARN:.0%}); raise "
-                    f'it with --role-settings \'{{"{role}": {{"max_new_tokens": N}}}}\''
-                )
-                self.warnings.append(msg)
-                if self.dist.main:
-                    print(f"\nflowzoo: WARNING: {msg}", file=self.console)
-
-    def _finish_step(self, m: dict, log: runlog.RunLog) -> None:
-        """Evaluate (when due), write the step's line, checkpoint (when due)."""
-        cfg = self.cfg
-        self._watch_signal(m)
-        self._watch_truncation(m)
-        if self._eval_due() and "eval" not in m:
-            m["eval"] = self.evaluate()
-            self.eval_curve.append((self.step, m["eval"]["accuracy"]))
-        log.append(m)
-        self._phase = "between"
-        if self.step == cfg.steps or (cfg.save_every > 0 and self.step % cfg.save_every == 0):
-            self.save_checkpoint()  # always at the end: a finished run is resumable too
-
+    # ------------------------------------------------------------------ the public API
     def train(self) -> dict:
         """Run (or resume) to ``cfg.steps``; write config.json, metrics.jsonl, summary.json
         and, when completed, ``final/``. Under torchrun every process runs this loop (and
@@ -577,6 +235,319 @@ class Trainer:
                     lock.release()
         return summary
 
+    def train_step(self) -> dict:
+        """One rollout + update; returns the metrics line (written by :meth:`train`)."""
+        step = self.step
+        t0 = time.time()
+        self._phase = "rollout"
+        records = self._rollout(step)
+        t_roll = time.time() - t0
+        self._phase = "update"
+        per_policy, adv_stats = self.update(records)
+        turns = [t for r in records for t in r.turns]
+        m = runlog.step_metrics(step, records, turns, per_policy, adv_stats, self._rewards)
+        m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
+        # what each policy's optimizer stepped at (per-role lrs and the schedule applied)
+        m["lr"] = {n: float(o.param_groups[0]["lr"]) for n, o in self.learner.opts.items()}
+        if self._sampling is not None:
+            m["sampling"], self._sampling = self._sampling, None
+        self.step += 1
+        self._phase = "log"
+        return m
+
+    def update(self, records: list[EpisodeRecord]) -> tuple[dict, dict]:
+        """Advantages, then one update of every policy that played in ``records``;
+        (per-policy statistics, group statistics)."""
+        turns = advantage.index_turns(records)
+        rewards = [t.reward for t in turns]  # as the env mixed them (overlong penalty included)
+        if not all(math.isfinite(x) for x in rewards):
+            raise TrainingDiverged(f"non-finite reward at step {self.step}")
+        adv: Advantages = self.learner.algorithm.estimate(
+            self.cfg, records, turns, rewards, self.learner.critic
+        )
+        if self.cfg.mask_truncated:
+            advantage.mask_truncated(adv, turns)
+        per_policy = self.learner.update(turns, adv, self.step, self.seeds.minibatches(self.step))
+        self._check_weights()
+        self._rewards = rewards
+        return per_policy, adv.stats
+
+    def evaluate(self) -> dict:
+        """Held-out accuracy: ``eval_samples`` samples per problem at the evaluation
+        temperature (with a bootstrap CI over problems and per-problem counts), and greedy
+        accuracy beside it. Under torchrun every process plays its share of the episodes and
+        the counts are summed (under FSDP on gathered weights)."""
+        cfg = self.cfg
+        t0 = time.time()
+        step = self.step  # the bars' labels (none when progress is off)
+        at = lambda what: f"eval step {step} ({what})" if self.progress else ""  # noqa: E731
+        if self._bar is not None:  # the training bar says why it waits
+            self._bar.set_postfix_str(f"evaluating at step {self.step}")
+        common = dict(
+            progress_file=self.console,
+            n_episodes=cfg.eval_episodes,
+            max_new_tokens=self.token_limits,
+            env_options=cfg.env_options,
+            seed=cfg.seed,
+            shard=(self.dist.rank, self.dist.world),
+            reduce=lambda xs: distributed.sum_floats(xs, self.dist),
+        )
+        ood_options = common["env_options"]
+        if self.held_out is not None:  # the measured held-out set itself, overlap removed
+            common["env_options"] = {**cfg.env_options, "dataset": self.held_out.tasks}
+
+        def run(**kw) -> dict:  # one evaluation with the settings in ``common`` now
+            return evaluate_env(cfg.env, self.router.policy_for, **common, **kw).as_dict()
+
+        # FSDP: the policies' full parameters, gathered once (the reference stays sharded)
+        with self.par.gathered(self._models(reference=False)):
+            temp = cfg.eval_temp
+            res = run(temperature=temp, samples=cfg.eval_samples, progress=at(f"T={temp}"))
+            if cfg.eval_greedy and cfg.eval_temp > 0:
+                g = run(temperature=0.0, progress=at("greedy"))
+                res["greedy"] = {k: v for k, v in g.items() if k != "env"}
+            if cfg.eval_ood_episodes > 0 and has_ood(cfg.env, **cfg.env_options):
+                common["n_episodes"] = cfg.eval_ood_episodes
+                common["env_options"] = ood_options
+                o = run(temperature=temp, samples=cfg.eval_samples, split="ood", progress=at("ood"))
+                res["ood"] = {k: v for k, v in o.items() if k != "env"}
+        self.clock.evaluation(time.time() - t0)
+        return res
+
+    # ------------------------------------------------------------------ construction
+    def _build_policies(self, probe) -> None:
+        """The router of every role's policy (and the reference, when a KL needs one), laid
+        out over the processes, with its generation backend attached."""
+        cfg = self.cfg
+        need_ref = any(cfg.for_role(r, "kl_coef") > 0 for r in self.roles)
+        self.router = PolicyRouter(
+            self.model_path,
+            self.roles,
+            sharing=parse_policy_arg(cfg.policy),
+            param=cfg.param,
+            lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha),
+            load=LoadSettings(
+                device=self.device,
+                devices=dict(cfg.policy_devices),
+                precision=cfg.precision,
+                grad_checkpointing=cfg.grad_checkpointing,
+                fast=cfg.fast_forward,
+            ),
+            players=Players(
+                role_models=dict(cfg.role_models),
+                frozen_roles=tuple(cfg.frozen),
+                options=dict(
+                    concurrency=cfg.endpoint_concurrency,
+                    timeout_s=cfg.endpoint_timeout_s,
+                    retries=cfg.endpoint_retries,
+                    on_error=cfg.endpoint_on_error,
+                ),
+                stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
+                seed=cfg.seed,
+            ),
+            need_reference=need_ref,
+        )
+        self.par.shard(self._models())
+        if cfg.generation_backend != "transformers":
+            from flowzoo.agents.models.backends import attach_router
+
+            # a prompt of n chars is at most n tokens (+ BOS / template) for any tokenizer
+            budget = cfg.vllm_max_model_len or (
+                probe.max_prompt_chars + max(self.token_limits.values()) + 64
+            )
+            attach_router(
+                self.router,
+                cfg.generation_backend,
+                memory=cfg.vllm_memory,
+                seed=cfg.seed,
+                max_model_len=budget,
+            )
+
+    def _models(self, reference: bool = True) -> list[torch.nn.Module]:
+        """Every model this trainer holds (policies, then the reference), once each."""
+        ms = [self.router.policies[n].model for n in self.router.names]
+        if reference and self.router.reference is not None:
+            ms.append(self.router.reference.model)
+        return list({id(m): m for m in ms}.values())
+
+    # the learner's state, as the trainer's (tests and benchmarks inspect it)
+    @property
+    def opts(self) -> dict:
+        return self.learner.opts
+
+    @property
+    def heads(self) -> dict:
+        return self.learner.heads
+
+    @property
+    def last_role_grads(self) -> dict:
+        return self.learner.last_role_grads
+
+    @property
+    def ckpt_path(self) -> Path:
+        return checkpoint.path(self.out, self.dist, self.cfg.fsdp)
+
+    def save_checkpoint(self, pending: dict | None = None) -> None:
+        checkpoint.save(self, pending)
+
+    # ------------------------------------------------------------------ one step
+    def _rollout(self, step: int) -> list[EpisodeRecord]:
+        """The step's episodes; with ``resample_rounds`` (DAPO dynamic sampling), fresh
+        problems are rolled out while fewer than ``problems_per_step`` problems have a group
+        with reward variance, and the batch keeps at most that many informative problems."""
+        cfg = self.cfg
+        records = self._rollout_round(step, 0, set())
+        rounds = 0
+        if cfg.resample_rounds > 0:
+            good = self._informative_problems(records)
+            while len(good) < cfg.problems_per_step and rounds < cfg.resample_rounds:
+                rounds += 1
+                seen = {str(r.group) for r in records}
+                records += self._rollout_round(step, rounds, seen)
+                good = self._informative_problems(records)
+            # at most problems_per_step problems: the informative ones first, else (none had
+            # a signal) the first ones sampled, so a batch never grows with the rounds
+            order = list(dict.fromkeys(str(r.group) for r in records))
+            keep = set(good[: cfg.problems_per_step] or order[: cfg.problems_per_step])
+            kept = [r for r in records if str(r.group) in keep]
+            for i, r in enumerate(kept):  # renumber: turns name their episode by position
+                r.index = i
+                for t in r.turns:
+                    t.episode = i
+            self._sampling = {
+                "rounds": rounds + 1,
+                "problems": len({str(r.group) for r in records}),
+                "informative": len(good),
+            }
+            return kept
+        return records
+
+    def _informative_problems(self, records: list[EpisodeRecord]) -> list[str]:
+        """Problems (in order of appearance) with at least one GRPO group of varied reward."""
+        turns = [t for r in records for t in r.turns]
+        for i, r in enumerate(records):
+            for t in r.turns:
+                t.episode = i
+        ok = self.learner.algorithm.informative(self.cfg, records, turns, [t.reward for t in turns])
+        good = {str(records[t.episode].group) for t, g in zip(turns, ok, strict=True) if g}
+        return [g for g in dict.fromkeys(str(r.group) for r in records) if g in good]
+
+    def _rollout_round(self, step: int, round_: int, exclude: set[str]) -> list[EpisodeRecord]:
+        cfg = self.cfg
+        rng = self.seeds.problems(step, round_)
+        pool = [t.id for t in self.train_tasks if t.id not in exclude] or [
+            t.id for t in self.train_tasks
+        ]
+        picks = rng.choice(
+            len(pool),
+            size=cfg.problems_per_step,
+            replace=len(pool) < cfg.problems_per_step,
+        )
+        task_ids = [pool[int(i)] for i in picks]
+        opts, seeds, groups = [], [], []
+        ks = distributed.mine(len(task_ids), self.dist)  # all of them in a single process
+        task_ids = [task_ids[k] for k in ks]
+        for k, tid in zip(ks, task_ids, strict=True):
+            for g in range(cfg.group_size):
+                opts.append({"task_id": tid})
+                seeds.append(self.seeds.episode(step, round_, k, g))
+                groups.append(tid)
+        gen = self.seeds.sampler(step, round_, self.dist.rank, self.device)
+        with self.par.gathered(self._models(reference=False)):  # FSDP: full parameters
+            return self._sample(task_ids, opts, seeds, groups, gen, step)
+
+    def _sample(self, task_ids, opts, seeds, groups, gen, step) -> list[EpisodeRecord]:
+        cfg = self.cfg
+        if cfg.rollout == "tree":
+            return tree_rollout(
+                self.envs[: len(task_ids)],
+                self.router.policy_for,
+                [{"task_id": t} for t in task_ids],
+                cfg.group_size,
+                self.seeds.tree(step),
+                seeds=seeds[:: cfg.group_size],
+                max_new_tokens=self.token_limits,
+                temperature=self.temperatures,
+                generator=gen,
+            )
+        return rollout(
+            self.envs[: len(opts)],
+            self.router.policy_for,
+            opts,
+            seeds,
+            groups,
+            self.token_limits,
+            self.temperatures,
+            gen,
+        )
+
+    def _check_weights(self) -> None:
+        """Non-finite weights after an update end the run before they sample or are saved."""
+        for name in self.router.names:
+            for p in self.learner.params(name):
+                if not torch.isfinite(p).all():
+                    raise TrainingDiverged(
+                        f"policy {name!r} has non-finite weights after the update at step "
+                        f"{self.step}"
+                    )
+
+    # ------------------------------------------------------------------ the loop
+    def _eval_due(self) -> bool:
+        cfg = self.cfg
+        return cfg.eval_every > 0 and (self.step % cfg.eval_every == 0 or self.step == cfg.steps)
+
+    def _watch_signal(self, m: dict) -> None:
+        """Count steps whose GRPO groups all have zero reward variance (nothing to learn from:
+        every gradient is 0); after ``NO_SIGNAL_STEPS`` in a row, say so loudly, once."""
+        a = m.get("adv") or {}
+        dead = (
+            a.get("groups", 0) > 0 and a["zero_std_groups"] + a["singleton_groups"] >= a["groups"]
+        )
+        self.no_signal_steps += dead
+        self._streak = self._streak + 1 if dead else 0
+        if self._streak == NO_SIGNAL_STEPS:
+            msg = (
+                f"no learning signal: every GRPO group of steps {m['step'] - NO_SIGNAL_STEPS + 1}"
+                f"..{m['step']} had the same reward for all its members (all gradients are 0); "
+                "the policy may never solve these problems, or always solve them"
+            )
+            self.warnings.append(msg)
+            if self.dist.main:
+                print(f"\nflowzoo: WARNING: {msg}", file=self.console)
+
+    def _watch_truncation(self, m: dict) -> None:
+        """A role whose turns are cut at their token budget more than ``TRUNCATION_WARN`` of
+        the time (over the last 5 steps) is not playing the format it was trained on: warn
+        loudly, once per role, naming the flag that fixes it."""
+        for role, row in m.get("roles", {}).items():
+            hist = self._trunc[role]
+            hist.append(float(row.get("truncated_frac", 0.0)))
+            del hist[:-5]
+            rate = sum(hist) / len(hist)
+            if rate > TRUNCATION_WARN and role not in self._trunc_warned:
+                self._trunc_warned.add(role)
+                msg = (
+                    f"truncation: {rate:.0%} of role {role!r}'s recent turns were cut at "
+                    f"{self.token_limits[role]} tokens (above {TRUNCATION_WARN:.0%}); raise "
+                    f'it with --role-settings \'{{"{role}": {{"max_new_tokens": N}}}}\''
+                )
+                self.warnings.append(msg)
+                if self.dist.main:
+                    print(f"\nflowzoo: WARNING: {msg}", file=self.console)
+
+    def _finish_step(self, m: dict, log: runlog.RunLog) -> None:
+        """Evaluate (when due), write the step's line, checkpoint (when due)."""
+        cfg = self.cfg
+        self._watch_signal(m)
+        self._watch_truncation(m)
+        if self._eval_due() and "eval" not in m:
+            m["eval"] = self.evaluate()
+            self.eval_curve.append((self.step, m["eval"]["accuracy"]))
+        log.append(m)
+        self._phase = "between"
+        if self.step == cfg.steps or (cfg.save_every > 0 and self.step % cfg.save_every == 0):
+            self.save_checkpoint()  # always at the end: a finished run is resumable too
+
     def _save_on_interrupt(self, m: dict | None) -> None:
         """Ctrl-C: save what the run can continue from exactly. Before a step's update the
         weights are untouched (save at this step); after it, save with the step's metrics
@@ -594,3 +565,37 @@ class Trainer:
                 "same command again (resume is on by default)",
                 file=self.console,
             )
+
+
+@dataclasses.dataclass(frozen=True)
+class Seeds:
+    """Every random stream of a run, derived here from ``(seed, step, round)`` alone: a run
+    resumed at step ``k`` draws exactly what an unbroken run drew from there."""
+
+    seed: int
+
+    def initial_weights(self) -> None:
+        """Seed torch's global stream, which initialises value heads and LoRA adapters."""
+        torch.manual_seed(self.seed)
+
+    def problems(self, step: int, round_: int) -> np.random.Generator:
+        """Which problems step ``step`` (dynamic sampling's round ``round_``) draws."""
+        return np.random.default_rng([self.seed, step] + ([round_] if round_ else []))
+
+    def episode(self, step: int, round_: int, k: int, g: int) -> int:
+        """The env seed of member ``g`` of problem ``k``'s group."""
+        return int(self.seed * 1_000_003 + step * 1009 + k * 31 + g + round_ * 100_003)
+
+    def sampler(self, step: int, round_: int, rank: int, device: str) -> torch.Generator:
+        """Token sampling on process ``rank`` (each process its own stream)."""
+        return torch.Generator(device=device).manual_seed(
+            int(self.seed * 7_919 + step + 104_729 * rank + 15_485_863 * round_)
+        )
+
+    def tree(self, step: int) -> random.Random:
+        """Where a tree rollout branches."""
+        return random.Random(f"tree:{self.seed}:{step}")
+
+    def minibatches(self, step: int) -> random.Random:
+        """The learner's mini-batch order."""
+        return random.Random(f"{self.seed}:{step}")
