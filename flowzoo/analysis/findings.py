@@ -46,7 +46,9 @@ RULES = [
     "workflow spends 3-6 turns per episode to the single agent's one.",
     "**Amplification**: read on what moves the weights where runs record it: the length of "
     "the actual update (after clipping and Adam) along the parallel role's descent direction, "
-    "Isolated vs Shared paired by seed; beside it, the parallel role's (solvers', workers') "
+    "Isolated vs Shared paired by seed, per Adam step (the verdict's reading) and per "
+    "rollout step (times the Adam steps the role's policy made in it); beside it, the "
+    "parallel role's (solvers', workers') "
     "gradient norm per turn of "
     "its policy's batch (a shared policy's norm scaled back by policy turns / role turns, "
     "since its loss is normalised by all its turns) under Isolated vs Shared in matched "
@@ -252,17 +254,27 @@ def _mean_norms(runs: list, role: str, shared: bool) -> tuple[list[float], list]
     return _per_run(runs, lambda r: [v for _, v in role_norms(r.metrics, role, shared)])
 
 
-def _mean_moved(runs: list, role: str) -> tuple[list[float], list]:
+def _mean_moved(runs: list, role: str, per: str = "optimizer") -> tuple[list[float], list]:
     """Per run, the mean length of the actual update (after Adam) along ``role``'s descent
-    direction (``update_along``) and the run's seed; runs that did not record it left out."""
-    return _per_run(
-        runs,
-        lambda r: [
-            float(m["roles"][role]["update_along"])
-            for m in r.metrics
-            if m.get("step", -1) >= 0 and "update_along" in m.get("roles", {}).get(role, {})
-        ],
-    )
+    direction (``update_along``) and the run's seed; runs that did not record it left out.
+    ``per="optimizer"``: per Adam step (what the learner records, a mean over the rollout
+    step's Adam steps); ``per="rollout"``: per rollout step (that mean times the Adam steps
+    the role's policy made in it), because a policy that plays more turns makes more Adam
+    steps per rollout step, and Isolated-Policy can amplify a role either way."""
+
+    def moved(m: dict) -> float | None:
+        along = m.get("roles", {}).get(role, {}).get("update_along")
+        if m.get("step", -1) < 0 or along is None:
+            return None
+        if per == "optimizer":
+            return float(along)
+        pols = m.get("policies", {})
+        pol = pols.get(role) or (next(iter(pols.values())) if len(pols) == 1 else None)
+        if pol is None or "opt_steps" not in pol:
+            return None
+        return float(along) * float(pol["opt_steps"])
+
+    return _per_run(runs, lambda r: [v for m in r.metrics if (v := moved(m)) is not None])
 
 
 def _amplification(pairs: list) -> str | None:
@@ -292,9 +304,18 @@ def _amplification(pairs: list) -> str | None:
         if len(mi) == len(i.runs) and len(ms) == len(s.runs):
             d, h, paired = paired_by_seed(mi, mis, ms, mss)
             text += (
-                f"; the update's length along its descent direction isolated {mean(mi):.2e} vs "
-                f"shared {mean(ms):.2e} (difference {d:+.2e} ± {h:.2e}, the verdict's reading)"
+                f"; the update's length along its descent direction per Adam step isolated "
+                f"{mean(mi):.2e} vs shared {mean(ms):.2e} (difference {d:+.2e} ± {h:.2e}, the "
+                f"verdict's reading)"
             )
+            ri, ris = _mean_moved(i.runs, role, per="rollout")
+            rs, rss = _mean_moved(s.runs, role, per="rollout")
+            if len(ri) == len(i.runs) and len(rs) == len(s.runs):
+                dr, hr, _ = paired_by_seed(ri, ris, rs, rss)
+                text += (
+                    f", per rollout step isolated {mean(ri):.2e} vs shared {mean(rs):.2e} "
+                    f"(difference {dr:+.2e} ± {hr:.2e})"
+                )
         usable.append((i, s, d, h))
         around = [
             norm_around_peak(r.metrics, role, t.peak_step)

@@ -21,6 +21,7 @@ def _fake_run(
     ood=None,
     along=None,
     sampled=None,
+    opt_steps=None,
     **config,
 ):
     d = root / name
@@ -62,6 +63,7 @@ def _fake_run(
                     for r, v in shares.items()
                 },
                 **({"sampled": {"turns": sampled}} if sampled is not None else {}),
+                **({"policies": opt_steps} if opt_steps is not None else {}),
             }
         )
     (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -421,3 +423,44 @@ def test_amplification_is_read_on_what_moves_the_weights(tmp_path, iso_along, ve
     assert amp.startswith(f"**Isolated-Policy amplifies the parallel role's gradient** — {verdict}")
     assert "per-turn gradient norm isolated 8.000 vs shared 10.667" in amp  # beside it
     assert "the verdict's reading" in amp
+
+
+def test_amplification_per_rollout_step_beside_per_adam_step(tmp_path):
+    """Per Adam step the isolated solver moves more; but the shared policy makes 4 Adam steps
+    per rollout step to the isolated solver's 1, so per rollout step the order flips: the
+    report gives both readings, each computed from the records."""
+    from flowzoo.analysis.findings import findings
+
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for seed in range(3):
+        j = 1 + 0.01 * seed
+        iso_steps = {"solver": {"opt_steps": 1}, "aggregator": {"opt_steps": 1}}
+        _fake_run(
+            tmp_path,
+            f"i{seed}",
+            "voting-math",
+            "isolated",
+            seed,
+            rise,
+            sh,
+            along=2e-3 * j,
+            opt_steps=iso_steps,
+        )
+        _fake_run(
+            tmp_path,
+            f"s{seed}",
+            "voting-math",
+            "shared",
+            seed,
+            rise,
+            sh,
+            along=1e-3 * j,
+            opt_steps={"shared": {"opt_steps": 4}},
+        )
+    lines = findings(cell_stats(load_runs(tmp_path), window=2))
+    (amp,) = [x for x in lines if "amplifies the parallel role" in x]
+    # per Adam step: 2e-3 x 0.8 vs 1e-3 x 0.8; per rollout step: x1 vs x4
+    assert "per Adam step isolated 1.62e-03 vs shared 8.08e-04" in amp
+    assert "per rollout step isolated 1.62e-03 vs shared 3.23e-03" in amp
+    assert "(difference -1.62e-03" in amp
