@@ -253,7 +253,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.agents.models.tiny import PretrainConfig, ensure_tiny, fast_config, ship
+    from flowzoo.agents.models.recipe import PretrainConfig, fast_config
+    from flowzoo.agents.models.tiny import ensure_tiny, ship
 
     for scale in args.scale:
         cfg = (

@@ -115,7 +115,7 @@ def test_overlap_finds_paraphrases_copies_and_shared_tests():
 @pytest.mark.parametrize("family", ["math", "code"])
 def test_the_pretraining_corpus_holds_no_held_out_problem(family, spaces):
     from flowzoo.agents.models.corpus import corpus_tasks
-    from flowzoo.agents.models.tiny import PretrainConfig
+    from flowzoo.agents.models.recipe import PretrainConfig
 
     pool = corpus_tasks(family, PretrainConfig(scale="tiny-s").corpus_tasks)
     names = ("arith",) if family == "math" else ("funcs", "stdio")

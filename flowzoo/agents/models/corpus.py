@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from flowzoo.agents.models.tiny import PretrainConfig
+    from flowzoo.agents.models.recipe import PretrainConfig
 
 
 def corpus_tasks(family: str, n: int, seed: int = 0):

@@ -9,7 +9,7 @@ from collections import Counter
 
 import flowzoo
 from flowzoo.agents.models.corpus import make_corpus
-from flowzoo.agents.models.tiny import PretrainConfig
+from flowzoo.agents.models.recipe import PretrainConfig
 from flowzoo.envs.scripted import BehaviourPolicy, play_episode
 
 

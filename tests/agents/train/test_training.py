@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")  # these tests train: they skip cleanly without torch
 
 from flowzoo.agents.models.policy import Policy
-from flowzoo.agents.models.tiny import SCALES, build_model, parameter_count
+from flowzoo.agents.models.recipe import SCALES
+from flowzoo.agents.models.tiny import build_model, parameter_count
 from flowzoo.agents.train.algorithms.grpo import GroupKey, advantages
 from flowzoo.agents.train.diagnostics import CoherenceDamper, role_gradient_stats
 from flowzoo.agents.train.evaluate import evaluate_env, single_policy
