@@ -1,7 +1,8 @@
 """Math verifier: checks/s and accuracy vs math_verify called the right way (same run), on an
 integer-heavy mix (what the generated tasks produce) and on LaTeX-heavy mixes (fractions,
 radicals, multiples of pi, intervals, sets, tuples, polynomials; and a varied mix with
-equations, matrices, thousands separators and decimals): every string distinct, and
+equations, matrices, thousands separators and decimals; and a wider one with the forms of
+issue 40 and answers only the symbolic path decides): every string distinct, and
 rollout-like groups of G=8 predictions per gold with repeats (the memo of settled verdicts
 counts there, as it does in training)."""
 
@@ -47,6 +48,50 @@ def generated_pairs(n: int, seed: int = 0) -> list[tuple[str, str, bool]]:
     return out
 
 
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def wide_golds(r: random.Random) -> list[tuple[str, list[str], list[str]]]:
+    """(gold, [right], [wrong]) with fresh numbers in the forms the other mixes leave out:
+    mixed numbers, number words, inequalities for intervals, units, column vectors, percent,
+    decimals, and answers only the symbolic path decides (powers, a factored polynomial,
+    multiples of e^2, logarithms, binomials). Wrong ones include a mixed number read as one
+    number, the wrong unit, the closed end of an interval and a swapped vector."""
+    a, b, w = r.randint(1, 9), r.randint(2, 9), r.randint(1, 30)
+    n, lo, c = r.randint(0, 12), r.randint(-20, 20), r.randint(2, 99)
+    x, y, p, k, q = (r.randint(-99, 99), r.randint(-99, 99), r.randint(2, 60), r.randint(2, 99),
+                     r.randint(2, 99))  # fmt: skip
+    dec = f"{a / b:.10g}" if len(f"{a / b}") < 8 else f"\\frac{{{2 * a}}}{{{2 * b}}}"
+    return [
+        (f"\\frac{{{w * b + a}}}{{{b}}}", [f"{w} {a}/{b}", f"{w}\\frac{{{a}}}{{{b}}}"],
+         [f"{w + 1} {a}/{b}", f"{w}{a}/{b}"]),
+        (str(n), [NUMBER_WORDS[n]], [NUMBER_WORDS[(n + 1) % 13]]),
+        (f"({lo}, \\infty)", [f"x > {lo}", f"x>{lo}"], [f"x \\ge {lo}", f"x < {lo}"]),
+        (f"(-\\infty, {lo}]", [f"x \\le {lo}"], [f"x < {lo}"]),
+        (f"{c} \\text{{ cm}}", [f"{c}cm", f"{c}"], [f"{c} km", f"{c + 1} cm"]),
+        (f"\\begin{{pmatrix}} {x} \\\\ {y} \\end{{pmatrix}}", [f"({x}, {y})"], [f"({y}, {x + 1})"]),
+        (str(2**p), [f"2^{{{p}}}"], [f"2^{{{p + 1}}}"]),
+        (f"x^2 - {k * k}", [f"(x-{k})(x+{k})"], [f"(x-{k})^2"]),
+        (f"{k}e^{{2}}", [f"{k} e^2", f"e^{{2}} \\cdot {k}"], [f"{k}e^{{3}}"]),
+        (f"\\ln {k}", [f"\\ln({k})"], [f"\\ln {k + 1}"]),
+        (str(q * (q - 1) // 2), [f"\\binom{{{q}}}{{2}}"], [f"\\binom{{{q + 1}}}{{2}}"]),
+        (f"{c}\\%", [f"{c}%"], [f"{c + 1}\\%"]),
+        (f"\\frac{{{a}}}{{{b}}}", [dec], [f"{a / b + 0.1:.4g}"]),
+    ]  # fmt: skip
+
+
+def wide_pairs(n: int, seed: int = 0) -> list[tuple[str, str, bool]]:
+    """``n`` (gold, prediction, expected) pairs from :func:`wide_golds`, half right, nearly
+    all distinct (the memo of settled verdicts barely counts)."""
+    r = random.Random(seed)
+    out = []
+    while len(out) < n:
+        g, right, wrong = r.choice(wide_golds(r))
+        forms = right if r.random() < 0.5 else wrong
+        out.append((g, r.choice(forms), forms is right))
+    return out
+
+
 def _reference_check():
     logging.disable(logging.CRITICAL)
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -86,6 +131,7 @@ def run(quick: bool = False) -> list[Row]:
         ("LaTeX-heavy, fresh numbers", latex_pairs(150 if quick else 600, seed=11, distinct=True)),
         ("LaTeX-heavy, groups of 8", latex_pairs(160 if quick else 640, seed=12, group=8, distinct=True)),
         ("varied (equations, matrices, separators, decimals, polynomials)", varied_pairs(150 if quick else 600, seed=13)),
+        ("wider (mixed numbers, words, inequalities, units, vectors, powers, logs)", wide_pairs(150 if quick else 600, seed=14)),
     ):  # fmt: skip
         t = time.perf_counter()
         got = [check(g, p).correct for g, p, _ in mix]

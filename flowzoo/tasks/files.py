@@ -40,6 +40,13 @@ MAX_FILE_BYTES = 2 << 30
 #: 1000x (a 298 KB file of spaces once took a loader from 43 MB to 644 MB)
 GZIP_MAX_RATIO = 100
 GZIP_FLOOR_BYTES = 64 << 20
+#: the most rows a task file may hold: a row costs a few hundred bytes built even when it is
+#: ``{}`` (3 bytes in JSONL, less in parquet); the largest public sets are under 10^6 rows
+#: (NuminaMath-CoT 860k, TACO 26k)
+MAX_FILE_ROWS = 2 << 20
+#: rows of a parquet file read (decoded, then built) at a time: its decoded size is counted
+#: against :data:`MAX_FILE_BYTES` batch by batch, so the footer's own sizes are not trusted
+PARQUET_BATCH_ROWS = 256
 _CHUNK = 1 << 20
 
 
@@ -121,7 +128,7 @@ def check_file(path: Path) -> int:
         raise ValueError(f"{path}: cannot be read ({e.strerror}); check its permissions") from None
 
 
-def _too_big(path: Path, what: str, limit: int, gz: bool) -> ValueError:
+def _too_big(path: Path, what: str, limit: int, gz: bool = False) -> ValueError:
     knob = "MAX_FILE_BYTES or GZIP_MAX_RATIO" if gz else "MAX_FILE_BYTES"
     hint = "; a .gz that truly inflates so much: gunzip it and give the plain file" if gz else ""
     return ValueError(
@@ -130,18 +137,26 @@ def _too_big(path: Path, what: str, limit: int, gz: bool) -> ValueError:
     )
 
 
+def check_size(path: Path) -> int:
+    """``path``'s size if it is a readable file of at most :data:`MAX_FILE_BYTES` as stored,
+    else the error naming it (and the limit)."""
+    size = check_file(path)
+    if size > MAX_FILE_BYTES:
+        raise _too_big(path, f"holds {size:,} bytes,", MAX_FILE_BYTES)
+    return size
+
+
 def read_bytes(path: Path) -> bytes | bytearray:
     """The file's bytes (gunzipped for ``.gz``, a chunk at a time and no further than its
     cap: :data:`MAX_FILE_BYTES`, :data:`GZIP_MAX_RATIO`), or a ValueError saying what is
     wrong, naming the file and the limit."""
-    size = check_file(path)
     if path.suffix != ".gz":
-        if size > MAX_FILE_BYTES:
-            raise _too_big(path, f"holds {size:,} bytes,", MAX_FILE_BYTES, gz=False)
+        check_size(path)
         try:
             return path.read_bytes()
         except OSError as e:
             raise ValueError(f"{path}: cannot be read ({e.strerror})") from None
+    size = check_file(path)
     limit = min(MAX_FILE_BYTES, max(GZIP_FLOOR_BYTES, GZIP_MAX_RATIO * size))
     out = bytearray()
     try:
@@ -171,8 +186,10 @@ def read_rows(path: str | os.PathLike, numbers: str = "text") -> list[dict]:
                 f"{p}: a .json task file must hold a list of row objects, got "
                 f"{type(data).__name__}; use a list, or JSON Lines (.jsonl: one object a line)"
             )
+        check_rows(p, len(data))
         rows = list(enumerate(data))
     else:
+        check_rows(p, text.count("\n") + 1)  # counted before any row is built
         rows = [
             (ln, _parse(line, p, ln, numbers))
             for ln, line in enumerate(text.splitlines(), 1)
@@ -188,21 +205,54 @@ def read_rows(path: str | os.PathLike, numbers: str = "text") -> list[dict]:
     return [r for _, r in rows]
 
 
+def check_rows(path: Path, n: int) -> None:
+    """A ValueError naming ``path`` and the limit when it holds over :data:`MAX_FILE_ROWS`."""
+    if n > MAX_FILE_ROWS:
+        raise ValueError(
+            f"{path}: holds {n:,} rows, past the limit of {MAX_FILE_ROWS:,} rows; split it into "
+            "smaller files, or raise flowzoo.tasks.files.MAX_FILE_ROWS"
+        )
+
+
 def read_parquet(path: str | os.PathLike) -> list[dict]:
-    """Rows of a parquet file, or a ValueError naming it."""
+    """Rows of a parquet file, or a ValueError naming it: past :data:`MAX_FILE_BYTES` as
+    stored, :data:`MAX_FILE_ROWS` rows, or :data:`MAX_FILE_BYTES` decoded (as its footer says,
+    then as counted while it is read, :data:`PARQUET_BATCH_ROWS` rows at a time)."""
     p = Path(path)
-    check_file(p)  # not found, a directory, unreadable: said the same way
+    size = check_size(p)  # not found, a directory, unreadable, too big: said the same way
     try:
         import pyarrow.parquet as pq
     except ImportError as e:
         raise ImportError("reading parquet needs pyarrow: pip install 'flowzoo[tasks]'") from e
     try:
-        return pq.read_table(p).to_pylist()
+        pf = pq.ParquetFile(p)
+        meta = pf.metadata
+        check_rows(p, meta.num_rows)
+        declared = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        if declared > MAX_FILE_BYTES:
+            raise _too_big(p, f"decodes to {declared:,} bytes ({size:,} stored),", MAX_FILE_BYTES)
+        rows: list[dict] = []
+        decoded = 0
+        for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            decoded += batch.nbytes
+            if decoded > MAX_FILE_BYTES:  # a footer that understates its sizes
+                raise _too_big(p, f"decodes to over {decoded:,} bytes,", MAX_FILE_BYTES)
+            rows += batch.to_pylist()
+            check_rows(p, len(rows))
+        return rows
+    except ValueError as e:
+        if str(e).startswith(f"{p}: "):  # a cap above, already naming the file
+            raise
+        raise _unreadable(p, e) from None
     except Exception as e:  # pyarrow's own error types: ArrowInvalid, OSError, ...
-        raise ValueError(
-            f"{p}: not a readable parquet file ({type(e).__name__}: {str(e)[:120]}); "
-            "write it again or convert it to JSONL"
-        ) from None
+        raise _unreadable(p, e) from None
+
+
+def _unreadable(p: Path, e: Exception) -> ValueError:
+    return ValueError(
+        f"{p}: not a readable parquet file ({type(e).__name__}: {str(e)[:120]}); "
+        "write it again or convert it to JSONL"
+    )
 
 
 # ------------------------------------------------------------------------------ held out

@@ -9,8 +9,11 @@ expected values also accepts the bare value, as APPS grades).
 
 Compressed test fields (LiveCodeBench's private tests: base64 of zlib of a pickle) are
 decoded *without unpickling*: the pickle stream is walked opcode by opcode and only a
-single string (or bytes) value is accepted, so a crafted row cannot run code; decompression
-is size-capped.
+single string (or bytes) value is accepted, so a crafted row cannot run code. What a row's
+test fields decode into is capped before it is built: bytes inflated and JSON text read, for
+all of a row's fields together (:data:`MAX_INFLATED`), and the JSON values they hold
+(:data:`MAX_TEST_VALUES`); a function-call row's test statements are code, capped in tokens
+before anything parses them (:func:`~flowzoo.tasks.code.names.check_row_size`).
 """
 
 from __future__ import annotations
@@ -20,15 +23,23 @@ import binascii
 import json
 import math
 import pickletools
+import re
 import zlib
 from collections.abc import Iterable
 from typing import Any
 
 from flowzoo.tasks.base import Task, stable_hash
-from flowzoo.tasks.code.names import check_name
+from flowzoo.tasks.code.names import check_name, check_row_size
 
-#: the most bytes a compressed test field may inflate to
-MAX_INFLATED = 256 << 20
+#: the most bytes a row's test fields may decode into, all of them together (compressed ones
+#: once inflated, JSON text as it is): twice :data:`MAX_TEST_CHARS`, room for JSON's quoting
+#: of the most test text a row may keep. Each field could once inflate to 256 MiB, three of
+#: them per CodeContests row, and be parsed whole
+MAX_INFLATED = 64 << 20
+#: the most JSON values a row's decoded test fields may build (counted on the text first):
+#: one costs up to ~64 bytes built, so this bounds them to ~256 MB; an honest stdio case is
+#: ~7 values (5,000 cases: 35,000), and a call row past ~10^6 values is past the code caps
+MAX_TEST_VALUES = 4 << 20
 #: per row: the most test cases, and the most characters of test data once decoded (a
 #: 106 KiB compressed row once decoded into 1.34 M cases and 434 MiB)
 MAX_CASES = 5_000
@@ -72,35 +83,80 @@ def safe_unpickle_text(data: bytes) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def decode_test_field(field: Any) -> Any:
+class TestBudget:
+    """What one row's test fields may still decode into: :data:`MAX_INFLATED` bytes and
+    :data:`MAX_TEST_VALUES` JSON values, shared by all of its fields."""
+
+    def __init__(self) -> None:
+        self.bytes_left = MAX_INFLATED
+        self.values_left = MAX_TEST_VALUES
+
+    def take(self, n_bytes: int, name: str) -> None:
+        """Spend ``n_bytes``, or a ValueError naming the field ``name`` and the limit."""
+        self.bytes_left -= n_bytes
+        if self.bytes_left < 0:
+            raise ValueError(
+                f"{name} inflates past {MAX_INFLATED:,} bytes (all of the row's test fields "
+                "together; flowzoo.tasks.code.contests.MAX_INFLATED)"
+            )
+
+    def count(self, data: str | bytes, name: str) -> None:
+        """Spend the JSON values ``data`` would build, counted before it is: with strings
+        blanked, every value is the first or follows ``[``, ``{``, ``,`` or ``:``."""
+        if isinstance(data, bytes):
+            flat_b = _JSON_STR_B.sub(b"", data)
+            n = sum(flat_b.count(c) for c in (b"[", b"{", b",", b":"))
+        else:
+            flat = _JSON_STR.sub("", data)
+            n = sum(flat.count(c) for c in ("[", "{", ",", ":"))
+        self.values_left -= 1 + n
+        if self.values_left < 0:
+            raise ValueError(
+                f"{name} holds over {MAX_TEST_VALUES:,} JSON values (all of the row's test "
+                "fields together; flowzoo.tasks.code.contests.MAX_TEST_VALUES)"
+            )
+
+
+#: a JSON string, escapes included (blanked before values are counted)
+_JSON_STR = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_JSON_STR_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def decode_test_field(
+    field: Any, budget: TestBudget | None = None, name: str = "test field"
+) -> Any:
     """A test field as JSON data: a list/dict as is, a JSON string, or LiveCodeBench's
-    compressed form (base64 -> zlib -> pickled JSON string)."""
+    compressed form (base64 -> zlib -> pickled JSON string). Text is read and inflated no
+    further than ``budget`` (one row's, shared by its fields; a fresh one when None)."""
     if isinstance(field, (list, dict)):
         return field
     if not isinstance(field, str):
-        raise ValueError(f"test field must be text or JSON data, got {type(field).__name__}")
+        raise ValueError(f"{name} must be text or JSON data, got {type(field).__name__}")
+    budget = TestBudget() if budget is None else budget
     text = field.strip()
     if not text:
         return []
     if text[0] in "[{":
+        budget.take(len(text), name)
+        budget.count(text, name)
         try:
             return json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"test field is not valid JSON ({e.msg})") from None
+            raise ValueError(f"{name} is not valid JSON ({e.msg})") from None
     try:
         raw = base64.b64decode(text, validate=True)
         inflater = zlib.decompressobj()
-        data = inflater.decompress(raw, MAX_INFLATED)
-        if inflater.unconsumed_tail:
-            raise ValueError(f"compressed test field inflates past {MAX_INFLATED} bytes")
+        data = inflater.decompress(raw, max(budget.bytes_left, 0) + 1)
     except (binascii.Error, zlib.error) as e:
-        raise ValueError(f"test field is neither JSON nor base64+zlib ({e})") from None
+        raise ValueError(f"{name} is neither JSON nor base64+zlib ({e})") from None
+    budget.take(len(data), name)  # past the budget: one byte more than it was inflated
     if data[:1] == b"\x80":
         data = safe_unpickle_text(data).encode("utf-8")
+    budget.count(data, name)
     try:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"decompressed test field is not JSON ({e})") from None
+        raise ValueError(f"decompressed {name} is not JSON ({e})") from None
 
 
 def _text(v: Any) -> str:
@@ -163,6 +219,8 @@ def _make(
         raise ValueError(
             f"{src}: task {tid} has {len(meta['tests']):,} cases (at most {MAX_CASES:,})"
         )
+    if calls is not None:  # test statements are code: capped before anything parses them
+        check_row_size({"tests": list(meta["tests"]), "harness": [meta.get("harness", "")]})
     size = sum(len(a) + len(b) for a, b in stdio) + sum(
         len(t) for t in (calls or {}).get("tests", ())
     )
@@ -218,8 +276,11 @@ def livecodebench_task(row: dict, source: str = "livecodebench") -> Task:
     ``public_test_cases`` + ``private_test_cases`` (JSON or compressed), ``metadata``."""
     if "question_content" not in row:
         raise ValueError(f"{source}: LiveCodeBench row lacks 'question_content'")
-    cases = list(decode_test_field(row.get("public_test_cases") or []))
-    cases += list(decode_test_field(row.get("private_test_cases") or []))
+    budget = TestBudget()
+    cases = list(decode_test_field(row.get("public_test_cases") or [], budget, "public_test_cases"))
+    cases += list(
+        decode_test_field(row.get("private_test_cases") or [], budget, "private_test_cases")
+    )
     starter = row.get("starter_code") or ""
     stdio, calls = _split_cases(cases, _func_name(row), starter)
     tid = str(row.get("question_id") or f"lcb-{stable_hash(row['question_content']) % 10**10}")
@@ -231,7 +292,7 @@ def deepcoder_task(row: dict, source: str = "deepcoder") -> Task:
     or a TACO ``inputs``/``outputs`` dict)."""
     if "problem" not in row or "tests" not in row:
         raise ValueError(f"{source}: DeepCoder row needs 'problem' and 'tests'")
-    tests = decode_test_field(row["tests"])
+    tests = decode_test_field(row["tests"], name="tests")
     starter = row.get("starter_code") or ""
     tid = str(row.get("id") or f"dc-{stable_hash(row['problem']) % 10**10}")
     if isinstance(tests, dict):
@@ -260,7 +321,7 @@ def apps_task(row: dict, source: str = "apps") -> Task:
     optional ``fn_name``), optional ``starter_code``."""
     if "question" not in row or "input_output" not in row:
         raise ValueError(f"{source}: APPS/TACO row needs 'question' and 'input_output'")
-    io = decode_test_field(row["input_output"])
+    io = decode_test_field(row["input_output"], name="input_output")
     if not isinstance(io, dict):
         raise ValueError(f"{source}: input_output must be a JSON object")
     tid = str(
@@ -275,8 +336,9 @@ def codecontests_task(row: dict, source: str = "codecontests", generated: bool =
     if "description" not in row:
         raise ValueError(f"{source}: CodeContests row lacks 'description'")
     stdio: list[tuple[str, str]] = []
+    budget = TestBudget()
     for key in ("public_tests", "private_tests") + (("generated_tests",) if generated else ()):
-        t = decode_test_field(row.get(key) or {"input": [], "output": []})
+        t = decode_test_field(row.get(key) or {"input": [], "output": []}, budget, key)
         if not isinstance(t, dict):
             raise ValueError(f"{source}: {key} must be an object with 'input' and 'output' lists")
         if len(t.get("input", [])) != len(t.get("output", [])):

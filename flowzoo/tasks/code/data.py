@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from flowzoo.tasks import files
 from flowzoo.tasks.base import (
     Task,
     TaskSet,
@@ -33,7 +34,15 @@ from flowzoo.tasks.code.names import (
     past_limits,
     solution_function,
 )
-from flowzoo.tasks.files import WHOLE, code_key, file_split, read_parquet, read_rows, saved_dataset
+from flowzoo.tasks.files import (
+    WHOLE,
+    check_rows,
+    code_key,
+    file_split,
+    read_parquet,
+    read_rows,
+    saved_dataset,
+)
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
 #: (description, entry point, canonical solution, argument expressions for test cases)
@@ -402,15 +411,24 @@ def _open_rows(path: str | os.PathLike) -> list[dict]:
     return read_rows(p, numbers="value")
 
 
+def kept_chars(task: Task) -> int:
+    """The characters of test data and code a loaded task keeps (its tests, setup, harness)."""
+    m = task.meta
+    cases = sum(len(c) if isinstance(c, str) else sum(map(len, c)) for c in m.get("tests", ()))
+    return cases + len(m.get("setup") or "") + len(m.get("harness") or "")
+
+
 def convert_rows(rows, style: str, source: str) -> list[Task]:
     """Rows of one format (``auto``: told apart by their fields) -> tasks; a bad row is a
-    ValueError naming the file and the row."""
+    ValueError naming the file and the row. What the tasks keep, with compressed test fields
+    inflated, is capped like a plain file (:data:`flowzoo.tasks.files.MAX_FILE_BYTES`)."""
     from flowzoo.tasks.code.contests import CONVERTERS, detect_style
 
     if style not in STYLES:
         raise ValueError(f"unknown code file style {style!r}; valid: {', '.join(STYLES)}")
     convs = {"humaneval": humaneval_task, "mbpp": mbpp_task, **CONVERTERS}
     out = []
+    kept = 0
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(
@@ -428,6 +446,13 @@ def convert_rows(rows, style: str, source: str) -> list[Task]:
             raise ValueError(
                 f"{source}: row {i}: malformed ({type(e).__name__}: {e})"[:300]
             ) from None
+        kept += kept_chars(out[-1])
+        if kept > files.MAX_FILE_BYTES:
+            raise ValueError(
+                f"{source}: row {i}: the file's tests reach {kept:,} characters once decoded, "
+                f"past the limit of {files.MAX_FILE_BYTES:,} (what a plain file may hold); "
+                "split it into smaller files, or raise flowzoo.tasks.files.MAX_FILE_BYTES"
+            )
     return out
 
 
@@ -473,6 +498,7 @@ def _load_hf_code(arg: str, split: str) -> TaskSet:
             f"file:{arg})"
         )
     ds, own = saved_dataset(arg, split)
+    check_rows(p, len(ds))
     return file_split(convert_rows(ds, "auto", arg), WHOLE if own else split, code_key, arg)
 
 

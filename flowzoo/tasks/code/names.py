@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import keyword
+import re
 
 #: prefixes of names the judge and its converters use: no row may name its entry point so
 RESERVED_PREFIXES = ("_fz", "_flowzoo")
@@ -22,6 +23,19 @@ CONVERTER_NAMES = frozenset({"_fz_json_eq", "_flowzoo_call"})
 #: Parsing and compiling cost 0.3-0.7 KB of peak memory per character (measured: a literal
 #: list, names, calls), so this bounds one field to a few GB; set it to take larger code
 MAX_CODE_CHARS = 4 << 20
+#: the most tokens one field of a row's code may hold, counted before it is parsed
+#: (:func:`code_tokens`): peak memory follows tokens, not characters (measured on 1 MiB
+#: fields: 480-720 bytes per token for literal lists of ints, zeros or lists, bare names and
+#: calls; 2 bytes per character inside one string literal), so this bounds one field to
+#: ~370 MB where 4 MiB of names once took ~3 GB. The largest shipped field (HumanEval/69's
+#: ``test``) holds 894 and a generated task's 262 characters: over 580x under it, with room
+#: for a contest call whose arguments are 10^5-element lists
+MAX_CODE_TOKENS = 1 << 19
+#: the most tokens all of one row's code may hold together (its tests, setup, prompt): the
+#: judge holds every test's tree at once. The largest shipped row holds 1,221 (HumanEval/129)
+MAX_ROW_CODE_TOKENS = 1 << 21
+#: one token, or more: a word (name, number, keyword) or any other non-space character
+_TOKEN = re.compile(r"\w+|[^\w\s]")
 #: what CPython's parser and compiler raise, besides SyntaxError, on code past their limits:
 #: nesting past the parser's own stack (MemoryError, e.g. ``"-" * 100_000``), past the
 #: recursion limit (RecursionError, also from walking or compiling a deep tree), null bytes
@@ -47,14 +61,47 @@ def past_limits(what: str, err: BaseException) -> str:
     )
 
 
-def parse_code(src: str, what: str) -> ast.Module:
-    """``ast.parse(src)``, or a :class:`RowCodeError` naming ``what``: code longer than
-    :data:`MAX_CODE_CHARS`, bad syntax, or past the parser's limits (:data:`LIMIT_ERRORS`)."""
+def code_tokens(src: str) -> int:
+    """At least the number of tokens Python's tokenizer makes of ``src`` (an over-count: every
+    punctuation character and line counts one, words inside strings too), without building
+    any of them: what parsing ``src`` costs in memory is proportional to it."""
+    return _TOKEN.subn("", src)[1] + src.count("\n")
+
+
+def check_code_size(src: str, what: str) -> int:
+    """``src``'s token count, or a :class:`RowCodeError` naming ``what`` and the limit when it
+    holds more than :data:`MAX_CODE_CHARS` characters or :data:`MAX_CODE_TOKENS` tokens;
+    checked before any parser sees it."""
     if len(src) > MAX_CODE_CHARS:
         raise RowCodeError(
             f"{what} holds {len(src):,} characters of code, past the limit of "
             f"{MAX_CODE_CHARS:,} (flowzoo.tasks.code.names.MAX_CODE_CHARS)"
         )
+    n = code_tokens(src)
+    if n > MAX_CODE_TOKENS:
+        raise RowCodeError(
+            f"{what} holds {n:,} tokens of code, past the limit of {MAX_CODE_TOKENS:,} "
+            "(flowzoo.tasks.code.names.MAX_CODE_TOKENS)"
+        )
+    return n
+
+
+def check_row_size(fields: dict[str, list[str]]) -> None:
+    """A :class:`RowCodeError` naming the field when one field of a row's code is past its
+    cap (:func:`check_code_size`), or naming the fields when all of them together hold more
+    than :data:`MAX_ROW_CODE_TOKENS` tokens; nothing is parsed."""
+    total = sum(check_code_size(src or "", k) for k, srcs in fields.items() for src in srcs)
+    if total > MAX_ROW_CODE_TOKENS:
+        raise RowCodeError(
+            f"{', '.join(fields)} hold {total:,} tokens of code together, past the limit of "
+            f"{MAX_ROW_CODE_TOKENS:,} (flowzoo.tasks.code.names.MAX_ROW_CODE_TOKENS)"
+        )
+
+
+def parse_code(src: str, what: str) -> ast.Module:
+    """``ast.parse(src)``, or a :class:`RowCodeError` naming ``what``: code past its size caps
+    (:func:`check_code_size`), bad syntax, or past the parser's limits (:data:`LIMIT_ERRORS`)."""
+    check_code_size(src, what)
     try:
         tree = ast.parse(src)
     except SyntaxError as e:
@@ -178,7 +225,9 @@ def check_row_code(
     :data:`CONVERTER_NAMES` (such a name would be the candidate's to define), or when the
     tests rebind the ``entry`` point (they would then test their own function, not the
     candidate's). Code with bad syntax is left to the compiler's own error; code past the
-    parser's limits is a :class:`RowCodeError` naming the field."""
+    parser's limits or its size caps (:func:`check_row_size`) is a :class:`RowCodeError`
+    naming the field."""
+    check_row_size({**(prompt or {}), **tests})
     for field, sources in {**(prompt or {}), **tests}.items():
         for src in sources:
             try:

@@ -15,6 +15,7 @@ import os
 import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from flowzoo.tasks.base import (
     Task,
@@ -24,7 +25,16 @@ from flowzoo.tasks.base import (
     parse_levels,
     stable_hash,
 )
-from flowzoo.tasks.files import WHOLE, file_split, math_key, read_rows, saved_dataset
+from flowzoo.tasks.files import (
+    WHOLE,
+    check_rows,
+    check_size,
+    file_split,
+    math_key,
+    read_parquet,
+    read_rows,
+    saved_dataset,
+)
 from flowzoo.tasks.math.extract import extract_answer, find_boxed
 
 _NAMES = ["Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
@@ -291,20 +301,22 @@ def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "a
         style = detect_math_style(rows) if style == "auto" else style
         tasks = [_task_from_row(r, i, str(p), style) for i, r in enumerate(rows)]
         return file_split(tasks, split, math_key, str(p))
-    try:
-        import datasets
-    except ImportError as e:
-        raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
     own = False  # whether the dataset itself holds the asked split
-    if p.is_dir():
-        ds, own = saved_dataset(str(p), split, ", or a .jsonl/.parquet file")
+    if p.is_file() and p.suffix == ".parquet":  # read with its caps (size, rows, decoded bytes)
+        ds: Any = read_parquet(p)
     else:
-        fmt = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}.get(
-            p.suffix
-        )
-        if fmt is None:
+        try:
+            import datasets
+        except ImportError as e:
+            raise ImportError("loading Hugging Face datasets needs `pip install datasets`") from e
+        if p.is_dir():
+            ds, own = saved_dataset(str(p), split, ", or a .jsonl/.parquet file")
+        elif p.suffix == ".csv":
+            check_size(p)  # capped like any task file
+            ds = datasets.load_dataset("csv", data_files=str(p), split="train")
+        else:
             raise ValueError(f"unsupported data file {p.name}; use .jsonl, .json, .parquet or .csv")
-        ds = datasets.load_dataset(fmt, data_files=str(p), split="train")
+    check_rows(p, len(ds))
     rows = [dict(r) for r in ds]
     style = detect_math_style(rows) if style == "auto" else style
     tasks = [_task_from_row(r, i, str(p), style) for i, r in enumerate(rows)]
