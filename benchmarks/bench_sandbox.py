@@ -449,7 +449,7 @@ def _docker_rows(quick: bool) -> list[Row]:
         ),
         Row(
             "sandbox",
-            "docker trivial runs/s, warm pool + exec per run, run_many",
+            "docker trivial runs/s, no fork-server (a container per run, started ahead), run_many",
             rate(pooled(per_exec)),
             ref,
             fresh_name,

@@ -17,13 +17,13 @@ run (an AppArmor profile that denies ``mount``, no unprivileged user namespaces)
 sandbox falls back to a fresh container per run (``fresh_containers``): never shared state.
 
 Without the fork-server (``forkserver=False``) a run is an exec into a warm container with
-Docker's default profile; after it the writable dirs (``/box``, ``/tmp``, ``/dev/shm``) are
-emptied by a wipe exec, and a container that cannot be emptied is replaced. The program and
-its files travel inside the exec command (no archive copy into tmpfs), a boot script applies
-rlimits, and a run that overruns its time has its container killed and replaced (killing a
-``docker`` client would leave the program running). A container that has processes left
-after a run is replaced too, so no daemon survives into the next run. Every container is
-labelled and removed on ``close()``, at exit, and by :func:`cleanup` after a crash.
+Docker's default profile that no run used before, replaced after it off the caller's time:
+a container wiped and reused would still carry per-container state (its pid counter, its
+tmpfs inode counters) from one run to the next. The program and its files travel inside
+the exec command (no archive copy into tmpfs), a boot script applies rlimits, and a run
+that overruns its time has its container killed (killing a ``docker`` client would leave
+the program running). Every container is labelled and removed on ``close()``, at exit, and
+by :func:`cleanup` after a crash.
 
 Images: pass ``image=`` (any image with ``python3``; ``docker/Dockerfile`` builds one for a
 registry), or leave it unset to use ``flowzoo-sandbox:host``, an image built offline from an
@@ -110,22 +110,6 @@ _src = open("main.py", "rb").read()
 _g = {{"__name__": "__main__", "__file__": os.path.join(_d, "main.py"), "__builtins__": __builtins__}}
 exec(compile(_src, "main.py", "exec"), _g)
 """
-
-
-def _wipe_script() -> str:
-    """Empties the container's writable dirs after a run without the fork-server, whatever
-    modes the run left (the fork-server's own ``_wipe``); prints "clean" only when nothing is
-    left."""
-    import inspect
-
-    from flowzoo.sandbox import forkserver_main
-
-    return (
-        "import os\n"
-        + inspect.getsource(forkserver_main._wipe)
-        + 'dirs = [d for d in ("/box", "/tmp", "/dev/shm", "/dev/mqueue") if os.path.isdir(d)]\n'
-        + 'print("clean" if all([_wipe(d) for d in dirs]) else "dirty")\n'
-    )
 
 
 def _client():
@@ -236,11 +220,12 @@ class DockerSandbox(ConcurrentRunMixin):
         self.default_workers = pool_size
         # fork-server mode needs the docker CLI for a long-lived `docker exec -i` stream
         self.forkserver = bool(forkserver) and shutil.which("docker") is not None
-        #: every run in a container no run used before (where the fork-server cannot isolate)
-        self.fresh_containers = bool(forkserver) and not self.forkserver
+        #: every run in a container no run used before (without a fork-server, or where it
+        #: cannot isolate): a reused container would carry state from run to run
+        self.fresh_containers = not self.forkserver
         #: why the fork-server could not give runs namespaces of their own (None: it can)
         self.shared_why: str | None = (
-            "the fork-server needs the docker CLI" if self.fresh_containers else None
+            "the fork-server needs the docker CLI" if forkserver and not self.forkserver else None
         )
         self._servers: dict[str, object] = {}
         self._pool: queue.Queue = queue.Queue()
@@ -394,13 +379,16 @@ class DockerSandbox(ConcurrentRunMixin):
             self._all.discard(cid)
 
     def _replace(self, c) -> None:
-        """Remove ``c`` and put a new container in the pool (a failed start shrinks it)."""
+        """Remove ``c`` and put a new container in the pool; a failed start puts a ``None``
+        in its place (the run that takes it starts one, or reports why it cannot), so the
+        pool never shrinks and a run never waits on a container that will not come."""
         self._discard(c)
         if not self._closed:
             try:
-                self._pool.put(self._start())
+                new = self._start()
             except Exception:
-                pass
+                new = None
+            self._pool.put(new)
 
     def run(
         self, source: str, *, files=None, stdin=None, timeout_s=None, memory_mb=None
@@ -433,6 +421,13 @@ class DockerSandbox(ConcurrentRunMixin):
             ],
         }
         c = self._pool.get()
+        if c is None:  # a start failed earlier: try again now, in the caller's time
+            try:
+                c = self._start()
+            except Exception as e:
+                self._pool.put(None)
+                msg = f"cannot start a sandbox container: {type(e).__name__}: {e}"
+                return ExecResult("sandbox_error", None, "", msg, backend="docker")
         healthy = True
         try:
             if self.forkserver:
@@ -441,8 +436,6 @@ class DockerSandbox(ConcurrentRunMixin):
             payload = base64.b64encode(json.dumps(spec).encode()).decode()
             cmd = [self.python, "-I", "-S", "-c", GUARD_SOURCE + _BOOT.format(payload=payload)]
             res, healthy = self._exec(c, cmd, timeout, lim.max_output_bytes)
-            if healthy and not self.fresh_containers:
-                healthy = self._clean_after(c)
             return res
         finally:
             if self.fresh_containers and not self._closed:
@@ -532,19 +525,6 @@ class DockerSandbox(ConcurrentRunMixin):
         return ExecResult(
             status, code, stdout, stderr, wall, sig, state["truncated"], "docker"
         ), healthy
-
-    def _clean_after(self, c) -> bool:
-        """True when only the container's idle process is left and every writable dir is
-        empty again (else the container is replaced): nothing a run wrote reaches the next."""
-        try:
-            procs = c.top().get("Processes") or []
-            if len(procs) > 1:
-                return False
-            cmd = [self.python, "-I", "-S", "-c", _wipe_script()]
-            res, ok = self._exec(c, cmd, 10.0, 4096)
-            return ok and res.status == "ok" and res.stdout.strip() == "clean"
-        except Exception:
-            return False
 
     def close(self) -> None:
         """Remove every container this sandbox started."""

@@ -468,9 +468,21 @@ def test_docker_where_runs_cannot_have_namespaces_gets_a_fresh_container_each(tm
         s = _docker()
     finally:
         mp.undo()
+    assert "unshare" in (s.shared_why or ""), s.shared_why
+    _carries_nothing_across_containers(s)
+
+
+def test_docker_without_a_fork_server_gets_a_fresh_container_each():
+    """``forkserver=False``: a run is an exec into a container no run used (a run there is
+    not pid 1 of its own namespace, so the pid matrix above does not apply; the counters
+    are compared within runc's start-up noise)."""
+    _carries_nothing_across_containers(_docker(forkserver=False))
+
+
+def _carries_nothing_across_containers(s) -> None:
     try:
         assert not s.forkserver and s.fresh_containers, s.isolation
-        assert "container-per-run" in s.isolation and "unshare" in s.shared_why, s.shared_why
+        assert "container-per-run" in s.isolation, s.isolation
         seen = []
         for k in (0, 23):
             assert s.run(_MAKE["forks"].format(k=k)).status == "ok"

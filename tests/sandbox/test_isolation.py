@@ -314,7 +314,9 @@ def test_no_host_dirs_or_cgroups_leak_on_any_path(fork, monkeypatch):
     assert _run_cgroups() <= groups
 
 
-def test_docker_without_forkserver_wipes_between_runs():
+def test_docker_without_forkserver_never_reuses_a_container():
+    """Without a fork-server every run gets a container no run used: what one run filled or
+    left is not there for the next (the carry-over matrix runs this mode too)."""
     from flowzoo.sandbox.docker import docker_unavailable_reason
 
     why = docker_unavailable_reason()
@@ -342,5 +344,33 @@ def test_docker_without_forkserver_wipes_between_runs():
         r = s.run(look)
         assert r.status == "ok" and r.stdout.strip() == "[]", r
         assert s.run("open('x', 'w').write('fine'); print('ok')").stdout.strip() == "ok"
+        assert "container-per-run" in s.isolation
+    finally:
+        s.close()
+
+
+def test_docker_a_container_that_cannot_start_is_an_error_not_a_hang(monkeypatch):
+    """When replacing a used container fails, the pool keeps a placeholder: the next run
+    tries to start one in its own time and reports why it cannot (sandbox_error), and runs
+    resume once starts work again; the pool never shrinks into a wait that never ends."""
+    from flowzoo.sandbox.docker import DockerSandbox, docker_unavailable_reason
+
+    why = docker_unavailable_reason()
+    if why:
+        pytest.skip(f"no Docker engine: {why}")
+    s = get_sandbox("docker", timeout_s=5, pool_size=1, forkserver=False)
+    try:
+        real = DockerSandbox._start
+
+        def broken(self):
+            raise RuntimeError("engine refused the container")
+
+        monkeypatch.setattr(DockerSandbox, "_start", broken)
+        assert s.run("print(1)").stdout.strip() == "1"  # its replacement fails to start
+        for _ in range(2):
+            r = s.run("print(2)")
+            assert r.status == "sandbox_error" and "engine refused" in r.stderr, r
+        monkeypatch.setattr(DockerSandbox, "_start", real)
+        assert s.run("print(3)").stdout.strip() == "3"
     finally:
         s.close()
