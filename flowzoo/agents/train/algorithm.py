@@ -1,9 +1,9 @@
 """The registry of RL algorithms: ``cfg.algo`` -> the :class:`Algorithm` its file in
 :mod:`flowzoo.agents.train.algorithms` exposes, chosen once (:func:`algorithm_for`).
 
-Why one seam: the trainer asks the algorithm for a step's advantages and the learner asks it
-for the model's outputs and a turn's per-token loss; neither branches on the algorithm's
-name or imports its internals. The KL anchor (per role) and the loss aggregation are the
+Why one seam: the learner asks the algorithm for a batch's advantages, the model's outputs
+and a turn's per-token loss; neither it nor the trainer branches on the algorithm's name or
+imports its internals. The KL anchor (per role) and the loss aggregation are the
 learner's, the same for every algorithm.
 
 Adding an algorithm: one file ``flowzoo/agents/train/algorithms/<name>.py`` defining ``ALGORITHM``
@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-from flowzoo.agents.train.advantage import Critic
-from flowzoo.agents.train.algorithms.base import Algorithm, Estimator, Objective, ValueTerms
+from flowzoo.agents.train.algorithms.base import Algorithm, Critic, Estimator, Loss, ValueTerms
 from flowzoo.config import ALGOS, TrainConfig
 
 
@@ -44,7 +43,7 @@ __all__ = [
     "Algorithm",
     "Critic",
     "Estimator",
-    "Objective",
+    "Loss",
     "ValueTerms",
     "algorithm_for",
 ]

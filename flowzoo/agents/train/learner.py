@@ -1,7 +1,8 @@
-"""The update: one policy at a time, one role at a time, with the role-level gradient
+"""The update of one step's :class:`~flowzoo.agents.train.batch.Batch`: its advantages (from
+the algorithm), then one policy at a time, one role at a time, with the role-level gradient
 diagnostics the study is about.
 
-For each policy that played, the step's turns (less those left out: uninformative groups,
+For each policy that played, the batch's turns (less those left out: uninformative groups,
 truncated turns) are cut into minibatches (a count, or verl's fixed size, so a policy that
 plays more turns makes more optimizer steps); within one, each
 role's turns run in length-sorted micro-batches and the gradient they add is kept apart, so
@@ -23,9 +24,9 @@ from typing import Any
 import torch
 
 from flowzoo.agents.train import distributed
-from flowzoo.agents.train.advantage import Advantages, Critic
 from flowzoo.agents.train.algorithm import algorithm_for
-from flowzoo.agents.train.algorithms.base import model_outputs
+from flowzoo.agents.train.algorithms.base import Critic, model_outputs
+from flowzoo.agents.train.batch import Advantages, Batch
 from flowzoo.agents.train.diagnostics import (
     CoherenceDamper,
     dot,
@@ -60,7 +61,7 @@ class Learner:
         self.par = distributed.layout(dist, sharded=cfg.fsdp)
         self.roles, self.agents_per_role = roles, agents_per_role
         self.step = 0
-        #: the estimator and objective ``cfg.algo`` names (the one place it is read)
+        #: the advantages and loss ``cfg.algo`` names (the one place it is read)
         self.algorithm = algorithm_for(cfg)
         self.heads: dict[str, torch.nn.Module] = {}
         if self.algorithm.value_head is not None:
@@ -100,13 +101,16 @@ class Learner:
         head = self.heads.get(name)
         return self.router.trainable(name) + (list(head.parameters()) if head is not None else [])
 
-    def update(
-        self, turns: list[TurnRecord], adv: Advantages, step: int, rng: random.Random
-    ) -> dict:
-        """One update of every policy that played in ``turns`` (a policy with no turns is
-        left exactly as it was), its mini-batches drawn in ``rng``'s order (the trainer's
-        :class:`Seeds`); per policy, its per-role statistics."""
+    def update(self, batch: Batch, step: int, rng: random.Random) -> tuple[dict, dict]:
+        """The batch's advantages, then one update of every policy that played in it (a
+        policy with no turns is left exactly as it was), its mini-batches drawn in ``rng``'s
+        order (the trainer's :class:`Seeds`); (per policy its per-role statistics, the
+        advantages' group statistics)."""
         self.step = step
+        adv = self.algorithm.advantages(self.cfg, batch, self.critic)
+        if self.cfg.mask_truncated:  # a turn cut at its budget: its end is not the model's
+            adv.skip |= batch.truncated
+            adv.stats["masked_truncated"] = len(batch.truncated)
         factor = self.cfg.lr_at(step) / self.cfg.lr  # the schedule, applied to each policy's lr
         for name, opt in self.opts.items():
             for group in opt.param_groups:
@@ -114,11 +118,11 @@ class Learner:
         per_policy = {}
         self.last_role_grads = {}
         for name in self.router.names:
-            mine = [t for t in turns if t.policy == name]
+            mine = [t for t in batch.turns if t.policy == name]
             if distributed.sum_floats([len(mine)], self.dist)[0] > 0:
                 per_policy[name] = self.update_policy(name, mine, adv, rng)
                 self.router.policies[name].sync_backend()  # the next rollout sees the update
-        return per_policy
+        return per_policy, adv.stats
 
     def _weights(self, turns: list[TurnRecord]) -> list[float]:
         """Per-turn loss weights, mean 1 over the whole batch (all processes' shares)."""
@@ -211,9 +215,7 @@ class Learner:
         for j, t in enumerate(mb):
             old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
             values = (new_v[j], *adv.value_targets(t)) if new_v is not None else None
-            pl, clipped = self.algorithm.objective(
-                cfg, role, new_lp[j], old, adv.tokens(t, old), values
-            )
+            pl, clipped = self.algorithm.loss(cfg, role, new_lp[j], old, adv.tokens(t, old), values)
             if ref_lp is not None:  # the KL anchor: per role, the same for every algorithm
                 kl = k3_kl(new_lp[j], ref_lp[j])
                 pl = pl + beta * kl

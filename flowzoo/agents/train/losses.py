@@ -1,8 +1,8 @@
-"""The loss pieces every algorithm shares: the clipped surrogate, the clipped value loss, the
-k3 KL estimator and the loss aggregation.
+"""The loss pieces every algorithm shares: the clipped surrogate (with a role's clip range),
+the clipped value loss, the k3 KL estimator and the loss aggregation.
 
-Why one file: an algorithm (:mod:`flowzoo.agents.train.algorithms`) composes these into its
-objective; the learner adds the KL anchor and the aggregation the same way for every one, so
+Why one file: an algorithm (:mod:`flowzoo.agents.train.algorithms`) names its per-token loss
+from these; the learner adds the KL anchor and the aggregation the same way for every one, so
 a change to a piece shows in one place, as in CleanRL's single-file losses.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from flowzoo.config import LOSS_AGGS
+from flowzoo.config import LOSS_AGGS, TrainConfig
 
 
 def clipped_surrogate(
@@ -29,8 +29,19 @@ def clipped_surrogate(
     return loss, was_clipped
 
 
-#: the name the GRPO module has always exported
-clipped_token_loss = clipped_surrogate
+def policy_loss(
+    cfg: TrainConfig,
+    role: str,
+    new_lp: torch.Tensor,
+    old_lp: torch.Tensor,
+    adv: torch.Tensor,
+    values: tuple[torch.Tensor, ...] | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The clipped surrogate with the role's (asymmetric) clip range: GRPO's and RLOO's whole
+    per-token loss, PPO's policy part (``values`` is for a critic's loss; unused here)."""
+    return clipped_surrogate(
+        new_lp, old_lp, adv, cfg.for_role(role, "clip_low"), cfg.for_role(role, "clip_high")
+    )
 
 
 def value_loss(

@@ -19,7 +19,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from flowzoo.analysis.curves import mean_grad_share
 from flowzoo.analysis.readings import evals_of, trajectory
 from flowzoo.analysis.records import read_metrics
 from flowzoo.config import NOT_SHAPING, TrainConfig
+
+if TYPE_CHECKING:  # runlog itself needs no torch (the CLI and sweeps import it)
+    from flowzoo.agents.train.batch import Batch
 
 #: what a fresh start (``resume=False``) removes from a run directory before it begins
 RUN_STATE = ("checkpoint", "final", "metrics.jsonl", "summary.json", "tensorboard", "mlruns")
@@ -393,17 +396,12 @@ def _tokens(turn) -> int:
     return len(turn.completion_ids) or len(turn.logprobs)
 
 
-def step_metrics(
-    step: int,
-    records: list,
-    turns: list,
-    per_policy: dict,
-    adv_stats: dict,
-    rewards: list[float],
-) -> dict:
-    """The metrics line of one step: reward and accuracy; per role the reward, response
+def step_metrics(step: int, batch: Batch, per_policy: dict, adv_stats: dict) -> dict:
+    """The metrics line of one step, read from its batch (every turn it trained on, whichever
+    round or rollout shape played it): reward and accuracy; per role the reward, response
     length, truncation, entropy estimate, the update's statistics and gradient-mass share,
     parse-flag and tamper rates; cosines between role gradients; group statistics."""
+    records, turns, rewards = batch.records, batch.turns, batch.rewards
     role_rows: dict[str, dict[str, float]] = {}
     by_role: dict[str, list[int]] = defaultdict(list)
     for i, t in enumerate(turns):
@@ -433,10 +431,7 @@ def step_metrics(
     tot = sum(norms.values())
     for role in norms:
         role_rows[role]["grad_share"] = norms[role] / tot if tot > 0 else 0.0
-    parse, tamper = defaultdict(int), defaultdict(int)
-    for t in turns:  # the turns trained on, whichever round or rollout shape played them
-        parse[t.role] += bool(t.flags)
-        tamper[t.role] += "reward_tamper" in t.flags
+    n = batch.role_turns
     return {
         "step": step,
         "reward": float(
@@ -452,9 +447,9 @@ def step_metrics(
             "turns": len(turns),
             "tokens": int(sum(_tokens(t) for t in turns)),
         },
-        "flag_rate": {r: parse[r] / max(1, len(by_role[r])) for r in by_role},
+        "flag_rate": {r: batch.flagged[r] / max(1, n[r]) for r in n},
         # programs caught writing to their judge's channel or faking an exit, per role
-        "tamper_rate": {r: tamper[r] / max(1, len(by_role[r])) for r in by_role},
+        "tamper_rate": {r: batch.tampered[r] / max(1, n[r]) for r in n},
     }
 
 

@@ -1,8 +1,9 @@
 """The training loop, read top to bottom: rollout -> advantages -> update -> eval -> checkpoint.
 
 The rooms it wires: :mod:`config` (every hyperparameter), :mod:`routing` (role -> policy),
-:mod:`rollout` (many envs at once), :mod:`advantage` (rewards -> advantages aligned with the
-turns), :mod:`learner` (the per-policy, per-role update and its gradient diagnostics),
+:mod:`rollout` (many envs at once), :mod:`batch` (the step's one batch, built once from its
+episodes), :mod:`learner` (advantages, then the per-policy, per-role update and its gradient
+diagnostics),
 :mod:`checkpoint` and :mod:`runlog` (what the run writes). Rewards come from the env alone
 (the env is the one place rewards are mixed); the trainer never re-weights them.
 
@@ -31,8 +32,8 @@ import torch
 from flowzoo.agents.models import threads
 from flowzoo.agents.models.params import LoadSettings, LoraSettings
 from flowzoo.agents.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
-from flowzoo.agents.train import advantage, checkpoint, distributed, heldout, runlog
-from flowzoo.agents.train.advantage import Advantages
+from flowzoo.agents.train import checkpoint, distributed, heldout, runlog
+from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.evaluate import evaluate_env
 from flowzoo.agents.train.learner import Learner, TrainingDiverged
 from flowzoo.agents.train.rollout import EpisodeRecord, rollout, tree_rollout
@@ -125,7 +126,6 @@ class Trainer:
         ]
         self.eval_curve: list[tuple[int, float]] = []
         self._phase = "between"
-        self._rewards: list[float] = []
         #: steps without any reward variance, the current streak, and warnings for the summary
         self.no_signal_steps, self._streak = 0, 0
         self.warnings: list[str] = []
@@ -241,36 +241,33 @@ class Trainer:
         t0 = time.time()
         self._phase = "rollout"
         records = self._rollout(step)
+        # the step's one batch: every round's kept episodes, whatever shape played them
+        batch, self._sampling = Batch.of(self.cfg, records, self._sampling), None
         t_roll = time.time() - t0
         self._phase = "update"
-        per_policy, adv_stats = self.update(records)
-        turns = [t for r in records for t in r.turns]
-        m = runlog.step_metrics(step, records, turns, per_policy, adv_stats, self._rewards)
+        per_policy, adv_stats = self.update(batch)
+        m = runlog.step_metrics(step, batch, per_policy, adv_stats)
         m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
         # what each policy's optimizer stepped at (per-role lrs and the schedule applied)
         m["lr"] = {n: float(o.param_groups[0]["lr"]) for n, o in self.learner.opts.items()}
-        if self._sampling is not None:
-            m["sampling"], self._sampling = self._sampling, None
+        if batch.sampling is not None:
+            m["sampling"] = dict(batch.sampling)
         self.step += 1
         self._phase = "log"
         return m
 
-    def update(self, records: list[EpisodeRecord]) -> tuple[dict, dict]:
-        """Advantages, then one update of every policy that played in ``records``;
-        (per-policy statistics, group statistics)."""
-        turns = advantage.index_turns(records)
-        rewards = [t.reward for t in turns]  # as the env mixed them (overlong penalty included)
-        if not all(math.isfinite(x) for x in rewards):
+    def update(self, batch: Batch | list[EpisodeRecord]) -> tuple[dict, dict]:
+        """One update of every policy that played in ``batch`` (the learner's: advantages,
+        loss, optimizer steps); (per-policy statistics, group statistics). Episodes (a
+        rollout's, as tests and benchmarks pass them) are made a batch first."""
+        if not isinstance(batch, Batch):
+            batch = Batch.of(self.cfg, batch)
+        # rewards as the env mixed them (the overlong penalty included)
+        if not all(math.isfinite(x) for x in batch.rewards):
             raise TrainingDiverged(f"non-finite reward at step {self.step}")
-        adv: Advantages = self.learner.algorithm.estimate(
-            self.cfg, records, turns, rewards, self.learner.critic
-        )
-        if self.cfg.mask_truncated:
-            advantage.mask_truncated(adv, turns)
-        per_policy = self.learner.update(turns, adv, self.step, self.seeds.minibatches(self.step))
+        out = self.learner.update(batch, self.step, self.seeds.minibatches(self.step))
         self._check_weights()
-        self._rewards = rewards
-        return per_policy, adv.stats
+        return out
 
     def evaluate(self) -> dict:
         """Held-out accuracy: ``eval_samples`` samples per problem at the evaluation
@@ -410,10 +407,8 @@ class Trainer:
             order = list(dict.fromkeys(str(r.group) for r in records))
             keep = set(good[: cfg.problems_per_step] or order[: cfg.problems_per_step])
             kept = [r for r in records if str(r.group) in keep]
-            for i, r in enumerate(kept):  # renumber: turns name their episode by position
+            for i, r in enumerate(kept):  # renumber (the batch tells each turn its episode)
                 r.index = i
-                for t in r.turns:
-                    t.episode = i
             self._sampling = {
                 "rounds": rounds + 1,
                 "problems": len({str(r.group) for r in records}),
@@ -423,14 +418,8 @@ class Trainer:
         return records
 
     def _informative_problems(self, records: list[EpisodeRecord]) -> list[str]:
-        """Problems (in order of appearance) with at least one GRPO group of varied reward."""
-        turns = [t for r in records for t in r.turns]
-        for i, r in enumerate(records):
-            for t in r.turns:
-                t.episode = i
-        ok = self.learner.algorithm.informative(self.cfg, records, turns, [t.reward for t in turns])
-        good = {str(records[t.episode].group) for t, g in zip(turns, ok, strict=True) if g}
-        return [g for g in dict.fromkeys(str(r.group) for r in records) if g in good]
+        """Problems (in order of appearance) with at least one group of varied reward."""
+        return Batch.of(self.cfg, records).problems_with_signal()
 
     def _rollout_round(self, step: int, round_: int, exclude: set[str]) -> list[EpisodeRecord]:
         cfg = self.cfg

@@ -51,10 +51,69 @@ def test_flag_rates_count_every_turn_trained_on(tiny_model, tmp_path, shape):
         assert len(kept) == cfg.problems_per_step * cfg.group_size
 
 
+def test_one_frozen_batch_carries_every_rounds_turns_of_a_tree_rollout(tiny_model, tmp_path):
+    """Tree rollouts with dynamic sampling: round 0 finds one problem with a signal, so a
+    second round is sampled; the step's one batch holds the kept turns of both rounds, each
+    told its position and episode, with its reward, group and flags fixed when it was built;
+    nothing in the batch can be reassigned."""
+    import dataclasses
+
+    from flowzoo.agents.train.batch import Batch
+
+    cfg = _cfg(
+        tiny_model, tmp_path, rollout="tree", group_size=2, max_new_tokens=4,
+        resample_rounds=2, filter_groups=True,
+    )  # fmt: skip
+    tr = Trainer(cfg, progress=False)
+    rounds: dict[int, list] = {}
+    play = tr._rollout_round
+
+    def one_signal_a_round(step, round_, exclude):  # the round's first problem alone varies
+        recs = play(step, round_, exclude)
+        for r in recs:
+            for t in r.turns:
+                t.reward = float(r.index % 2) if r.group == recs[0].group else 0.0
+        rounds[round_] = list(recs)  # (the trainer extends round 0's list with the next)
+        return recs
+
+    tr._rollout_round = one_signal_a_round
+    seen: list[Batch] = []
+    update = tr.update
+    tr.update = lambda batch: seen.append(batch) or update(batch)
+    m = tr.train_step()
+    (batch,) = seen
+    assert m["sampling"] == {"rounds": 2, "problems": 4, "informative": 2}
+    firsts = [recs[0].group for recs in rounds.values()]
+    want = [t for recs in rounds.values() for r in recs if r.group in firsts for t in r.turns]
+    assert len(rounds) == 2 and {r.group for r in batch.records} == set(firsts)
+    assert list(batch.turns) == want  # both rounds' turns, every sibling's, in order
+    assert [t.index for t in batch.turns] == list(range(len(want)))
+    assert all(t in batch.records[t.episode].turns for t in batch.turns)
+    assert batch.rewards == tuple(t.reward for t in want) and all(batch.informative)
+    assert dict(batch.role_turns) == {r: sum(t.role == r for t in want) for r in batch.role_turns}
+    assert dict(batch.flagged) == {
+        r: sum(t.role == r and bool(t.flags) for t in want) for r in batch.role_turns
+    }
+    assert m["flag_rate"] == {r: batch.flagged[r] / batch.role_turns[r] for r in batch.role_turns}
+    # frozen: no field can be reassigned, and what it holds cannot be changed in place
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.turns = ()  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.rewards = batch.rewards  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        batch.rewards[0] = 5.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        batch.flagged["solver"] = 0  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        batch.truncated.add(0)  # type: ignore[attr-defined]
+    want[0].reward = 5.0  # a turn edited after the batch was built: the batch is unchanged
+    assert batch.rewards[0] != 5.0
+
+
 def test_ppo_returns_carry_each_turns_own_reward(tiny_model, tmp_path):
     """An agent's turns trained on different rewards (a cut turn pays the overlong penalty):
     with a fresh (zero) critic, gamma = lambda = 1, each turn's return is its own reward."""
-    from flowzoo.agents.train import advantage
+    from flowzoo.agents.train.batch import Batch
 
     cfg = _cfg(tiny_model, tmp_path, algo="ppo", gae_lambda=1.0)
     tr = Trainer(cfg, progress=False)
@@ -67,11 +126,9 @@ def test_ppo_returns_carry_each_turns_own_reward(tiny_model, tmp_path):
                 t.agent, t.turn = "solver_0", 1
             t.reward = 1.0 - 0.25 * t.turn
     assert sum(t.turn > 0 and bool(t.completion_ids) for r in records for t in r.turns) > 0
-    turns = advantage.index_turns(records)
-    adv = tr.learner.algorithm.estimate(
-        cfg, records, turns, [t.reward for t in turns], tr.learner.critic
-    )
-    for t in turns:
+    batch = Batch.of(cfg, records)
+    adv = tr.learner.algorithm.advantages(cfg, batch, tr.learner.critic)
+    for t in batch.turns:
         if t.completion_ids:
             ret = adv.returns[t.index]
             assert torch.allclose(ret, torch.full_like(ret, t.reward)), (t.turn, t.reward)
@@ -105,12 +162,10 @@ def test_rloo_is_selected_by_name_and_trains(tiny_model, tmp_path):
         assert _changed(before, _snapshot(tr)) == {"shared"}
         tr.step += 1
     # the estimator's advantages are the leave-one-out ones of its task x role groups
-    from flowzoo.agents.train import advantage
     from flowzoo.agents.train.algorithms import rloo
+    from flowzoo.agents.train.batch import Batch
 
-    turns = advantage.index_turns(records)
-    rewards = [t.reward for t in turns]
-    adv = tr.learner.algorithm.estimate(cfg, records, turns, rewards, None)
-    keys = advantage.group_keys(cfg, records, turns)
-    assert adv.scalar == rloo.leave_one_out(keys, rewards)[0]
-    assert stats["groups"] == len(set(keys))
+    batch = Batch.of(cfg, records)
+    adv = tr.learner.algorithm.advantages(cfg, batch, None)
+    assert adv.scalar == rloo.leave_one_out(batch.groups, batch.rewards)[0]
+    assert stats["groups"] == len(set(batch.groups))

@@ -9,8 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flowzoo.agents.train import advantage
-from flowzoo.agents.train.algorithms.grpo import GroupKey, informative
+from flowzoo.agents.train.batch import Batch, GroupKey, informative
 from flowzoo.agents.train.evaluate import evaluate_env, single_policy
 from flowzoo.agents.train.trainer import TrainConfig, Trainer
 from tests.agents.train.test_training import _cfg, _varied_rewards
@@ -158,10 +157,8 @@ def test_sampled_evaluation_counts_per_problem_and_is_reproducible(tiny_policy):
 def test_group_keys_follow_the_config(tiny_model, tmp_path):
     tr = Trainer(_cfg(tiny_model, tmp_path, group_by="task_role"), progress=False)
     records = tr._rollout(0)
-    turns = advantage.index_turns(records)
-    keys = advantage.group_keys(tr.cfg, records, turns)
     # 2 problems x 2 roles
-    assert len(set(keys)) == 4
+    assert len(set(Batch.of(tr.cfg, records).groups)) == 4
 
 
 def test_every_env_has_what_the_rollout_relies_on():
@@ -182,11 +179,11 @@ def test_the_algorithm_is_chosen_once_from_the_config():
     assert set(ALGORITHMS) == set(ALGOS)
     ppo, grpo = algorithm_for(TrainConfig(algo="ppo")), algorithm_for(TrainConfig())
     assert ppo.critic and not grpo.critic and grpo.name == "grpo"
-    # the objective reads the role's clip range: a ratio of 2 with a positive advantage is
+    # the loss reads the role's clip range: a ratio of 2 with a positive advantage is
     # clipped at 1 + clip_high, so the loss is -(1.28) per token under the study's clip
     cfg = TrainConfig(clip_high=0.28)
     new, old, adv = torch.log(torch.full((3,), 2.0)), torch.zeros(3), torch.ones(3)
-    loss, clipped = grpo.objective(cfg, "solver", new, old, adv, None)
+    loss, clipped = grpo.loss(cfg, "solver", new, old, adv, None)
     assert torch.allclose(loss, torch.full((3,), -1.28)) and clipped.tolist() == [1.0] * 3
     with pytest.raises(ValueError, match="critic"):
-        ppo.objective(cfg, "solver", new, old, adv, None)
+        ppo.loss(cfg, "solver", new, old, adv, None)

@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")  # these tests train: they skip cleanly wit
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.recipe import SCALES
 from flowzoo.agents.models.tiny import build_model, parameter_count
-from flowzoo.agents.train.algorithms.grpo import GroupKey, advantages
+from flowzoo.agents.train.algorithms.grpo import group_relative
+from flowzoo.agents.train.batch import GroupKey
 from flowzoo.agents.train.diagnostics import CoherenceDamper, role_gradient_stats
 from flowzoo.agents.train.evaluate import evaluate_env, single_policy
 from flowzoo.agents.train.losses import aggregate
@@ -141,15 +142,15 @@ def test_grpo_groups_singletons_and_norms():
     keys = [GroupKey("t1", agent="solver_0", turn=0)] * 3 + [
         GroupKey("t2", agent="solver_0", turn=0)
     ]
-    adv, st = advantages(keys, [1.0, 0.0, 0.0, 1.0])
+    adv, st = group_relative(keys, [1.0, 0.0, 0.0, 1.0])
     assert st.groups == 2 and st.singleton_groups == 1
     assert adv[3] == 0.0  # a size-1 group never gets its raw reward
     assert adv[0] > 0 > adv[1] and math.isclose(sum(adv[:3]), 0.0, abs_tol=1e-9)
-    flat, _ = advantages(keys[:3], [1.0, 1.0, 1.0])
+    flat, _ = group_relative(keys[:3], [1.0, 1.0, 1.0])
     assert flat == [0.0, 0.0, 0.0]
-    raw, _ = advantages(keys[:3], [1.0, 0.0, 0.0], std_norm=False)
+    raw, _ = group_relative(keys[:3], [1.0, 0.0, 0.0], std_norm=False)
     assert math.isclose(raw[0], 2 / 3, rel_tol=1e-6)
-    pr, _ = advantages(keys[:3], [1.0, 0.0, 0.0], norm="per-role", roles=["solver"] * 3)
+    pr, _ = group_relative(keys[:3], [1.0, 0.0, 0.0], norm="per-role", roles=["solver"] * 3)
     assert math.isclose(pr[0], adv[0], rel_tol=1e-5)
     assert GroupKey.of("task", "t", "solver", "solver_1", 0) == GroupKey.of(
         "task", "t", "aggregator", "aggregator", 1

@@ -1,11 +1,17 @@
 """GRPO: group-relative advantages (reward minus its group's mean, over a std) and the
-clipped token objective.
+clipped token loss.
 
-Groups are explicit: a :class:`~flowzoo.agents.train.advantage.GroupKey` names what must match for
-two turns to be compared (the study keys by task x role: its trajectories are named by role,
-so a role's turns and its same-role agents share one group). One function,
-:func:`advantages`, turns keys and rewards into advantages. A key seen once (a size-1 group)
-gets advantage 0 and is counted, never its raw reward — a silent failure in some peers.
+One GRPO update follows three files: :mod:`~flowzoo.agents.train.trainer` (the loop: rollout,
+then one :class:`~flowzoo.agents.train.batch.Batch`), :mod:`~flowzoo.agents.train.learner` (the
+update: advantages, mini-batches, loss, KL anchor, optimizer step) and this one, which says
+what GRPO is: :func:`advantages` over the batch's groups and the clipped surrogate as its loss.
+Two modules every algorithm shares fill in the rest: :mod:`~flowzoo.agents.train.batch` (how
+groups are keyed, which have reward variance) and :mod:`~flowzoo.agents.train.losses` (the
+clipped surrogate, the k3 KL and the aggregation formulas).
+
+Groups are explicit: the batch names each turn's (``cfg.group_by``: the study keys by task x
+role, so a role's turns and its same-role agents share one group). A group seen once (a size-1
+group) gets advantage 0 and is counted, never its raw reward — a silent failure in some peers.
 """
 
 from __future__ import annotations
@@ -17,16 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from flowzoo.agents.train.advantage import (
-    Advantages,
-    Critic,
-    GroupKey,
-    drop_uninformative,
-    group_keys,
-    informative,
-)
-from flowzoo.agents.train.algorithms.base import Algorithm
-from flowzoo.agents.train.rollout import EpisodeRecord, TurnRecord
+from flowzoo.agents.train import losses
+from flowzoo.agents.train.algorithms.base import Algorithm, Critic
+from flowzoo.agents.train.batch import Advantages, Batch
 from flowzoo.config import ADV_NORMS, TrainConfig
 
 
@@ -37,7 +36,7 @@ class AdvantageStats:
     zero_std_groups: int = 0
 
 
-def advantages(
+def group_relative(
     keys: Sequence[Hashable],
     rewards: Sequence[float],
     std_norm: bool = True,
@@ -96,22 +95,18 @@ def advantages(
     return adv.tolist(), stats
 
 
-def estimate(
-    cfg: TrainConfig,
-    records: list[EpisodeRecord],
-    turns: list[TurnRecord],
-    rewards: list[float],
-    critic: Critic | None = None,
-) -> Advantages:
-    """Group-relative advantages; the group of a turn is named by ``cfg.group_by`` (no critic)."""
-    keys = group_keys(cfg, records, turns)
-    adv, stats = advantages(keys, rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in turns])
+def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None = None) -> Advantages:
+    """Group-relative advantages over the batch's groups (no critic); with ``filter_groups``
+    the turns of groups without reward variance add no loss."""
+    adv, stats = group_relative(
+        batch.groups, batch.rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in batch.turns]
+    )
     out = Advantages(scalar=list(adv), stats=dataclasses.asdict(stats))
     if cfg.filter_groups:
-        drop_uninformative(out, keys, turns, rewards)
+        out.drop_uninformative(batch)
     return out
 
 
-ALGORITHM = Algorithm("grpo", estimate)
+ALGORITHM = Algorithm("grpo", advantages, losses.policy_loss)
 
-__all__ = ["ALGORITHM", "AdvantageStats", "GroupKey", "advantages", "estimate", "informative"]
+__all__ = ["ALGORITHM", "AdvantageStats", "advantages", "group_relative"]

@@ -14,16 +14,23 @@ from collections.abc import Sequence
 import torch
 
 from flowzoo.agents.train import losses
-from flowzoo.agents.train.advantage import Advantages, Critic
-from flowzoo.agents.train.algorithms.base import (
-    Algorithm,
-    ValueHead,
-    ValueTerms,
-    model_outputs,
-    policy_loss,
-)
-from flowzoo.agents.train.rollout import EpisodeRecord, TurnRecord
+from flowzoo.agents.train.algorithms.base import Algorithm, Critic, ValueTerms, model_outputs
+from flowzoo.agents.train.batch import Advantages, Batch
+from flowzoo.agents.train.rollout import TurnRecord
 from flowzoo.config import TrainConfig
+
+
+class ValueHead(torch.nn.Module):
+    """A scalar value per position from the last hidden state (zero-initialised)."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(hidden_size, 1)
+        torch.nn.init.zeros_(self.proj.weight)
+        torch.nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.proj(hidden.float()).squeeze(-1)
 
 
 def gae(
@@ -64,27 +71,21 @@ def gae(
     return list(torch.split(adv, lengths)), list(torch.split(ret, lengths))
 
 
-def estimate(
-    cfg: TrainConfig,
-    records: list[EpisodeRecord],
-    turns: list[TurnRecord],
-    rewards: list[float],
-    critic: Critic | None,
-) -> Advantages:
-    """GAE over each agent's turns with its policy's critic, normalised per policy."""
+def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advantages:
+    """GAE over each agent's turns in each episode of the batch, with its policy's critic,
+    normalised per policy."""
     if critic is None:
         raise ValueError("PPO's estimator needs a critic")
     router, heads = critic.router, critic.heads
-    n = len(turns)
+    n = len(batch.turns)
     out = Advantages(token=[None] * n, returns=[None] * n, old_values=[None] * n)
     for name in router.names:
         pol = router.prepare_update(name)
         head = heads[name]
         trajs: dict[tuple[int, str], list[TurnRecord]] = defaultdict(list)
-        for r in records:
-            for t in r.turns:
-                if t.policy == name:
-                    trajs[(r.index, t.agent)].append(t)
+        for t in batch.turns:
+            if t.policy == name:
+                trajs[(t.episode, t.agent)].append(t)
         flat = [t for ts in trajs.values() for t in ts if t.completion_ids]
         values: dict[int, torch.Tensor] = {}
         with torch.no_grad():
@@ -106,7 +107,7 @@ def estimate(
                 continue
             a, ret = gae(  # each turn's own reward, not only the last turn's
                 [values[t.index] for t in ts],
-                [rewards[t.index] for t in ts],
+                [batch.rewards[t.index] for t in ts],
                 cfg.gamma,
                 cfg.gae_lambda,
             )
@@ -124,7 +125,7 @@ def estimate(
     return out
 
 
-def objective(
+def loss(
     cfg: TrainConfig,
     role: str,
     new_lp: torch.Tensor,
@@ -133,13 +134,13 @@ def objective(
     values: ValueTerms | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The clipped objective plus ``vf_coef`` x the clipped value loss."""
-    loss, clipped = policy_loss(cfg, role, new_lp, old_lp, adv, values)
+    pl, clipped = losses.policy_loss(cfg, role, new_lp, old_lp, adv, values)
     if values is None:
         raise ValueError("the PPO objective needs the critic's values")
     new_v, old_v, ret = values
-    return loss + cfg.vf_coef * losses.value_loss(new_v, old_v, ret, cfg.value_clip), clipped
+    return pl + cfg.vf_coef * losses.value_loss(new_v, old_v, ret, cfg.value_clip), clipped
 
 
-ALGORITHM = Algorithm("ppo", estimate, objective, value_head=ValueHead)
+ALGORITHM = Algorithm("ppo", advantages, loss, value_head=ValueHead)
 
-__all__ = ["ALGORITHM", "ValueHead", "estimate", "gae", "objective"]
+__all__ = ["ALGORITHM", "ValueHead", "advantages", "gae", "loss"]

@@ -4,7 +4,7 @@ the *other* members of its group; no std normalisation, no critic.
 Why it is here: the baseline excludes the turn itself, so it is unbiased for any group size
 (GRPO's mean includes the turn; its std rescales easy and hard problems alike). Groups are
 the ones GRPO uses (``cfg.group_by``); a one-member group has no one to leave out and gets 0.
-The loss is the shared clipped surrogate (:func:`~flowzoo.agents.train.algorithms.base.policy_loss`).
+The loss is the shared clipped surrogate (:func:`~flowzoo.agents.train.losses.policy_loss`).
 This file, plus ``"rloo"`` in :data:`flowzoo.config.ALGOS`, is the whole algorithm.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
-from flowzoo.agents.train.advantage import Advantages, Critic, drop_uninformative, group_keys
-from flowzoo.agents.train.algorithms.base import Algorithm
-from flowzoo.agents.train.rollout import EpisodeRecord, TurnRecord
+from flowzoo.agents.train import losses
+from flowzoo.agents.train.algorithms.base import Algorithm, Critic
+from flowzoo.agents.train.batch import Advantages, Batch
 from flowzoo.config import TrainConfig
 
 
@@ -41,22 +41,15 @@ def leave_one_out(
     return adv, stats
 
 
-def estimate(
-    cfg: TrainConfig,
-    records: list[EpisodeRecord],
-    turns: list[TurnRecord],
-    rewards: list[float],
-    critic: Critic | None = None,
-) -> Advantages:
-    """Leave-one-out advantages within each ``cfg.group_by`` group (no critic)."""
-    keys = group_keys(cfg, records, turns)
-    adv, stats = leave_one_out(keys, rewards)
+def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None = None) -> Advantages:
+    """Leave-one-out advantages within the batch's groups (no critic)."""
+    adv, stats = leave_one_out(batch.groups, batch.rewards)
     out = Advantages(scalar=adv, stats=stats)
     if cfg.filter_groups:
-        drop_uninformative(out, keys, turns, rewards)
+        out.drop_uninformative(batch)
     return out
 
 
-ALGORITHM = Algorithm("rloo", estimate)
+ALGORITHM = Algorithm("rloo", advantages, losses.policy_loss)
 
-__all__ = ["ALGORITHM", "estimate", "leave_one_out"]
+__all__ = ["ALGORITHM", "advantages", "leave_one_out"]
