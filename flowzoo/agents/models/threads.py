@@ -3,7 +3,8 @@
 Why: torch and BLAS default to every core of the machine, not the ones a process may run
 on. On a shared machine, in a container (a cgroup CPU quota) or under ``taskset``, that
 oversubscribes the cores and every thread waits on the others. The count here is the
-smaller of the CPU affinity and the cgroup quota; ``OMP_NUM_THREADS`` (set by a sweep, one
+smaller of the CPU affinity and the cgroup quota, less the cores other work keeps busy when
+the run starts (fixed for the run; a resume reuses it); ``OMP_NUM_THREADS`` (set by a sweep, one
 thread per run, or by the user) and the ``threads`` setting override it. Torch-free at
 import, so the CLI and the sweep read it without torch; in ``models/`` so that both the
 training side and the model builds (which never import the training loop) use this one.
@@ -105,11 +106,63 @@ def usable_cores(
     return max(1, n)
 
 
+#: how long :func:`busy_elsewhere` watches the CPUs before a run picks its threads
+WATCH_S = 0.3
+PROC_STAT = Path("/proc/stat")
+
+
+def _cpu_ticks(stat: Path) -> dict[int, tuple[int, int]]:
+    """Per CPU of ``/proc/stat``: (busy ticks, all ticks); iowait counts as idle."""
+    out = {}
+    for line in (_read(stat) or "").splitlines():
+        name, *vals = line.split()
+        if not (name.startswith("cpu") and name[3:].isdigit()) or len(vals) < 4:
+            continue
+        v = [int(x) for x in vals[:8]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        out[int(name[3:])] = (sum(v) - idle, sum(v))
+    return out
+
+
+def busy_elsewhere(
+    cpus: Collection[int] | None = None, seconds: float = WATCH_S, stat: Path = PROC_STAT
+) -> float:
+    """How many of ``cpus`` (default: this process's affinity) other work kept busy over the
+    next ``seconds`` (this process sleeps meanwhile): the sum of their busy shares. 0.0
+    where ``/proc/stat`` cannot be read (not Linux)."""
+    import time
+
+    if cpus is None:
+        try:
+            cpus = os.sched_getaffinity(0)
+        except (AttributeError, OSError):
+            return 0.0
+    before = _cpu_ticks(stat)
+    time.sleep(seconds)
+    after = _cpu_ticks(stat)
+    busy = 0.0
+    for c in cpus:
+        if c in before and c in after:
+            d_busy, d_all = (after[c][0] - before[c][0]), (after[c][1] - before[c][1])
+            busy += d_busy / d_all if d_all > 0 else 0.0
+    return busy
+
+
 def pick_threads(
-    requested: int = 0, environ: Mapping[str, str] | None = None, cores: int | None = None
+    requested: int = 0,
+    environ: Mapping[str, str] | None = None,
+    cores: int | None = None,
+    busy: float | None = None,
 ) -> tuple[int, str]:
     """(threads, why): ``requested`` when > 0, else a valid ``OMP_NUM_THREADS``, else the
-    usable cores (``cores``, or :func:`usable_cores`)."""
+    usable cores (``cores``, or :func:`usable_cores`) less those other work keeps busy
+    (``busy``, or :func:`busy_elsewhere`), at least 1.
+
+    Why less the busy ones: torch's threads meet at a barrier after every operation, so a
+    thread that shares its core with another process holds all the others up; on a 2-core
+    machine beside two busy processes a 2-thread run took 4.5x its idle time. The count is
+    fixed for the run (a resume reuses it: :func:`restore`): results depend on it in the
+    last bits, so ``--threads`` (or ``OMP_NUM_THREADS``) pins it across machines and loads."""
     if requested < 0:
         raise ValueError(f"threads must be >= 0 (0: the usable cores), got {requested}")
     if requested > 0:
@@ -119,19 +172,52 @@ def pick_threads(
     if omp.isdigit() and int(omp) > 0:
         return int(omp), "OMP_NUM_THREADS"
     n = usable_cores() if cores is None else cores
-    return n, "usable cores (CPU affinity and cgroup quota)"
+    why = "usable cores (CPU affinity and cgroup quota)"
+    if n == 1:
+        return 1, why
+    load = busy_elsewhere() if busy is None else busy
+    free = max(1, min(n, math.floor(n - load + 0.5)))
+    if free < n:
+        return free, f"{n} usable cores, {load:.1f} of them busy with other work"
+    return n, why
+
+
+def automatic(requested: int = 0, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether :func:`pick_threads` chooses the count itself (no setting, no valid
+    ``OMP_NUM_THREADS``): only then may a resume restore the count the run started with."""
+    env = os.environ if environ is None else environ
+    omp = env.get("OMP_NUM_THREADS", "").strip()
+    return requested == 0 and not (omp.isdigit() and int(omp) > 0)
 
 
 _announced: int | None = None
+#: this process's automatic pick, (threads, why)
+_auto: tuple[int, str] | None = None
 
 
 def apply_threads(requested: int = 0, announce: bool = True) -> int:
     """Set torch's thread count from :func:`pick_threads` before any parallel work, and say
-    it once (a second call with the same count stays quiet); returns the count."""
+    it once (a second call with the same count stays quiet); returns the count. The
+    automatic pick is made once per process (the CLI and the trainer both ask)."""
+    global _auto
+    if automatic(requested) and _auto is not None:
+        return _set(*_auto, announce)
+    n, why = pick_threads(requested)
+    if automatic(requested):
+        _auto = (n, why)
+    return _set(n, why, announce)
+
+
+def restore(n: int, announce: bool = True) -> int:
+    """A resumed run's thread count: the one it started with (results depend on it in the
+    last bits, so a resumed run continues exactly only with the same count)."""
+    return _set(int(n), "the count this run started with", announce)
+
+
+def _set(n: int, why: str, announce: bool) -> int:
     global _announced
     import torch
 
-    n, why = pick_threads(requested)
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     if announce and _announced != n:

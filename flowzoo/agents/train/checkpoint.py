@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from flowzoo.agents.models import threads
 from flowzoo.agents.train import distributed, runlog
 
 #: what every checkpoint holds (checked before anything of it is used)
@@ -45,6 +46,8 @@ def save(tr, pending: dict | None = None) -> None:
         "eval_curve": tr.eval_curve,
         "torch_rng": torch.get_rng_state(),
         "pending": pending,
+        # results depend on the thread count in the last bits: a resume reuses it
+        "threads": torch.get_num_threads(),
     }
     runlog.atomic_write(tr.ckpt_path, lambda f: torch.save(state, f))
 
@@ -89,6 +92,8 @@ def load(tr) -> tuple[bool, dict | None]:
         raise ValueError(
             f"{p} does not fit this run's model ({type(e).__name__}: {str(e)[:160]}); {RESTART}"
         ) from None
+    if state.get("threads") and threads.automatic(cfg.threads):  # else the user pinned it
+        threads.restore(state["threads"], announce=dist.main)
     tr.step = state["step"]
     tr.eval_curve = [tuple(x) for x in state["eval_curve"]]
     return True, state.get("pending")

@@ -25,6 +25,7 @@ import random
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -113,7 +114,7 @@ class Trainer:
         }
         #: each role's rollout temperature (evaluation samples every role at eval_temp)
         self.temperatures = {r: float(cfg.for_role(r, "temperature")) for r in self.roles}
-        self.agents_per_role = defaultdict(int)
+        self.agents_per_role: defaultdict[str, int] = defaultdict(int)
         for a in probe.possible_agents:
             self.agents_per_role[probe.role_of(a)] += 1
         self._build_policies(probe)  # the router, sharded (FSDP), its generation backend
@@ -214,6 +215,7 @@ class Trainer:
                 )
                 summary["no_signal_steps"] = self.no_signal_steps
                 summary["resumed_at"] = resumed_at  # wall_s is this session's, from that step
+                summary["threads"] = torch.get_num_threads()  # results depend on it
                 wf = self.envs[0].workflow  # the analysis reads the workflow's readings from here
                 summary["readings"] = wf.readings.record(wf.parallel_roles)
                 if self.router.frozen:  # played, never trained, not in the gradient diagnostics
@@ -280,7 +282,7 @@ class Trainer:
         at = lambda what: f"eval step {step} ({what})" if self.progress else ""  # noqa: E731
         if self._bar is not None:  # the training bar says why it waits
             self._bar.set_postfix_str(f"evaluating at step {self.step}")
-        common = dict(
+        common: dict[str, Any] = dict(
             progress_file=self.console,
             n_episodes=cfg.eval_episodes,
             max_new_tokens=self.token_limits,

@@ -8,7 +8,13 @@ import sys
 
 import pytest
 
-from flowzoo.agents.models.threads import cgroup_cpu_limit, pick_threads, usable_cores
+from flowzoo.agents.models.threads import (
+    automatic,
+    busy_elsewhere,
+    cgroup_cpu_limit,
+    pick_threads,
+    usable_cores,
+)
 
 
 def _v2(tmp_path, cpu_max: str, rel: str = "") -> tuple:
@@ -62,8 +68,8 @@ def test_a_v1_quota_is_read(tmp_path):
 def test_the_setting_wins_then_omp_num_threads_then_the_cores():
     assert pick_threads(3, {"OMP_NUM_THREADS": "1"}, cores=8)[0] == 3
     assert pick_threads(0, {"OMP_NUM_THREADS": "1"}, cores=8) == (1, "OMP_NUM_THREADS")
-    assert pick_threads(0, {"OMP_NUM_THREADS": "junk"}, cores=8)[0] == 8
-    assert pick_threads(0, {}, cores=8)[0] == 8
+    assert pick_threads(0, {"OMP_NUM_THREADS": "junk"}, cores=8, busy=0.0)[0] == 8
+    assert pick_threads(0, {}, cores=8, busy=0.0)[0] == 8
     with pytest.raises(ValueError, match="threads must be >= 0.*-2"):
         pick_threads(-2, {}, cores=8)
 
@@ -89,3 +95,48 @@ def test_torch_takes_the_count_and_says_it_once():
     assert r.stdout.strip() == "2"  # the setting over OMP_NUM_THREADS=1
     said = [x for x in r.stderr.splitlines() if "CPU thread" in x]
     assert said == ["flowzoo: 2 CPU thread(s) for torch (threads setting; --threads sets it)"]
+
+
+def test_cores_busy_with_other_work_are_left_to_it():
+    """Automatic picks leave the cores other work keeps busy (at least one thread); a setting
+    or OMP_NUM_THREADS is taken as given whatever the load."""
+    assert pick_threads(0, {}, cores=2, busy=2.0) == (
+        1,
+        "2 usable cores, 2.0 of them busy with other work",
+    )
+    assert pick_threads(0, {}, cores=8, busy=2.6)[0] == 5
+    assert pick_threads(0, {}, cores=8, busy=0.4)[0] == 8
+    assert pick_threads(0, {}, cores=2, busy=0.7)[0] == 1
+    assert pick_threads(2, {}, cores=2, busy=2.0)[0] == 2
+    assert pick_threads(0, {"OMP_NUM_THREADS": "2"}, cores=2, busy=2.0)[0] == 2
+    assert automatic(0, {}) and not automatic(3, {}) and not automatic(0, {"OMP_NUM_THREADS": "2"})
+
+
+def test_a_busy_core_is_seen_busy():
+    """A real busy loop pinned to one of this process's cores: that core reads (nearly) fully
+    busy, whatever else shares it; /proc/stat's format is parsed, not assumed."""
+    cpu = min(os.sched_getaffinity(0))
+    loop = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(loop.pid, {cpu})
+        import time
+
+        time.sleep(0.2)
+        assert busy_elsewhere([cpu], seconds=0.5) > 0.8
+    finally:
+        loop.kill()
+        loop.wait()
+
+
+def test_proc_stat_lines_are_read_per_cpu(tmp_path):
+    from flowzoo.agents.models.threads import _cpu_ticks
+
+    stat = tmp_path / "stat"
+    stat.write_text(
+        "cpu  10 0 10 80 0 0 0 0 0 0\n"
+        "cpu0 5 0 5 40 10 0 0 0 0 0\n"
+        "cpu1 30 2 8 60 0 0 0 0\n"
+        "intr 1 2 3\n"
+    )
+    assert _cpu_ticks(stat) == {0: (10, 60), 1: (40, 100)}
+    assert busy_elsewhere([0, 1, 7], seconds=0.0, stat=stat) == 0.0  # nothing moved

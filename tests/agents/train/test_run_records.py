@@ -382,3 +382,25 @@ def test_a_separate_held_out_file_is_measured_and_cut_to_what_is_held_out(tiny_m
     assert "eval_dataset" in h["source"] and "whole file" in h["source"]
     assert h["overlap"]["any"] == 1 and h["dropped_as_overlapping"] == 1 and h["problems"] == 2
     assert s["eval"]["problems"] == 2
+
+
+def test_a_resume_restores_the_thread_count_the_run_started_with(tiny_model, tmp_path, monkeypatch):
+    """Results depend on torch's thread count in the last bits: a run whose count was picked
+    automatically (from the load when it started) resumes with that count, whatever the load
+    picks now; a count the user pinned is left as pinned."""
+    from flowzoo.agents.models import threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    out = tmp_path / "r"
+    try:
+        monkeypatch.setattr(threads, "_auto", (1, "the test's start"))
+        s = Trainer(_cfg(tiny_model, out, steps=1), progress=False).train()
+        assert s["threads"] == 1 == torch.get_num_threads()
+        monkeypatch.setattr(threads, "_auto", (2, "the test's resume"))
+        s = Trainer(_cfg(tiny_model, out, steps=2), progress=False).train()
+        assert s["resumed"] and s["threads"] == 1 == torch.get_num_threads()
+        s = Trainer(_cfg(tiny_model, out, steps=3, threads=2), progress=False).train()
+        assert s["resumed"] and s["threads"] == 2 == torch.get_num_threads()  # pinned
+    finally:
+        torch.set_num_threads(before)
