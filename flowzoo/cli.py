@@ -241,6 +241,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     # SIGTERM (kill, a job scheduler) stops the server too: it runs in a session of its own
     signal.signal(signal.SIGTERM, _stop)
+    assert srv.proc is not None  # start() returned: the server runs
     try:
         srv.proc.wait()
     except KeyboardInterrupt:

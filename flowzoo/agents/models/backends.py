@@ -117,6 +117,7 @@ class VLLMEngine:
         proc = self._proc
         if proc is None:
             raise BackendUnavailable("the vLLM engine was closed")
+        assert proc.stdin is not None and proc.stdout is not None  # opened with PIPE
         try:
             proc.stdin.write(json.dumps(req) + "\n")
             proc.stdin.flush()
@@ -176,6 +177,7 @@ class VLLMEngine:
         """Stop the engine and remove its files (idempotent)."""
         if self._proc is not None:
             try:
+                assert self._proc.stdin is not None  # opened with PIPE
                 self._proc.stdin.close()
                 self._proc.wait(30)
             except (OSError, subprocess.TimeoutExpired):

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from flowzoo.agents.models.recipe import PretrainConfig
@@ -84,7 +84,11 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
             keep = (
                 range(len(log))
                 if i < per_env[env_id]
-                else [j for j in sorted(pol.contested) if log[j].role in cfg.drill_roles]
+                else [
+                    j
+                    for j in sorted(cast(BehaviourPolicy, pol).contested)  # drills: math only
+                    if log[j].role in cfg.drill_roles
+                ]
             )
             rows.extend((env_id, log[j].prompt, targets.get(j, log[j].action)) for j in keep)
             bar.update()
@@ -104,8 +108,8 @@ def drill_episodes(cfg: PretrainConfig, env, family: str) -> int:
 def episodes_of(cfg: PretrainConfig, env_id: str) -> int:
     """Episodes of ``env_id`` in the corpus (code envs may have fewer: the math testbed is
     where the step facts must be reliable, and code rows are the longest of the corpus)."""
-    code = env_id.endswith("-code") and cfg.code_episodes_per_env is not None
-    return cfg.code_episodes_per_env if code else cfg.episodes_per_env
+    code = cfg.code_episodes_per_env
+    return code if env_id.endswith("-code") and code is not None else cfg.episodes_per_env
 
 
 #: operands of the step facts a math chain can meet: a running value from -9 (2 * 2 - 9 - 4

@@ -51,7 +51,8 @@ class EndpointError(RuntimeError):
 def _read_bounded(resp, deadline: float) -> bytes:
     """The body, read in chunks against a total deadline and a size cap: the socket timeout
     alone bounds each read, so a server dripping bytes could hold a turn for ever."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         if time.monotonic() > deadline:
             raise TimeoutError("the answer took longer than the timeout to arrive")
@@ -93,6 +94,8 @@ def http_post(url: str, data: bytes, headers: dict, timeout_s: float) -> tuple[i
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("the answer took longer than the timeout to arrive")
+        if not u.hostname:  # http.client would fail deep inside with a TypeError
+            raise ValueError(f"no host in endpoint URL {url!r}")
         conn = cls(u.hostname, u.port, timeout=left)
         watchdog = threading.Timer(left, _shut, args=(conn,))
         watchdog.daemon = True
@@ -154,10 +157,11 @@ class EndpointSpec:
                 f"{', '.join(s + ':<base url>#<model>' for s in SCHEMES)}"
             )
         url, _, model = rest.partition("#")
-        if not url.startswith(("http://", "https://")) or not model:
+        ok = url.startswith(("http://", "https://")) and urllib.parse.urlsplit(url).hostname
+        if not ok or not model:
             raise ValueError(
-                f"bad endpoint spec {spec!r}: need an http(s) base URL and a model name "
-                f"after '#', e.g. openai:http://127.0.0.1:8000/v1#Qwen3-0.6B"
+                f"bad endpoint spec {spec!r}: need an http(s) base URL with a host and a model "
+                f"name after '#', e.g. openai:http://127.0.0.1:8000/v1#Qwen3-0.6B"
             )
         return cls(url.rstrip("/"), model, SCHEMES[scheme])
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -167,7 +168,7 @@ class LoraParams:
 
     def prepare_update(self, name: str) -> Policy:
         """Activate ``name``'s adapter with only its parameters requiring grad."""
-        pol = self.policies[name]
+        pol = cast(AdapterPolicy, self.policies[name])  # every policy here is one
         pol.activate()
         for n, p in self.peft.named_parameters():
             p.requires_grad_(_is_adapter_of(n, name))
@@ -186,7 +187,7 @@ class LoraParams:
         if not write:
             return
         for name in self.policies:
-            self.peft.save_pretrained(out / "adapters", selected_adapters=[name])
+            self.peft.save_pretrained(str(out / "adapters"), selected_adapters=[name])
         next(iter(self.policies.values())).tokenizer.save_pretrained(out / "adapters")
 
 

@@ -11,9 +11,13 @@ workflow's scripted expert, or a frozen local model. The spec strings here are t
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from flowzoo.agents.models.endpoint import EndpointPolicy, is_endpoint_spec
 from flowzoo.agents.models.policy import Generation
+
+if TYPE_CHECKING:
+    from flowzoo.envs.core import WorkflowEnv
 
 
 class ScriptedRole:
@@ -34,7 +38,7 @@ class ScriptedRole:
     def __repr__(self) -> str:
         return f"ScriptedRole(error_rate={self.error_rate})"
 
-    def act(self, pairs: list[tuple[object, str]]) -> list[Generation]:
+    def act(self, pairs: list[tuple[WorkflowEnv, str]]) -> list[Generation]:
         """One expert action per ``(env, agent)``."""
         return [Generation([], [], [], self.expert(env, agent), True) for env, agent in pairs]
 

@@ -11,12 +11,16 @@ import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
 
 from flowzoo.agents.models.fastlm import fast_lm
 from flowzoo.agents.models.sampler import sample
+
+if TYPE_CHECKING:
+    from flowzoo.agents.models.backends import VLLMBackend, VLLMLoraBackend
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -71,6 +75,9 @@ def _is_local_model_dir(path: str | os.PathLike) -> bool:
 class Policy:
     """A causal LM + tokenizer from a local path (exactly as a real checkpoint loads)."""
 
+    #: a fixed player, never trained (set on frozen local models: ``players.frozen_player``)
+    frozen: bool
+
     def __init__(
         self,
         path: str | os.PathLike,
@@ -93,14 +100,17 @@ class Policy:
                 f"no model at {path!r}: flowzoo loads local checkpoints only (a dir with config.json)"
             )
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.path)
-        self.model = model or AutoModelForCausalLM.from_pretrained(
-            self.path, dtype=dtype or torch.float32
+        #: a transformers causal LM, or a PEFT model wrapping one (``params.LoraParams``): Any
+        #: (transformers types ``PreTrainedModel.to`` wrongly: ``@wraps(Module.to)``)
+        self.model: Any = cast(
+            Any,
+            model or AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype or torch.float32),
         )
         self.model.to(self.device)
         #: bf16: forward passes autocast to bfloat16 (weights and optimizer stay fp32)
         self.precision = precision
         #: a generation backend (``flowzoo.agents.models.backends``); None: this class's own sampler
-        self.backend = None
+        self.backend: VLLMBackend | VLLMLoraBackend | None = None
         #: sample and score with flowzoo's own forward where it applies (``fastlm``)
         self.fast = fast
         if grad_checkpointing:
@@ -137,7 +147,8 @@ class Policy:
         if self.use_chat_template:
             msgs = [{"role": "user", "content": prompt}]
             try:
-                out = tok.apply_chat_template(
+                # typed as ids or text; transformers 5 returns a BatchEncoding (see below)
+                out: Any = tok.apply_chat_template(
                     msgs, add_generation_prompt=True, tokenize=True, enable_thinking=False
                 )
             except TypeError:  # a template call without the thinking switch
@@ -156,7 +167,7 @@ class Policy:
         return head + ids[len(ids) - room + len(head) :]
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return cast(str, self.tokenizer.decode(ids, skip_special_tokens=True))  # one sequence
 
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
@@ -188,6 +199,7 @@ class Policy:
             self.model.train(was_training)
 
     def _from_backend(self, encoded, max_new_tokens, temperature, generator) -> list[Generation]:
+        assert self.backend is not None  # the caller checked
         out = []
         for ids, (comp, lps, fin) in zip(
             encoded,

@@ -41,9 +41,10 @@ class VLLMServer:
         extra_args: tuple[str, ...] = (),
         port: int | None = None,
     ) -> None:
-        self.python = python or vllm_python()
-        if self.python is None:
+        py = python or vllm_python()
+        if py is None:
             raise BackendUnavailable("no vLLM environment: set FLOWZOO_VLLM_PYTHON")
+        self.python: str = py
         self.model, self.name = str(model), name
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"

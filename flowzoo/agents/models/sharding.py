@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import cast
 
 import torch
 
@@ -29,7 +30,7 @@ def shard(model: torch.nn.Module) -> list[torch.nn.Module]:
     for u in units:
         u.set_gradient_divide_factor(1.0)
         u.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
-    return units
+    return cast("list[torch.nn.Module]", units)
 
 
 @contextlib.contextmanager
@@ -57,4 +58,5 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_model_state_dict(model, options=opts)
+    # full_state_dict=True: every value is a plain tensor
+    return cast("dict[str, torch.Tensor]", get_model_state_dict(model, options=opts))

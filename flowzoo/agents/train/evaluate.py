@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import torch
 
@@ -261,7 +261,8 @@ def model_policies(
     training) or an endpoint spec; ``role_models`` overrides single roles the same way."""
     from flowzoo.agents.models.players import frozen_player
 
-    env_id, env_options = None, {}
+    env_id: str | None = None
+    env_options: dict[str, Any] = {}
     if is_run_dir(model):
         env_id, env_options, base_for = run_policies(model)
     else:

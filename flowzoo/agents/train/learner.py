@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -174,7 +174,7 @@ class Learner:
                 n_updates += 1
                 self._one_update(name, pol, head, params, batch, adv, stats)
         # counts add up over the mini-batches (what the step trained on); the rest are means
-        out = {
+        out: dict[str, dict[str, Any]] = {
             "roles": {
                 r: {
                     k: v if k in ("tokens", "turns") else v / max(1, n_updates)
@@ -335,7 +335,7 @@ class Learner:
             cur = flat_grad(params)
             role_grads[role] = self.par.role_gradient(cur - prev)
             prev = cur
-        total = sum(role_grads.values()) if role_grads else prev
+        total = cast(torch.Tensor, sum(role_grads.values())) if role_grads else prev
         return role_grads, total, sums
 
     def _record_role_sums(self, sums: dict[str, dict[str, float]], stats) -> None:

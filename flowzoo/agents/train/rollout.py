@@ -208,7 +208,7 @@ def rollout(
                 pol_obj[name] = pol
                 key = (name, limit_for(max_new_tokens, role), temperature_for(temperature, role))
                 by_policy[key].append((i, agent, prompt))
-        made: dict[tuple[int, str], tuple[str, Any]] = {}
+        made: dict[tuple[int, str], tuple[str, Any, str]] = {}
         for (name, limit, temp), items in by_policy.items():
             gens = play(
                 pol_obj[name], [(envs[i], a, p) for i, a, p in items], limit, temp, generator
@@ -359,7 +359,7 @@ def tree_rollout(
             info = dict(infos.get(agent, {}))
             rec = EpisodeRecord(len(out), c.env_id, tid, tid, info=info)
             # the env's own reward for this agent (the env is the one place rewards are mixed)
-            got = final_rewards.get(k) if k in finals else {a: c.rewards[a] for a in c.agents}
+            got = final_rewards[k] if k in finals else {a: c.rewards[a] for a in c.agents}
             reward = float(got.get(agent, 0.0))
             rec.rewards = {agent: reward}
             t = TurnRecord.of(g, rec.index, agent, role, turn_idx, step, name)

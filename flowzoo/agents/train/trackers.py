@@ -40,6 +40,9 @@ class Tracker:
     #: its ``report_to`` name, the module it imports, the pip package that provides it
     name, module, package = "", "", ""
 
+    def __init__(self, out: Path, config: dict, run_name: str) -> None:
+        """Start the run (``out``: the run dir; ``config``: what it records)."""
+
     def log(self, scalars: dict[str, float], step: int) -> None:
         raise NotImplementedError
 

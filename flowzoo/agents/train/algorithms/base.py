@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -40,6 +40,14 @@ Loss = Callable[
 ]
 
 
+@overload
+def model_outputs(
+    policy, head: torch.nn.Module, prompt_ids, completion_ids, temperature: float
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]: ...
+@overload
+def model_outputs(
+    policy, head: None, prompt_ids, completion_ids, temperature: float
+) -> tuple[list[torch.Tensor], None]: ...
 def model_outputs(
     policy, head: torch.nn.Module | None, prompt_ids, completion_ids, temperature: float
 ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:

@@ -82,6 +82,7 @@ def group_relative(
             r, float(centred[valid].std(unbiased=False)) if valid.sum() > 1 else 1.0
         )
     else:
+        assert roles is not None  # per-role: checked above
         scale = torch.ones_like(r)
         for role in set(roles):
             sel = torch.tensor(

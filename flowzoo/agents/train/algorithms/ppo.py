@@ -61,7 +61,7 @@ def gae(
         if length:  # a turn without tokens has no position to carry its reward
             rewards[end] += float(r) - r_next
     adv = torch.zeros(n)
-    last = 0.0
+    last: torch.Tensor | float = 0.0
     for j in range(n - 1, -1, -1):
         nxt = v[j + 1] if j + 1 < n else 0.0
         delta = rewards[j] + gamma * nxt - v[j]
@@ -78,7 +78,9 @@ def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advanta
         raise ValueError("PPO's estimator needs a critic")
     router, heads = critic.router, critic.heads
     n = len(batch.turns)
-    out = Advantages(token=[None] * n, returns=[None] * n, old_values=[None] * n)
+    token: list[torch.Tensor | None] = [None] * n
+    returns: list[torch.Tensor | None] = [None] * n
+    old_values: list[torch.Tensor | None] = [None] * n
     for name in router.names:
         pol = router.prepare_update(name)
         head = heads[name]
@@ -100,7 +102,8 @@ def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advanta
                 )
                 for t, v in zip(mb, vs, strict=True):
                     values[t.index] = v.detach().cpu()
-        advs, mine = [], []
+        advs: list[torch.Tensor] = []
+        mine: list[tuple[int, torch.Tensor]] = []
         for ts in trajs.values():
             ts = [t for t in sorted(ts, key=lambda x: x.turn) if t.completion_ids]
             if not ts:
@@ -112,17 +115,18 @@ def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advanta
                 cfg.gae_lambda,
             )
             for t, ai, ri in zip(ts, a, ret, strict=True):
-                out.token[t.index] = ai.to(pol.device)
-                out.returns[t.index] = ri.to(pol.device)
-                out.old_values[t.index] = values[t.index].to(pol.device)
+                here = ai.to(pol.device)
+                token[t.index] = here
+                returns[t.index] = ri.to(pol.device)
+                old_values[t.index] = values[t.index].to(pol.device)
                 advs.append(ai)
-                mine.append(t.index)
+                mine.append((t.index, here))
         if advs:
             allv = torch.cat(advs)
             mu, sd = allv.mean(), allv.std(unbiased=False)
-            for i in mine:
-                out.token[i] = (out.token[i] - mu.to(out.token[i].device)) / (sd + 1e-6)
-    return out
+            for i, ti in mine:
+                token[i] = (ti - mu.to(ti.device)) / (sd + 1e-6)
+    return Advantages(token=token, returns=returns, old_values=old_values)
 
 
 def loss(
