@@ -102,10 +102,10 @@ class Policy:
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.path)
         #: a transformers causal LM, or a PEFT model wrapping one (``params.LoraParams``): Any
         #: (transformers types ``PreTrainedModel.to`` wrongly: ``@wraps(Module.to)``)
-        self.model: Any = cast(
-            Any,
-            model or AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype or torch.float32),
-        )
+        if model is None:
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype or torch.float32)
+            own_memory(model)
+        self.model: Any = cast(Any, model)
         self.model.to(self.device)
         #: bf16: forward passes autocast to bfloat16 (weights and optimizer stay fp32)
         self.precision = precision
@@ -358,3 +358,16 @@ class Policy:
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
+
+
+def own_memory(model: Any) -> None:
+    """Give every parameter and buffer of a freshly loaded model memory of its own.
+
+    Why: safetensors loads by mapping the weight file, and a tensor that is never written
+    stays a view of that file: when the file is rewritten in place (a model re-shipped, a
+    ``final/`` saved again by another run), a policy already running reads the new weights
+    mid-run (a frozen KL reference, an untouched embedding row). Seen: a run's last
+    evaluation scored its base model after the package's weights were re-shipped."""
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            t.data = t.data.clone()

@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from flowzoo.envs.registry import study_envs
 
@@ -51,15 +52,18 @@ BUDGETS: dict[str, tuple[int, int]] = {
 }
 #: the mid-training corpus's per-role shortcut rates. Recipe 7 played every role 50/50 and
 #: tiny-s learned 0.07 (aggregator), 0.28 (evaluator), 0.73 (orchestrator) and 0.87
-#: (synthesizer) considered; these lean each coordinating role back toward the 40-60% band
+#: (synthesizer) considered; these lean each coordinating role back toward the 40-60% band.
+#: Recipe 9's (docs/testbed.md, "Calibration"): the synthesizer's rule is the hardest to
+#: move (0.98 in the corpus's contested turns reads 0.58 considered), the solving roles'
+#: rates move together and steeply (0.46 -> 0.57, 0.52 -> 0.32 at a constant lr)
 MIDTRAIN_SHORTCUT_RATES: dict[str, float] = {
-    "solver": 0.46,
-    "optimizer": 0.46,
+    "solver": 0.5,
+    "optimizer": 0.53,
     "worker": 0.26,
     "aggregator": 0.27,
     "evaluator": 0.45,
-    "orchestrator": 0.57,
-    "synthesizer": 0.8,
+    "orchestrator": 0.52,
+    "synthesizer": 0.98,
 }
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
@@ -97,6 +101,11 @@ class PretrainConfig:
     midtrain_steps: int = 600
     #: constant learning rate of the mid-training stage (after 20 warmup steps)
     midtrain_lr: float = 3e-4
+    #: decay the stage's lr linearly to 0 after warmup (False: constant). Why: a role whose
+    #: choice is one logit over near-identical prompts (the orchestrator, the aggregator) ends
+    #: a constant-lr stage wherever the last steps' noise left it, 0.24 or 0.57 from the same
+    #: corpus rate; an annealed stage ends near the corpus's own mixture
+    midtrain_decay: bool = True
     #: per-role shortcut rates of the mid-training corpus over ``shortcut_rate`` (None: the
     #: expert's defaults, ``flowzoo.envs.scripted.SHORTCUT_RATES``)
     role_shortcut_rates: dict[str, float] | None = field(
@@ -107,7 +116,7 @@ class PretrainConfig:
     #: texts) are kept: a coordinating role learns its rule from the cases that decide it
     coordination_drills: int = 2400
     #: the roles whose contested turns ``coordination_drills`` keeps
-    drill_roles: tuple[str, ...] = ("aggregator", "evaluator")
+    drill_roles: tuple[str, ...] = ("aggregator", "evaluator", "orchestrator", "synthesizer")
     #: None: the scale's budget from BUDGETS
     steps: int | None = None
     batch_size: int | None = None
@@ -148,6 +157,8 @@ class PretrainConfig:
             del d["prompt_loss_weight"]
         # the levers of recipe 8 leave the key of a build that does not use them as it was
         # (``base()`` of a mid-trained model is the recipe-7 model, shipped or cached)
+        if not d["midtrain_steps"] or not d["midtrain_decay"]:  # (no stage, or the old one)
+            del d["midtrain_decay"]
         if not d["midtrain_steps"]:
             del d["midtrain_steps"], d["midtrain_lr"]
         if d["role_shortcut_rates"] is None:
@@ -166,7 +177,7 @@ def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
     code (240 steps: at 120 the evaluator's verdict did not parse on 72% of math turns once
     the corpus held code too; the full context: code evaluator prompts run past 448
     characters, and positions never trained on gave garbage)."""
-    base = dict(
+    base: dict[str, Any] = dict(
         scale=scale,
         episodes_per_env=100,
         code_episodes_per_env=None,

@@ -186,7 +186,8 @@ def training_stage(
     fresh model (warmup, then cosine to a tenth of ``lr``) or, with ``midtrain_steps``, the
     behaviour mid-training stage (recipe 8, docs/testbed.md): ``cfg.base()`` (shipped,
     cached in the default cache or in ``cache_dir`` beside the stage's own build, else
-    built there now) continues at a constant ``midtrain_lr`` on ``make_corpus(cfg)``,
+    built there now) continues at ``midtrain_lr`` (constant, or decayed to 0 with
+    ``midtrain_decay``) on ``make_corpus(cfg)``,
     the corpus re-written with per-role shortcut rates and coordination drills.
 
     Why a stage: a from-scratch build on the behaviour mix learned every step fact (0.998)
@@ -201,11 +202,15 @@ def training_stage(
         model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
         lr = cfg.midtrain_lr
 
-        def warmup_then_constant(step: int) -> float:
-            return lr * min(1.0, (step + 1) / MIDTRAIN_WARMUP)
+        def schedule(step: int) -> float:
+            warm = min(1.0, (step + 1) / MIDTRAIN_WARMUP)
+            if not cfg.midtrain_decay:
+                return lr * warm
+            left = (cfg.midtrain_steps - step) / max(1, cfg.midtrain_steps - MIDTRAIN_WARMUP)
+            return lr * min(warm, max(0.0, left))
 
         extra = {"base_key": cfg.base().key()}
-        return model, cfg.midtrain_steps, lr, warmup_then_constant, "mid-train", extra
+        return model, cfg.midtrain_steps, lr, schedule, "mid-train", extra
 
     def warmup_then_cosine(step: int) -> float:
         if step < cfg.warmup_steps:
@@ -295,8 +300,10 @@ def ship(path: str | os.PathLike, cfg: PretrainConfig) -> dict:
     for old in dst.iterdir():
         if old.name not in names:
             old.unlink()
-    for name in names:
-        shutil.copyfile(src / name, dst / name)
+    for name in names:  # a new file, renamed over the old: a process that maps it keeps it
+        tmp = dst / f".{name}.tmp"
+        shutil.copyfile(src / name, tmp)
+        os.replace(tmp, dst / name)
     entry = {
         "key": cfg.key(),
         "recipe_version": RECIPE_VERSION,

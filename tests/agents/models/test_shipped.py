@@ -159,3 +159,27 @@ def test_a_damaged_cached_build_names_its_file_and_the_rebuild(tmp_path, tiny_mo
     with pytest.raises((ValueError, FileNotFoundError)) as err:
         ensure_tiny(cfg, cache_dir=tmp_path, shipped=False, progress=False)
     assert str(blob) in str(err.value) and "flowzoo pretrain-tiny --scale tiny-s" in str(err.value)
+
+
+def test_a_loaded_policy_keeps_its_weights_when_the_file_is_rewritten(tmp_path, tiny_model):
+    """safetensors maps the weight file; a tensor never written stayed a view of it, so a
+    file rewritten in place (a model re-shipped, a ``final/`` saved again) changed a running
+    policy's weights. Every parameter and buffer now has memory of its own, and shipping
+    writes a new file instead of rewriting the old one."""
+    import shutil
+
+    import torch
+
+    from flowzoo.agents.models.policy import Policy
+
+    model = tmp_path / "m"
+    shutil.copytree(tiny_model, model)
+    pol = Policy(model)
+    before = {k: v.clone() for k, v in pol.model.state_dict().items()}
+    weights = model / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as f:  # in place: the same inode, every byte after the header
+        f.seek(4096)
+        f.write(b"\x7f" * (size - 4096))
+    after = pol.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
