@@ -45,13 +45,28 @@ def test_contested_turns_are_where_the_menu_decides():
 
 
 def test_coordination_drills_add_only_contested_drill_role_turns():
-    """The drill episodes add aggregator and evaluator turns where the behaviour decides what
-    is written, both sides of the menu, and nothing of any other role or env."""
+    """The drill episodes add the drill roles' turns (aggregator, evaluator, orchestrator,
+    synthesizer) where the behaviour decides what is written, both sides of the menu, and
+    nothing of any other role or env."""
     plain = Counter(make_corpus(_small(coordination_drills=0)))
     drilled = Counter(make_corpus(_small(coordination_drills=60)))
     extra = drilled - plain
     assert not plain - drilled  # the env's own episodes are unchanged
-    assert {env for env, _, _ in extra.elements()} == {"voting-math", "eval-opt-math"}
+    assert {env for env, _, _ in extra.elements()} == {
+        "voting-math",
+        "eval-opt-math",
+        "orch-workers-math",
+    }
+    orch = [c for e, _, c in extra.elements() if e == "orch-workers-math"]
+    plans = [c for c in orch if c.startswith(("Strategy 1:", "Step 1:"))]
+    synth = [c for c in orch if re.fullmatch(r"\\boxed\{-?\d+\}", c)]
+    assert plans and synth and len(plans) + len(synth) == len(orch), orch[:5]
+    direct = sum("direct" in c.lower() for c in plans) / len(plans)  # both sides of the menu
+    assert 0.15 < direct < 0.85, direct
+    # only the drill roles: a drill adds no solver, worker or optimizer turn
+    drilled_only = _small(coordination_drills=60, drill_roles=("aggregator", "evaluator"))
+    extra2 = Counter(make_corpus(drilled_only)) - plain
+    assert {env for env, _, _ in extra2.elements()} == {"voting-math", "eval-opt-math"}
     picks = [c for e, _, c in extra.elements() if e == "voting-math"]
     verdicts = [c.split("\n")[0] for e, _, c in extra.elements() if e == "eval-opt-math"]
     assert picks and all(re.fullmatch(r"\\boxed\{\d\}", c) for c in picks), picks[:5]
