@@ -91,14 +91,12 @@ def test_role_shortcut_rates_move_the_corpus_and_the_key():
 def test_a_stage_lever_moves_the_stage_key_never_its_base():
     """The stage's own levers (its schedule here) name a new build of the stage and continue
     the same pretrained base: a lever must never send a build back to pretraining."""
-    plain, decayed = (
-        PretrainConfig(scale="tiny-s"),
-        PretrainConfig(scale="tiny-s", midtrain_decay=True),
-    )
+    plain = PretrainConfig(scale="tiny-s", midtrain_decay=False)
+    decayed = PretrainConfig(scale="tiny-s", midtrain_decay=True)
     assert plain.key() != decayed.key()
     assert plain.base().key() == decayed.base().key()
     assert PretrainConfig(scale="tiny-s", midtrain_steps=0, midtrain_decay=True).key() == (
-        PretrainConfig(scale="tiny-s", midtrain_steps=0).key()
+        PretrainConfig(scale="tiny-s", midtrain_steps=0, midtrain_decay=False).key()
     )
 
 
