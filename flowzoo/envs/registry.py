@@ -20,10 +20,17 @@ import dataclasses
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowzoo.envs import options as _opt
 from flowzoo.tasks.families import family_spec
+
+if TYPE_CHECKING:  # the annotations only: importing these here would load the engine eagerly
+    from pettingzoo import AECEnv
+
+    from flowzoo.envs.core import WorkflowEnv
+    from flowzoo.envs.workflows.base import Workflow, WorkflowOptions
+    from flowzoo.tasks.base import TaskSet
 
 ENV_VERSION = 0
 #: a version number as ids spell it: ASCII digits, no sign, no leading zero ("0", "12")
@@ -54,15 +61,15 @@ class EnvSpec:
 
 
 #: workflow name -> class, for every registered workflow
-WORKFLOW_CLASSES: dict[str, type] = {}
+WORKFLOW_CLASSES: dict[str, type[Workflow]] = {}
 SPECS: dict[str, EnvSpec] = {}
 
 
-def _workflow_cls(name: str):
+def _workflow_cls(name: str) -> type[Workflow]:
     return WORKFLOW_CLASSES[name]
 
 
-def register(workflow_cls: type, families: tuple[str, ...] | None = None) -> list[str]:
+def register(workflow_cls: type[Workflow], families: tuple[str, ...] | None = None) -> list[str]:
     """Make ``workflow_cls`` (a :class:`~flowzoo.envs.workflows.Workflow` subclass with a
     ``name``) available as ``make_env("<name>-<family>")`` and ``pettingzoo.make(
     "flowzoo/<name>-<family>-v0")`` for each task family (default: every registered one,
@@ -178,7 +185,9 @@ def check_options(env_id: str, options: dict[str, Any], where: str) -> dict[str,
     return checked
 
 
-def _checked(spec: EnvSpec, overrides: dict[str, Any], where: str) -> tuple[dict[str, Any], Any]:
+def _checked(
+    spec: EnvSpec, overrides: dict[str, Any], where: str
+) -> tuple[dict[str, Any], WorkflowOptions]:
     """Every check of ``overrides`` that needs nothing built, in one place and before
     anything is built (family, sandbox, problems): names; each declared value's type and
     range (returned as plain Python values); ``sandbox_options`` against the backend they
@@ -223,11 +232,11 @@ def _checked(spec: EnvSpec, overrides: dict[str, Any], where: str) -> tuple[dict
 
 
 @functools.lru_cache(maxsize=64)
-def _load_tasks(family: str, dataset: str, split: str, n_tasks: int, task_seed: int):
+def _load_tasks(family: str, dataset: str, split: str, n_tasks: int, task_seed: int) -> TaskSet:
     return family_spec(family).load(dataset, split, n_tasks, task_seed)
 
 
-def make_env(env_id: str, **overrides: Any):
+def make_env(env_id: str, **overrides: Any) -> WorkflowEnv:
     """A fresh :class:`~flowzoo.envs.core.WorkflowEnv` for ``env_id``.
 
     ``overrides`` are workflow options (``n_voters``, ``max_rounds``, ``prompt_templates``,
@@ -268,7 +277,7 @@ def make_env(env_id: str, **overrides: Any):
     return WorkflowEnv(workflow, tasks, env_id=spec.id, **engine_kwargs)
 
 
-def env(env_id: str, **overrides: Any):
+def env(env_id: str, **overrides: Any) -> AECEnv:
     """``make_env`` wrapped as PettingZoo's own envs are (``env()`` over ``raw_env()``): the
     order-enforcing wrapper refuses ``step`` before ``reset`` and the like with a clear error.
     What ``pettingzoo.make("aec", "flowzoo/<id>-v0")`` returns."""

@@ -153,13 +153,13 @@ def evaluate_env(
             for t in rec.turns:
                 tokens += len(t.completion_ids)
                 per_role[t.role][4] += not t.finished
-            for t, b in zip(env.turn_log(), env.behaviour_log(), strict=True):
-                row = per_role[t.role]
+            for view, b in zip(env.turn_log(), env.behaviour_log(), strict=True):
+                row = per_role[view.role]
                 row[0] += 1
-                row[1] += bool(parse_flags & set(t.flags))
-                if t.role in solving:
+                row[1] += bool(parse_flags & set(view.flags))
+                if view.role in solving:
                     row[2] += 1
-                    row[3] += fam.extract(t.action) is None
+                    row[3] += fam.extract(view.action) is None
                 if b is not None:
                     row[5] += 1
                     row[6] += b

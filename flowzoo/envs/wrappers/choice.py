@@ -25,9 +25,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from flowzoo.envs.core import WorkflowEnv
 from flowzoo.envs.options import short_repr
 from flowzoo.envs.registry import SPECS, WORKFLOW_CLASSES, env_spec, make_env
-from flowzoo.envs.workflows.eval_opt import EvalOpt
+from flowzoo.envs.workflows.base import Episode, Turn, Workflow
+from flowzoo.envs.workflows.eval_opt import EvalOpt, EvalOptOptions
 from flowzoo.envs.workflows.voting import Voting
 from flowzoo.envs.wrappers.single_agent import SingleAgentEnv
 
@@ -51,7 +53,7 @@ def check_choice(space: spaces.Discrete, action: Any, view: str) -> int:
     return int(a)
 
 
-def _check_workflow(view: str, env_id: Any, workflow: type) -> None:
+def _check_workflow(view: str, env_id: Any, workflow: type[Workflow]) -> None:
     """A ValueError unless ``env_id`` names an env of ``workflow`` (checked before the env is
     built; an unknown id is make_env's own error)."""
     spec = env_spec(env_id)
@@ -64,6 +66,22 @@ def _check_workflow(view: str, env_id: Any, workflow: type) -> None:
             "one of "
             f"{', '.join(valid)}"
         )
+
+
+def _episode(wf: WorkflowEnv) -> Episode:
+    """``wf``'s running episode: the views read features only between ``reset`` and the end,
+    so a missing one is a bug here, said as such rather than as an AttributeError."""
+    if wf.episode is None:
+        raise RuntimeError(f"{wf} has no episode to read features from; call reset() first")
+    return wf.episode
+
+
+def _last(ep: Episode, role: str) -> Turn:
+    """The last turn ``role`` took; the views read a role only after it has acted."""
+    turn = ep.last_of_role(role)
+    if turn is None:
+        raise RuntimeError(f"no {role} turn in the episode of task {ep.task.id!r} yet")
+    return turn
 
 
 def _check_policy(view: str, name: str, pol: Any, by_name: bool) -> None:
@@ -101,7 +119,7 @@ class AggregatorChoiceEnv(gym.Env):
     metadata = {"render_modes": []}
     N_FEATURES = 4
 
-    def __init__(self, solvers: Any, env_id: str = "voting-math", **env_options) -> None:
+    def __init__(self, solvers: Any, env_id: str = "voting-math", **env_options: Any) -> None:
         view = type(self).__name__
         _check_workflow(view, env_id, Voting)
         _check_policy(view, "solvers", solvers, by_name=True)
@@ -113,15 +131,21 @@ class AggregatorChoiceEnv(gym.Env):
             )
         super().__init__()
         self.wf = make_env(env_id, aggregator_mode="select", **env_options)
-        self.k = self.wf.workflow.k
+        workflow = self.wf.workflow
+        assert isinstance(workflow, Voting)  # _check_workflow made sure, before the build
+        self.k = workflow.k
         self.inner = SingleAgentEnv(self.wf, "aggregator", solvers)
-        self.action_space = spaces.Discrete(self.k)
+        self.action_space: spaces.Discrete = spaces.Discrete(self.k)
         self.observation_space = spaces.Box(
             0.0, 1.0, shape=(self.k * self.N_FEATURES,), dtype=np.float32
         )
 
+    def _blank(self) -> np.ndarray:
+        """The observation when there is nothing to choose (the episode ended): all zeros."""
+        return np.zeros(self.k * self.N_FEATURES, dtype=np.float32)
+
     def _features(self) -> np.ndarray:
-        ep = self.wf.episode
+        ep = _episode(self.wf)
         fam = self.wf.family
         texts = [ep.turns_of(f"solver_{i}")[-1].action for i in range(self.k)]
         verdicts = fam.score_many(ep.task, texts)
@@ -138,19 +162,20 @@ class AggregatorChoiceEnv(gym.Env):
             feats[i, 3] = i / max(1, self.k - 1)
         return feats.reshape(-1)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         seed = self.wf.check_reset(seed, options)
         super().reset(seed=seed)
         _, info = self.inner.reset(seed=seed, options=options)
         if info.get("ended_before_acting"):
-            return np.zeros(self.observation_space.shape, dtype=np.float32), info
+            return self._blank(), info
         return self._features(), {}
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         a = check_choice(self.action_space, action, type(self).__name__)
         _, reward, term, trunc, info = self.inner.step(f"\\boxed{{{a + 1}}}")
-        obs = np.zeros(self.observation_space.shape, dtype=np.float32)
-        return obs, float(reward), term, trunc, info
+        return self._blank(), float(reward), term, trunc, info
 
 
 class EvaluatorChoiceEnv(gym.Env):
@@ -161,19 +186,22 @@ class EvaluatorChoiceEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, optimizer: Any, env_id: str = "eval-opt-math", **env_options) -> None:
+    def __init__(self, optimizer: Any, env_id: str = "eval-opt-math", **env_options: Any) -> None:
         view = type(self).__name__
         _check_workflow(view, env_id, EvalOpt)
         _check_policy(view, "optimizer", optimizer, by_name=False)
         super().__init__()
         self.wf = make_env(env_id, **env_options)
+        options = self.wf.workflow.options
+        assert isinstance(options, EvalOptOptions)  # _check_workflow made sure, before the build
+        self._options = options  # read per round, as the workflow reads it
         self.inner = SingleAgentEnv(self.wf, "evaluator", {"optimizer": optimizer})
-        self.action_space = spaces.Discrete(2)
+        self.action_space: spaces.Discrete = spaces.Discrete(2)
         self.observation_space = spaces.Box(0.0, 1.0, shape=(4,), dtype=np.float32)
 
     def _features(self) -> np.ndarray:
-        ep = self.wf.episode
-        draft = ep.last_of_role("optimizer").action
+        ep = _episode(self.wf)
+        draft = _last(ep, "optimizer").action
         frac, n = step_consistency(draft)
         rounds = len(ep.turns_of("evaluator"))
         return np.array(
@@ -181,12 +209,14 @@ class EvaluatorChoiceEnv(gym.Env):
                 self.wf.family.extract(draft) is not None,
                 frac,
                 min(1.0, n / 4),
-                rounds / self.wf.workflow.options.max_rounds,
+                rounds / self._options.max_rounds,
             ],
             dtype=np.float32,
         )
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         seed = self.wf.check_reset(seed, options)
         super().reset(seed=seed)
         _, info = self.inner.reset(seed=seed, options=options)
@@ -194,7 +224,7 @@ class EvaluatorChoiceEnv(gym.Env):
             return np.zeros(4, dtype=np.float32), info
         return self._features(), {}
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         a = check_choice(self.action_space, action, type(self).__name__)
         verdict = "Verdict: ACCEPT" if a == 1 else "Verdict: REVISE\nFeedback: recheck each step."
         _, reward, term, trunc, info = self.inner.step(verdict)

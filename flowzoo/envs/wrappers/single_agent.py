@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.spaces import Dict as DictSpace
+from gymnasium.spaces import Discrete
 
 from flowzoo.envs.core import WorkflowEnv
 from flowzoo.envs.options import short_repr as _short
@@ -158,7 +160,7 @@ class SingleAgentEnv(gym.Env):
         self.controlled = controlled
         self._others = others
         first = sorted(self.agents)[0]
-        self.observation_space = env.observation_space(first)
+        self.observation_space: DictSpace = env.observation_space(first)
         self.action_space = env.action_space(first)
         self._reward_agent = first
         self._last_info: dict = {}
@@ -195,7 +197,9 @@ class SingleAgentEnv(gym.Env):
         return reward, not self._ended_by_trunc, self._ended_by_trunc
 
     def _final_obs(self) -> dict[str, Any]:
-        return {"prompt": "", "turn": self.observation_space["turn"].n - 1}
+        turns = self.observation_space["turn"]
+        assert isinstance(turns, Discrete)  # the engine's observation space says so
+        return {"prompt": "", "turn": turns.n - 1}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         seed = self.env.check_reset(seed, options)  # before any state (the others' RNGs)

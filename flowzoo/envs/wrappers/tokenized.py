@@ -17,8 +17,12 @@ def _check_text_env(env: object) -> None:
     """A TypeError unless ``env`` is a Gymnasium env whose observation is a ``Dict`` with a
     text ``"prompt"`` and whose action is text (a single-agent view of a workflow env)."""
     obs = getattr(env, "observation_space", None)
-    ok = isinstance(env, gym.Env) and isinstance(obs, spaces.Dict) and "prompt" in obs.spaces
-    if not (ok and isinstance(env.action_space, spaces.Text)):
+    if not (
+        isinstance(env, gym.Env)
+        and isinstance(obs, spaces.Dict)
+        and "prompt" in obs.spaces
+        and isinstance(env.action_space, spaces.Text)
+    ):
         raise TypeError(
             f"TokenizedView: env={short_repr(env)} has type {type(env).__name__}; env must be a "
             "gymnasium.Env with a Dict observation holding a text 'prompt' and a text action "
@@ -99,9 +103,9 @@ class TokenizedView(gym.Wrapper):
                 v["pad_id"] = _ARGS["pad_id"].validate(getattr(tokenizer, "pad_token_id", None))
             encode = encode or (lambda s: tokenizer(s, add_special_tokens=False)["input_ids"])
             decode = decode or (lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-        missing = [k for k, x in (("encode", encode), ("decode", decode)) if x is None]
-        missing += ["vocab_size"] if v["vocab_size"] is None else []
-        if missing:
+        if encode is None or decode is None or v["vocab_size"] is None:
+            missing = [k for k, x in (("encode", encode), ("decode", decode)) if x is None]
+            missing += ["vocab_size"] if v["vocab_size"] is None else []
             raise ValueError(
                 f"TokenizedView: {', '.join(missing)} missing; give a tokenizer, or encode, "
                 "decode and vocab_size"
