@@ -62,7 +62,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             correct += res["correct"]
             if majority is not None:
                 majority += res["majority_correct"]
-            steps += len(env.episode.turns)
+            steps += 0 if env.episode is None else len(env.episode.turns)
             flags += res["n_flags"]
         dt = time.perf_counter() - t0
         maj = "-" if majority is None else f"{majority / args.episodes:.3f}"
@@ -72,7 +72,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"{env_id:<20} {acc:8.3f} {maj:>8} {fl:8.2f} {sps:9.0f}")
     env = make_env(env_ids[0], split="test", render_mode="ansi")
     play_episode(env, expert_policy(args.error_rate, seed=args.seed), seed=args.seed)
-    print("\nOne episode:\n" + env.render())
+    print("\nOne episode:\n" + (env.render() or ""))  # "ansi" renders to text, never None
     return 0
 
 
@@ -95,6 +95,7 @@ def _train_config_from_args(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg = _train_config_from_args(args)  # checked before torch is even imported
     from flowzoo.agents.train.runlog import SafeStream
+    from flowzoo.agents.train.signals import Stopped
     from flowzoo.agents.train.trainer import Trainer, TrainingDiverged
 
     # a reader that goes away (`| tee` killed by the same Ctrl-C, `| head`) must never end
@@ -109,11 +110,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
         trainer = Trainer(cfg)
         summary = trainer.train()
     except TrainingDiverged as e:
-        print(
-            f"flowzoo: training stopped: {e}; the last good checkpoint is in {cfg.run_dir}/checkpoint",
-            file=sys.stderr,
-        )
+        from pathlib import Path
+
+        from flowzoo.agents.train.checkpoint import last_good
+
+        # named only when it passes its digest: a damaged checkpoint is never "good"
+        print(f"flowzoo: training stopped: {e}; {last_good(Path(cfg.run_dir))}", file=sys.stderr)
         return 3
+    except Stopped as e:  # SIGTERM / SIGHUP: recorded as interrupted, as Ctrl-C is
+        print(f"flowzoo: stopped by {e}; the run is recorded as interrupted", file=sys.stderr)
+        return 128 + e.signum
     if trainer.dist.main:  # under torchrun, one summary (process 0's)
         from flowzoo.analysis.summary import print_summary
 

@@ -64,8 +64,17 @@ def train_loop(
     rng = random.Random(cfg.seed)
     start, losses = 0, []
     order: list[int] = []
+    state: dict = {}
     if ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
+        try:  # tensors and plain containers only: a planted pickle never runs
+            state = torch.load(ckpt, weights_only=True)
+        except Exception as e:  # a build's cache: start it over rather than trust the file
+            print(
+                f"flowzoo: {ckpt} cannot be read safely ({type(e).__name__}); the build "
+                "starts over",
+                file=sys.stderr,
+            )
+    if state:
         if state.get("key") == cfg.key():
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["opt"])

@@ -9,20 +9,63 @@ it first — an interrupt loses nothing. Under FSDP each process writes its own 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import pickle
+import shutil
 import struct
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import torch
 
 from flowzoo.agents.models import threads
-from flowzoo.agents.train import distributed, runlog
+from flowzoo.agents.train import distributed, rundir, runlog
 
 #: what every checkpoint holds (checked before anything of it is used)
 KEYS = ("identity", "step", "router", "opts", "heads", "damper", "eval_curve", "torch_rng")
 #: how a refused resume says to start over
 RESTART = "restart with --resume false (resume=False: its checkpoint and metrics are removed)"
+#: beside each checkpoint file: the sha256 of its bytes (a silently damaged file never resumes)
+DIGEST_SUFFIX = ".sha256"
+
+
+def digest_path(p: Path) -> Path:
+    return p.with_name(p.name + DIGEST_SUFFIX)
+
+
+def _digests(side: Path) -> list[str]:
+    """The digests a sidecar accepts (none: absent or unreadable)."""
+    try:
+        got = json.loads(rundir.read_regular(side, 4096)).get("sha256", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [d for d in got if isinstance(d, str)] if isinstance(got, list) else []
+
+
+class _Hashing:
+    """A binary file that hashes what is written to it (torch.save writes through it)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f, self.sha = f, hashlib.sha256()
+
+    def write(self, b: bytes) -> int:
+        self.sha.update(b)
+        return self.f.write(b)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _plain(x: Any) -> Any:
+    """A metrics line as plain JSON data (numpy scalars made numbers): a checkpoint holds
+    only what ``torch.load(weights_only=True)`` reads, tensors and plain data."""
+    if x is None:
+        return None
+    return json.loads(
+        json.dumps(x, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    )
 
 
 def path(out: Path, dist: distributed.DistInfo, fsdp: bool) -> Path:
@@ -43,19 +86,110 @@ def save(tr, pending: dict | None = None) -> None:
         "opts": {n: o.state_dict() for n, o in ln.opts.items()},
         "heads": {n: h.state_dict() for n, h in ln.heads.items()},
         "damper": ln.damper.state_dict() if ln.damper else None,
-        "eval_curve": tr.eval_curve,
+        "eval_curve": [(int(s), float(a)) for s, a in tr.eval_curve],
         "torch_rng": torch.get_rng_state(),
-        "pending": pending,
+        "pending": _plain(pending),
         # results depend on the thread count in the last bits: a resume reuses it
         "threads": torch.get_num_threads(),
     }
-    runlog.atomic_write(tr.ckpt_path, lambda f: torch.save(state, f))
+    p = tr.ckpt_path
+    rundir.check_entry(p.parent, directory=True)  # checkpoint/ a real directory, not a link
+    side, done = digest_path(p), []
+    kept = _digests(side)[:1]  # the state.pt there now (the first digest is always its)
+
+    def write(f: IO[bytes]) -> None:
+        h = _Hashing(f)
+        torch.save(state, cast(IO[bytes], h))
+        done.append(h.sha.hexdigest())
+        # before the new file replaces the old: a kill between leaves a sidecar that
+        # accepts either, so the file there always passes its digest
+        rundir.atomic_write(side, json.dumps({"sha256": done + kept}))
+
+    rundir.atomic_write(p, write)
+    rundir.atomic_write(side, json.dumps({"sha256": done}))
+
+
+def open_verified(p: Path) -> IO[bytes]:
+    """Checkpoint file ``p`` opened (a regular file, no link followed) after its bytes
+    passed the sha256 its sidecar holds; else a ValueError naming it and how to restart."""
+    f = rundir.open_regular(p)
+    try:
+        accepted = _digests(digest_path(p))
+        if not accepted:
+            raise ValueError(
+                f"{p} has no digest beside it ({digest_path(p).name}: written by an older "
+                f"version, or removed), so it cannot be checked; {RESTART}"
+            )
+        sha = hashlib.sha256()
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            sha.update(chunk)
+        got = sha.hexdigest()
+        if got not in accepted:
+            raise ValueError(
+                f"{p} fails its digest check (sha256 {got[:12]}..., written as "
+                f"{accepted[0][:12]}...): it was damaged after it was written; {RESTART}"
+            )
+        f.seek(0)
+        return f
+    except BaseException:
+        f.close()
+        raise
+
+
+def last_good(out: Path) -> str:
+    """Where a stopped run's message may point: its checkpoint, only when every file of it
+    passes its digest (a damaged one is never called good)."""
+    files = sorted((out / "checkpoint").glob("state*.pt")) if (out / "checkpoint").is_dir() else []
+    for f in files:
+        try:
+            open_verified(f).close()
+        except (OSError, ValueError) as e:
+            return f"no good checkpoint: {str(e).split(';')[0]}"
+    if not files:
+        return f"no checkpoint in {out}"
+    return f"the last good checkpoint is in {out / 'checkpoint'}"
+
+
+def save_final(tr) -> str | None:
+    """Write ``final/`` whole or not at all, before a summary may say completed: into a
+    staging directory, then renamed into place (an old final/ is moved aside and removed
+    after). A failure (a full disk, a path the weights' files cannot record) returns the
+    run's error, the staging removed and an old final/ left as it was."""
+    cfg, dist, out = tr.cfg, tr.dist, tr.out
+    if not (dist.main or cfg.fsdp):
+        return None
+    final, part, old = out / "final", out / rundir.FINAL_PARTIAL, out / rundir.FINAL_OLD
+    try:
+        if dist.main:
+            rundir.check_entries(out)  # no link among final/ and its staging
+            for d in (part, old):
+                if d.is_dir():
+                    shutil.rmtree(d)
+        tr.router.save_pretrained(part, sharded=cfg.fsdp, write=dist.main)
+        if dist.main:  # safetensors writes 0600; the umask decides, as for any file
+            rundir.umask_modes(part)
+            for f in part.rglob("*"):
+                if f.is_file() and not f.is_symlink():
+                    with f.open("rb+") as fh:
+                        os.fsync(fh.fileno())
+            if final.is_dir():
+                os.rename(final, old)
+            os.rename(part, final)
+            shutil.rmtree(old, ignore_errors=True)
+    except Exception as e:
+        if dist.main:
+            shutil.rmtree(part, ignore_errors=True)
+        return (
+            f"{type(e).__name__}: {str(e)[:200]} (writing {final}; the checkpoint is kept: "
+            "free space or fix the cause, then run the same command again to write final/)"
+        )
+    return None
 
 
 def load(tr) -> tuple[bool, dict | None]:
     """Restore ``tr`` from its checkpoint: (found, the pending metrics line if any)."""
     cfg, dist, p = tr.cfg, tr.dist, tr.ckpt_path
-    found = p.exists()
+    found = os.path.lexists(p)  # a dangling link is refused when read, not skipped
     if cfg.fsdp:  # every process resumes, or none does
         n = int(distributed.sum_floats([float(found)], dist)[0])
         if 0 < n < dist.world:
@@ -103,13 +237,20 @@ def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:
     """A checkpoint file, checked whole before anything of it is used: readable, every key
     there, this configuration's, one state per optimizer and head. Any failure is a
     ValueError naming the file and how to start over (never a raw torch error)."""
-    try:
-        state = torch.load(p, weights_only=False, map_location="cpu")
-    except Exception as e:  # a torn or foreign file: pickle, zip and torch errors alike
-        raise ValueError(
-            f"{p} is not a readable checkpoint ({type(e).__name__}: {str(e)[:120]}); it is "
-            f"corrupt or truncated: {RESTART}, or use another out_dir"
-        ) from None
+    with open_verified(p) as f:  # the digest first: a damaged file is never unpickled
+        try:  # tensors and plain data only: a pickle planted there cannot run code
+            state = torch.load(f, weights_only=True, map_location="cpu")
+        except pickle.UnpicklingError as e:
+            raise ValueError(
+                f"{p} is not a checkpoint this version can read safely (it holds objects "
+                f"other than tensors and plain data: {str(e).splitlines()[-1][:120]}); "
+                f"{RESTART}, or use another out_dir"
+            ) from None
+        except Exception as e:  # a torn or foreign file: zip and torch errors alike
+            raise ValueError(
+                f"{p} is not a readable checkpoint ({type(e).__name__}: {str(e)[:120]}); it "
+                f"is corrupt or truncated: {RESTART}, or use another out_dir"
+            ) from None
     missing = [k for k in KEYS if not isinstance(state, dict) or k not in state]
     if missing:
         raise ValueError(f"{p} is not a flowzoo checkpoint (it lacks {missing}); {RESTART}")
@@ -120,6 +261,15 @@ def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:
     step = state["step"]
     if not isinstance(step, int) or step < 0 or not isinstance(state["eval_curve"], list):
         raise ValueError(f"{p} holds a bad step {step!r} or eval curve; {RESTART}")
+    router = state["router"] if isinstance(state["router"], dict) else {}
+    bad = [
+        f"{n}/{k}"
+        for n, sd in router.items()
+        for k, t in (sd.items() if isinstance(sd, dict) else ())
+        if torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all())
+    ]
+    if bad:  # never a state to continue from (a run saves only finite weights)
+        raise ValueError(f"{p} holds non-finite weights ({', '.join(bad[:3])}); {RESTART}")
     for what, have in (("opts", learner.opts), ("heads", learner.heads)):
         got = state[what]
         if not isinstance(got, dict) or set(got) != set(have):

@@ -9,60 +9,27 @@ Why its own room: a run record must be honest whatever happens to the process (a
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import errno
 import json
 import os
-import shutil
+import stat
 import sys
-import tempfile
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from flowzoo.agents.train.rundir import atomic_write, check_entry
+from flowzoo.agents.train.signals import critical
 from flowzoo.analysis.curves import mean_grad_share
 from flowzoo.analysis.readings import evals_of, trajectory
 from flowzoo.analysis.records import read_metrics
-from flowzoo.config import NOT_SHAPING, TrainConfig
+from flowzoo.config import TrainConfig
 
 if TYPE_CHECKING:  # runlog itself needs no torch (the CLI and sweeps import it)
     from flowzoo.agents.train.batch import Batch
-
-#: what a fresh start (``resume=False``) removes from a run directory before it begins
-RUN_STATE = ("checkpoint", "final", "metrics.jsonl", "summary.json", "tensorboard", "mlruns")
-#: the file a live run holds locked (``fcntl.flock``), its pid inside
-LOCK_FILE = ".flowzoo.lock"
-#: what flowzoo writes in a run directory before the run's config.json (a sweep writes its
-#: run_config.json and train.log first): a directory holding only these is a run's
-PRE_RUN = frozenset({"run_config.json", "train.log", LOCK_FILE})
-#: keys every config.json a flowzoo run writes has (a model's config.json has none of them)
-RUN_KEYS = ("env", "policy", "param", "algo", "model")
-
-
-def atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` whole or not at all: a temp file in the same directory, flushed to
-    disk, then ``os.replace``d over ``path`` (a kill mid-write leaves the old file, never a
-    torn one). ``data``: text, bytes, or a function writing to the open binary file. Every
-    record a run writes (config, summary, metrics rewrite, checkpoint) goes through here."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a record is as any new file
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class SafeStream:
@@ -169,186 +136,6 @@ def evals_left(step: int, steps: int, every: int) -> int:
     return due + (steps % every != 0)
 
 
-def write_json(path: Path, obj: Any) -> None:
-    """``obj`` as indented JSON, written atomically (:func:`atomic_write`)."""
-    atomic_write(path, json.dumps(obj, indent=1, default=str))
-
-
-class RunDirInUse(ValueError):
-    """Another live process holds the run directory."""
-
-
-def _in_use(out: Path, holder: str) -> str:
-    return (
-        f"{out} is in use by another flowzoo run (pid {holder}); wait for it to end, or use "
-        "another out_dir"
-    )
-
-
-class RunLock:
-    """An exclusive ``fcntl.flock`` on ``DIR/.flowzoo.lock`` while a run is live, so two
-    trainings never interleave their checkpoints and metrics in one directory. The kernel
-    drops it when the process ends (a kill or a crash leaves no stale lock)."""
-
-    def __init__(self, out: Path) -> None:
-        import fcntl
-
-        self.path = out / LOCK_FILE
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # BlockingIOError: held; the holder wrote its pid after locking
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise RunDirInUse(_in_use(out, holder)) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self.fd: int | None = fd
-
-    def release(self) -> None:
-        """Unlock (the file stays: removing it would let a third process lock a new file
-        while a second still waits on the old one)."""
-        if self.fd is not None:
-            os.ftruncate(self.fd, 0)
-            os.close(self.fd)  # closing the descriptor drops the flock
-            self.fd = None
-
-
-def _is_run_config(p: Path) -> bool:
-    """``p`` is a config.json a flowzoo run wrote (not a model's or another tool's)."""
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(d, dict) and all(k in d for k in RUN_KEYS)
-
-
-def check_not_foreign(out: Path) -> None:
-    """Refuse a non-empty directory that holds no flowzoo run: a run writes, replaces and
-    (with ``resume=False``) removes files in its directory, never files it did not write."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ValueError(f"out_dir {out} is a file, not a directory; use another out_dir")
-    names = sorted(x.name for x in out.iterdir())
-    if not names or set(names) <= PRE_RUN or _is_run_config(out / "config.json"):
-        return
-    shown = ", ".join(names[:5]) + (f", ... ({len(names)} entries)" if len(names) > 5 else "")
-    raise ValueError(
-        f"{out} is not empty and holds no flowzoo run (no flowzoo config.json; it has: "
-        f"{shown}); a run writes only into a new or empty directory or its own run's, so "
-        "nothing there was touched: use another out_dir"
-    )
-
-
-def _shown(v: Any) -> str:
-    s = json.dumps(v, sort_keys=True, default=str)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
-def config_diff(stored: dict, cfg: TrainConfig) -> list[str]:
-    """The settings that shape a run (not its length or place: ``NOT_SHAPING``) on which a
-    stored config.json and ``cfg`` differ, as ``key: stored -> now``. A key the stored run
-    lacks ran at its default; one no longer a setting is a difference."""
-    now = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in NOT_SHAPING}
-    defaults = dataclasses.asdict(TrainConfig())
-    out = []
-    for k in sorted(set(now) | (set(stored) - set(NOT_SHAPING))):
-        was = stored.get(k, defaults.get(k))
-        if k not in now:
-            out.append(f"{k}: {_shown(was)} -> (not a setting)")
-        elif json.dumps(was, sort_keys=True, default=str) != json.dumps(
-            now[k], sort_keys=True, default=str
-        ):
-            out.append(f"{k}: {_shown(was)} -> {_shown(now[k])}")
-    return out
-
-
-def check_dir(out: Path, cfg: TrainConfig) -> None:
-    """Everything that refuses a run directory, read-only (also called before any model is
-    loaded, so a refusal comes in seconds, not after a build): a directory that is not a
-    flowzoo run, one held by a live run, and (with ``resume``) one holding a run of another
-    configuration, naming the settings that differ."""
-    check_not_foreign(out)
-    lock = out / LOCK_FILE
-    if lock.exists():  # probe the lock without creating anything
-        import fcntl
-
-        fd = os.open(lock, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-            raise RunDirInUse(_in_use(out, holder)) from None
-        finally:
-            os.close(fd)
-    cfg_path = out / "config.json"
-    if cfg.resume and cfg_path.exists():
-        try:
-            stored = json.loads(cfg_path.read_text())
-            diff = config_diff(stored, cfg) if isinstance(stored, dict) else ["(not a table)"]
-        except (OSError, ValueError) as e:
-            raise ValueError(
-                f"{cfg_path} cannot be read ({type(e).__name__}: {str(e)[:80]}); the run there "
-                "cannot be resumed: use another out_dir, or --resume false to start over there"
-            ) from None
-        if diff:  # with or without a checkpoint: its records are another run's
-            raise ValueError(
-                f"{out} holds a run of a different configuration ({'; '.join(diff)}); use "
-                "another out_dir, or resume=False to start over there (its checkpoint and "
-                "metrics are removed)"
-            )
-
-
-def prepare_dir(out: Path, cfg: TrainConfig) -> RunLock:
-    """Check (:func:`check_dir`), lock, then claim a run directory; returns the lock (release
-    it when the run ends). Nothing in the directory changes before the checks pass and the
-    lock is held; ``resume=False`` then starts the run over, removing ``RUN_STATE``."""
-    check_dir(out, cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(out)
-    try:
-        if not cfg.resume:
-            for name in RUN_STATE:
-                p = out / name
-                if p.is_dir():
-                    shutil.rmtree(p)
-                elif p.exists():
-                    p.unlink()
-        cfg_path = out / "config.json"
-        write_json(cfg_path, dataclasses.asdict(cfg))
-    except BaseException:
-        lock.release()
-        raise
-    return lock
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux says it (os.umask sets it:
-    a file another thread creates meanwhile would get mode 0666)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def umask_modes(root: Path) -> None:
-    """Give files under ``root`` written 0600 the mode the umask gives any new file:
-    safetensors writes its weights 0600, which the other users of a shared results
-    directory (or a model server under another account) cannot read."""
-    want = 0o666 & ~_umask()
-    if want == 0o600:
-        return
-    for p in root.rglob("*"):
-        if p.is_file() and not p.is_symlink() and p.stat().st_mode & 0o777 == 0o600:
-            p.chmod(want)
-
-
 class RunLog:
     """Appends metrics lines (and tracker scalars) for process 0."""
 
@@ -365,17 +152,29 @@ class RunLog:
         """A resumed run keeps the lines of the steps before ``resumed_at``; a new run none."""
         if not self.main:
             return
+        exists = check_entry(self.path, directory=False, single_link=False)  # no link, FIFO
         if resumed_at is None:
-            if self.path.exists():
+            if exists:
                 self.path.unlink()
             return
+        # rewritten whole: the file appended to from here on is this run's own (one link)
         keep = [r for r in read_metrics(self.path) if r["step"] < resumed_at]
         atomic_write(self.path, "".join(json.dumps(r, default=float) + "\n" for r in keep))
 
     def append(self, row: dict) -> None:
         if not self.main:
             return
-        with self.path.open("a") as f:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(self.path, flags | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, FIFO, dir
+                check_entry(self.path, directory=False)
+            raise
+        with critical(), os.fdopen(fd, "w", encoding="utf-8") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # appended in place
+                check_entry(self.path, directory=False)
             f.write(json.dumps(row, default=float) + "\n")
         if self.trackers:
             from flowzoo.agents.train.trackers import flat_scalars

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flowzoo.agents.models.threads import usable_cores
-from flowzoo.agents.train import runlog
+from flowzoo.agents.train import rundir
 
 BACKENDS = ("local", "ray")
 
@@ -149,7 +149,7 @@ def _run_local(run: RunSpec) -> dict:
     out = Path(run.config["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "run_config.json"
-    runlog.write_json(cfg_path, run.config)
+    rundir.write_json(cfg_path, run.config)
     log = out / "train.log"
     code = "import json,sys; from flowzoo.agents.train.trainer import TrainConfig, Trainer; Trainer(TrainConfig.from_dict(json.load(open(sys.argv[1]))), progress=False).train()"
     # one thread per run (runs share the cores); the trainer reads it (threads.pick_threads)
@@ -229,5 +229,5 @@ def run_sweep(
         "runs": results,
     }
     Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
-    runlog.write_json(Path(spec.out_dir) / "sweep.json", report)
+    rundir.write_json(Path(spec.out_dir) / "sweep.json", report)
     return report

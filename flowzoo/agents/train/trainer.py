@@ -33,7 +33,7 @@ import torch
 from flowzoo.agents.models import threads
 from flowzoo.agents.models.params import LoadSettings, LoraSettings
 from flowzoo.agents.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
-from flowzoo.agents.train import checkpoint, distributed, heldout, runlog
+from flowzoo.agents.train import checkpoint, distributed, heldout, rundir, runlog, signals
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.evaluate import evaluate_env
 from flowzoo.agents.train.learner import Learner, TrainingDiverged
@@ -72,7 +72,7 @@ class Trainer:
         self.clock = runlog.StepClock()
         self._bar = None
         if self.dist.main:  # a refused run directory is said now, not after a model build
-            runlog.check_dir(Path(cfg.run_dir), cfg)
+            rundir.check_dir(Path(cfg.run_dir), cfg)
         distributed.check_supported(cfg, self.dist)  # before a model is built
         if cfg.trackers and self.dist.main:
             from flowzoo.agents.train.trackers import check_trackers
@@ -149,12 +149,13 @@ class Trainer:
         # a refused resume (a corrupt file, named) leaves the run's records as they were
         resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
         # process 0 holds the directory's lock until the run's last record is written
-        lock = runlog.prepare_dir(self.out, cfg) if main else None
+        lock = rundir.prepare_dir(self.out, cfg) if main else None
         # from here on whatever fails (a resume, a tracker's start) is recorded as failed
         t_start = time.time()
         status, error = "completed", None
         log, bar = None, None
         resumed_at = self.step if resumed else 0
+        stop = signals.StopSignals().install()  # SIGTERM and SIGHUP stop it as Ctrl-C does
         try:
             log = runlog.RunLog(self.out, main, cfg)
             log.start(self.step if resumed else None)
@@ -190,6 +191,7 @@ class Trainer:
                 bar.set_postfix_str(self.clock.line(cfg.steps - self.step, left, m, last), False)
                 bar.update(1)
         except KeyboardInterrupt:
+            stop.hold()  # taken: a second signal waits until the records are written
             status = "interrupted"
             self._save_on_interrupt(m)
             raise
@@ -200,10 +202,14 @@ class Trainer:
             status, error = f"failed: {type(e).__name__}", f"{type(e).__name__}: {e}"
             raise
         finally:
+            stop.hold()  # a second signal waits: the last records are written whole
             try:
                 self._bar = None
                 if bar is not None:
                     bar.close()  # on a SafeStream: a closed pipe cannot raise here
+                failed = checkpoint.save_final(self) if status == "completed" else None
+                if failed:  # final/ is whole before a summary says completed, else failed
+                    status, error = f"failed: {failed.split(':')[0]}", failed
                 if log is not None:
                     try:
                         log.close(status)
@@ -227,12 +233,11 @@ class Trainer:
                 if self.held_out is not None:  # where the held-out numbers come from
                     summary["held_out"] = self.held_out.record()
                 if main:
-                    runlog.write_json(self.out / "summary.json", summary)
-                if status == "completed" and (main or cfg.fsdp):
-                    self.router.save_pretrained(self.out / "final", sharded=cfg.fsdp, write=main)
-                    if main:  # safetensors writes 0600; the umask decides, as for any file
-                        runlog.umask_modes(self.out / "final")
+                    rundir.write_json(self.out / "summary.json", summary)
+                if failed:
+                    raise ValueError(failed)
             finally:  # the directory is free again, whatever the records did
+                stop.restore()
                 if lock is not None:
                     lock.release()
         return summary

@@ -173,7 +173,7 @@ def test_fsdp_train_checkpoints_shards_and_resumes(tiny_model, tmp_path):
     flags = ["--fsdp", "true", "--eval-every", "1", "--save-every", "1", "--group-size", "8"]
     flags += ["--temperature", "1.0", "--env", "single-math", "--problems-per-step", "8"]
     _train(tiny_model, out, "--steps", "1", *flags)
-    shards = sorted(p.name for p in (out / "checkpoint").iterdir())
+    shards = sorted(p.name for p in (out / "checkpoint").glob("*.pt"))
     assert shards == ["state.rank0.pt", "state.rank1.pt"]
     _train(tiny_model, out, "--steps", "2", *flags)
     summary = json.loads((out / "summary.json").read_text())

@@ -9,11 +9,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from flowzoo.agents.train import runlog
-from flowzoo.agents.train.runlog import RunDirInUse, RunLock, prepare_dir
+from flowzoo.agents.train import rundir, runlog
+from flowzoo.agents.train.rundir import RunDirInUse, RunLock, prepare_dir
 from flowzoo.config import TrainConfig
 
 
@@ -37,7 +38,7 @@ def test_a_live_run_holds_its_directory_and_another_process_is_told_its_pid(tmp_
             sys.executable,
             "-c",
             "import sys; from pathlib import Path; from flowzoo.config import TrainConfig\n"
-            "from flowzoo.agents.train.runlog import prepare_dir\n"
+            "from flowzoo.agents.train.rundir import prepare_dir\n"
             "lock = prepare_dir(Path(sys.argv[1]), TrainConfig(out_dir=sys.argv[1]))\n"
             "print('locked', flush=True); sys.stdin.read()\n",
             str(out),
@@ -85,7 +86,7 @@ def test_a_resume_of_another_config_names_what_differs(tmp_path):
     assert _tree(out) == before
     # a key no longer a setting (a record from another version) is named too
     stored = json.loads((out / "config.json").read_text())
-    assert runlog.config_diff({**stored, "old_knob": 1}, _cfg(out, lr=1e-5)) == [
+    assert rundir.config_diff({**stored, "old_knob": 1}, _cfg(out, lr=1e-5)) == [
         "old_knob: 1 -> (not a setting)"
     ]
 
@@ -101,7 +102,7 @@ def test_a_directory_that_is_not_a_flowzoo_run_is_refused_untouched(tmp_path, re
     with pytest.raises(ValueError, match="holds no flowzoo run") as e:
         prepare_dir(out, _cfg(out, resume=resume))
     assert str(out) in str(e.value) and "config.json" in str(e.value)
-    assert _tree(out) == before and not (out / runlog.LOCK_FILE).exists()
+    assert _tree(out) == before and not (out / rundir.LOCK_FILE).exists()
 
 
 def test_a_flowzoo_run_and_a_sweeps_pre_run_files_are_accepted(tmp_path):
@@ -126,7 +127,7 @@ def test_weights_written_0600_get_the_umasks_mode(tmp_path):
         keep = tmp_path / "final" / "tool.sh"
         keep.write_text("")
         keep.chmod(0o750)  # not 0600: not ours to change
-        runlog.umask_modes(tmp_path / "final")
+        rundir.umask_modes(tmp_path / "final")
         assert f.stat().st_mode & 0o777 == 0o644
         assert keep.stat().st_mode & 0o777 == 0o750
     finally:
@@ -240,3 +241,275 @@ def test_evaluations_show_their_own_progress_unless_progress_is_off(
     err = capsys.readouterr().err
     shown = ["evaluating at step 0", "eval step 0 (T=", "eval step 2 (T=", "2/2 [", "eta "]
     assert all((s in err) == progress for s in shown), err[-3000:]
+
+
+# ------------------------------------------------------------------ what a run writes into
+
+
+@pytest.fixture
+def alarm():
+    """A FIFO that blocked the run would hang the test: SIGALRM turns that into a failure."""
+    import signal
+
+    def hung(*_):
+        raise AssertionError("blocked on a planted file (a FIFO opened for reading)")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def _plant(out, name, kind, precious):
+    """Put ``kind`` at ``out/name``: a link to the precious file (or a folder), a FIFO, a
+    hard link, a file of other data."""
+    p = out / name
+    if p.is_dir():
+        import shutil
+
+        shutil.rmtree(p)
+    elif p.exists():
+        p.unlink()
+    if kind == "symlink":
+        p.symlink_to(precious if name not in ("checkpoint", "final") else precious.parent)
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "hardlink":
+        os.link(precious, p)
+    else:  # a regular file holding something else
+        p.write_text("not a pid: someone's notes\n")
+    return p
+
+
+CASES = [
+    (".flowzoo.lock", "symlink"),
+    (".flowzoo.lock", "hardlink"),
+    (".flowzoo.lock", "fifo"),
+    (".flowzoo.lock", "other data"),
+    ("config.json", "symlink"),
+    ("config.json", "fifo"),
+    ("metrics.jsonl", "symlink"),
+    ("metrics.jsonl", "fifo"),
+    ("summary.json", "symlink"),
+    ("summary.json", "fifo"),
+    ("checkpoint", "symlink"),
+    ("final", "symlink"),
+]
+
+
+@pytest.mark.parametrize("resume", [True, False])
+@pytest.mark.parametrize("name,kind", CASES)
+def test_a_link_or_fifo_planted_among_a_runs_files_is_refused_and_its_target_kept(
+    tmp_path, alarm, name, kind, resume
+):
+    """A run never opens a name it writes through a link, never blocks on a FIFO, never
+    truncates a lock file it did not make: each is refused, named, before anything is
+    written or removed (``--resume false`` included), and what it points at is intact."""
+    out = tmp_path / "run"
+    prepare_dir(out, _cfg(out)).release()  # a flowzoo run's directory
+    (out / "checkpoint").mkdir()
+    (out / "checkpoint" / "state.pt").write_bytes(b"x")
+    precious = tmp_path / "elsewhere" / "precious.txt"
+    precious.parent.mkdir()
+    precious.write_text("precious\n")
+    _plant(out, name, kind, precious)
+    before, outside = _tree(out), _tree(precious.parent)
+    with pytest.raises(ValueError, match=rf"{out / name} is ") as e:
+        prepare_dir(out, _cfg(out, resume=resume))
+    assert "symbolic link" in str(e.value) or kind != "symlink"
+    assert _tree(out) == before and _tree(precious.parent) == outside
+    assert (out / name).is_symlink() == (kind == "symlink")
+
+
+def test_the_records_never_write_through_a_link_made_while_the_run_is_live(tmp_path, alarm):
+    """Checked where each record is written too: a link or FIFO put there after the run's
+    checks is refused by the write itself (replaced records and the appended metrics)."""
+    out = tmp_path / "run"
+    lock = prepare_dir(out, _cfg(out))
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    log = runlog.RunLog(out, main=True)
+    log.start(None)
+    log.append({"step": 0})
+    (out / "metrics.jsonl").unlink()
+    os.link(precious, out / "metrics.jsonl")
+    with pytest.raises(ValueError, match="2 hard links"):
+        log.append({"step": 1})
+    (out / "metrics.jsonl").unlink()
+    os.mkfifo(out / "metrics.jsonl")
+    with pytest.raises(ValueError, match="FIFO"):
+        log.append({"step": 1})
+    (out / "summary.json").symlink_to(precious)
+    with pytest.raises(ValueError, match="symbolic link"):
+        rundir.write_json(out / "summary.json", {"status": "completed"})
+    assert precious.read_text() == "precious\n"
+    lock.release()
+
+
+def test_a_look_alike_config_does_not_make_a_foreign_directory_a_run(tmp_path):
+    """Another tool's config.json with some of the run's keys is not a run's: refused, and
+    ``--resume false`` removes nothing. A run's own config.json (a committed record, or one
+    of an older version lacking a few newer settings) is still recognised."""
+    import dataclasses
+    import glob
+
+    out = tmp_path / "theirs"
+    (out / "final").mkdir(parents=True)
+    (out / "final" / "model.bin").write_bytes(b"their weights")
+    (out / "metrics.jsonl").write_text('{"step": 0, "loss": 1}\n')
+    ours = dataclasses.asdict(TrainConfig())
+    look_alike = {k: ours[k] for k in list(ours)[:30]} | {"env": "CartPole-v1", "tool": "sb3"}
+    for cfg_json in (look_alike, {k: ours[k] for k in rundir.RUN_KEYS}):
+        (out / "config.json").write_text(json.dumps(cfg_json))
+        before = _tree(out)
+        for resume in (True, False):
+            with pytest.raises(ValueError, match="holds no flowzoo run"):
+                prepare_dir(out, _cfg(out, resume=resume))
+            assert _tree(out) == before
+    (committed,) = sorted(glob.glob("baselines/results/*/runs/*/config.json"))[:1]
+    stored = json.loads(open(committed).read())
+    older = {k: v for k, v in stored.items() if k not in list(ours)[-5:]}
+    for record in (stored, older):
+        run = tmp_path / f"run{len(record)}"
+        (run / "checkpoint").mkdir(parents=True)
+        (run / "checkpoint" / "state.pt").write_bytes(b"x")
+        (run / "config.json").write_text(json.dumps(record))
+        assert rundir.is_run_config(record)
+        prepare_dir(run, _cfg(run, resume=False)).release()  # its own run: started over
+        assert not (run / "checkpoint").exists()
+
+
+def test_two_runs_started_at_once_the_second_is_told_the_first_ones_pid(tmp_path):
+    """The first run holds the lock and is writing its config.json (a temp file beside it,
+    no config.json yet): the second is told the directory is in use and by whom, not that
+    it is a stranger's; the same once the first's config is there."""
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path\n"
+            "from flowzoo.agents.train.rundir import RunLock\n"
+            "out = Path(sys.argv[1]); out.mkdir(); lock = RunLock(out)\n"
+            "(out / '.config.json.k2j3h4.tmp').write_text('{\"env\": ')\n"
+            "print('locked', flush=True); sys.stdin.read()\n",
+            str(out),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        for resume in (True, False):
+            with pytest.raises(RunDirInUse, match=rf"\(pid {holder.pid}\)"):
+                prepare_dir(out, _cfg(out, resume=resume))
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    prepare_dir(out, _cfg(out)).release()  # free: a killed write's temp file is not foreign
+    assert not list(out.glob(".config.json.*.tmp")) or (out / "config.json").exists()
+
+
+def test_a_torn_config_of_our_own_run_is_said_to_be_unreadable(tmp_path):
+    out = tmp_path / "run"
+    prepare_dir(out, _cfg(out)).release()
+    cfg_path = out / "config.json"
+    cfg_path.write_bytes(cfg_path.read_bytes()[:300])
+    before = _tree(out)
+    with pytest.raises(ValueError, match=r"config.json cannot be read .*--resume false"):
+        prepare_dir(out, _cfg(out))
+    assert _tree(out) == before
+    prepare_dir(out, _cfg(out, resume=False)).release()  # started over: a whole config again
+    assert rundir.is_run_config(json.loads(cfg_path.read_text()))
+
+
+@pytest.mark.parametrize("case", ["dangling link", "parent is a file", "long name", "not utf-8"])
+def test_an_out_dir_no_run_can_write_is_refused_before_a_model_loads(tmp_path, case):
+    """Said at the boundary, naming the path: Trainer refuses it before the model (here one
+    that does not exist) is even looked at, and the CLI says it without a traceback."""
+    pytest.importorskip("torch")
+    from flowzoo.agents.train.trainer import Trainer
+    from flowzoo.cli import main
+
+    if case == "dangling link":
+        out = tmp_path / "link"
+        out.symlink_to(tmp_path / "gone" / "deeper")
+        want = "does not exist"
+    elif case == "parent is a file":
+        (tmp_path / "afile").write_text("x")
+        out = tmp_path / "afile" / "run"
+        want = "is a file, not a directory"
+    elif case == "long name":
+        out = tmp_path / ("d" * 300)
+        want = "longer than this file system takes"
+    else:
+        out = tmp_path / "bad\udcff"
+        want = "not valid UTF-8"
+    cfg = TrainConfig(out_dir=str(out), model=str(tmp_path / "no-model"), env="voting-math")
+    with pytest.raises(ValueError, match=want):
+        Trainer(cfg, progress=False)
+    argv = ["train", "--model", str(tmp_path / "no-model"), "--out-dir", str(out)]
+    assert main(argv) == 2
+    assert not (tmp_path / "gone").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a mode-0555 directory")
+def test_a_read_only_out_dir_is_refused_before_a_model_loads(tmp_path):
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        with pytest.raises(ValueError, match="not writable"):
+            rundir.check_dir(out / "run", _cfg(out / "run"))
+    finally:
+        out.chmod(0o755)
+
+
+@pytest.mark.parametrize("sig,twice", [("TERM", True), ("HUP", False)])
+def test_sigterm_and_sighup_are_taken_as_ctrl_c(tiny_model, tmp_path, sig, twice):
+    """A scheduler's kill (SIGTERM) or a closed terminal (SIGHUP) reaching ``flowzoo train
+    2>&1 | tee log``'s process group: the run saves its checkpoint and writes its summary as
+    interrupted (a second signal, sent at once, does not cut the records short), and exits
+    128 + the signal; the checkpoint passes its digest and resumes."""
+    import signal
+
+    pytest.importorskip("torch")
+    from flowzoo.agents.train import checkpoint
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "flowzoo.cli", "train", "--model", str(tiny_model),
+            "--env", "voting-math", "--steps", "500", "--problems-per-step", "1",
+            "--group-size", "2", "--max-new-tokens", "24", "--eval-every", "0",
+            "--eval-ood-episodes", "0", "--save-every", "1", "--out-dir", str(out)]  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    signum = getattr(signal, f"SIG{sig}")
+    try:
+        metrics = out / "metrics.jsonl"  # (its early output fits in the pipe's buffer)
+        while proc.poll() is None and (
+            not metrics.exists() or len(metrics.read_text().splitlines()) < 2
+        ):
+            time.sleep(0.05)  # two steps logged
+        assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+        proc.stdout.close()  # the pipe's reader (tee) got the same signal and is gone
+        os.killpg(proc.pid, signum)
+        if twice:
+            os.killpg(proc.pid, signum)
+        assert proc.wait(timeout=240) == 128 + signum
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 2 <= summary["steps_done"] < 500
+    assert checkpoint.last_good(out).startswith("the last good checkpoint")
+    assert not (out / "final").exists()
+    RunLock(out).release()

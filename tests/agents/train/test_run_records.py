@@ -260,17 +260,17 @@ def test_eval_rebuilds_a_runs_frozen_roles_and_takes_per_role_models(tiny_model,
 
 
 def test_records_are_written_whole_or_not_at_all(tmp_path):
-    from flowzoo.agents.train import runlog
+    from flowzoo.agents.train import rundir
 
     p = tmp_path / "summary.json"
-    runlog.write_json(p, {"status": "completed"})
+    rundir.write_json(p, {"status": "completed"})
 
     def dies(f):
         f.write(b'{"status": "fai')
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        runlog.atomic_write(p, dies)
+        rundir.atomic_write(p, dies)
     assert json.loads(p.read_text()) == {"status": "completed"}
     assert [x.name for x in tmp_path.iterdir()] == ["summary.json"]  # no temp file left
 
@@ -404,3 +404,109 @@ def test_a_resume_restores_the_thread_count_the_run_started_with(tiny_model, tmp
         assert s["resumed"] and s["threads"] == 2 == torch.get_num_threads()  # pinned
     finally:
         torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ final weights and checkpoints
+
+
+class _DiskFills(Trainer):
+    """The disk fills while final/ is written: the weights' files are half there."""
+
+    def _build_policies(self, probe):
+        super()._build_policies(probe)
+        save = self.router.save_pretrained
+
+        def fills(out, **kw):
+            save(out, **kw)
+            import errno
+
+            (out / "shared" / "model.safetensors").write_bytes(b"\0" * 100)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        self.router.save_pretrained = fills
+
+
+def test_final_is_whole_before_the_summary_says_completed(tiny_model, tmp_path):
+    """final/ is written to a staging directory and renamed into place, then the summary:
+    a run whose save fails (a full disk) is ``failed`` with the error, never ``completed``;
+    it leaves no final/ (or the previous one, intact), and the same command then finishes."""
+    out = tmp_path / "r"
+    cfg = _cfg(tiny_model, out, steps=1, eval_every=0)
+    with pytest.raises(ValueError, match="No space left on device"):
+        _DiskFills(cfg, progress=False).train()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"].startswith("failed") and "No space" in s["error"] and "weights" not in s
+    assert not (out / "final").exists() and not (out / ".final.partial").exists()
+    s = Trainer(cfg, progress=False).train()  # the checkpoint was kept: it resumes, writes
+    assert s["status"] == "completed" and (out / "final" / "shared" / "tokenizer.json").exists()
+    before = {p: p.read_bytes() for p in (out / "final").rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match="No space"):
+        _DiskFills(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
+    assert {p: p.read_bytes() for p in (out / "final").rglob("*") if p.is_file()} == before
+    assert json.loads((out / "summary.json").read_text())["status"].startswith("failed")
+
+
+class _Planted:
+    """Unpickling this runs code (writes a file): what a planted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('pwned')",))
+
+
+@pytest.mark.parametrize("digest", ["planted too", "none"])
+def test_a_planted_pickle_in_the_checkpoint_never_runs(tiny_model, tmp_path, digest):
+    """Checkpoints load with ``weights_only=True``: a pickle that would run code is refused
+    as not a checkpoint this version can read safely (even with a digest that matches,
+    which whoever planted it can write too), and nothing of it runs."""
+    import hashlib
+
+    from flowzoo.agents.train.checkpoint import digest_path
+
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
+    (ckpt,) = (out / "checkpoint").glob("*.pt")
+    marker = tmp_path / "PWNED"
+    torch.save({"identity": _Planted(marker)}, ckpt)
+    if digest == "none":
+        digest_path(ckpt).unlink()
+        want = "has no digest"
+    else:
+        digest_path(ckpt).write_text(
+            json.dumps({"sha256": [hashlib.sha256(ckpt.read_bytes()).hexdigest()]})
+        )
+        want = "not a checkpoint this version can read safely"
+    with pytest.raises(ValueError, match=rf"state.pt .*{want}.*--resume false|{want}"):
+        Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
+    assert not marker.exists()
+    assert json.loads((out / "summary.json").read_text())["status"] == "completed"
+
+
+def test_a_silently_damaged_checkpoint_fails_its_digest_and_is_never_called_good(
+    tiny_model, tmp_path
+):
+    """One flipped byte inside a weight tensor still loads as a checkpoint: the digest
+    stored beside it refuses the resume, and the message of a stopped run never points at
+    it as the last good checkpoint."""
+    import zipfile
+
+    from flowzoo.agents.train.checkpoint import last_good
+
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
+    assert last_good(out) == f"the last good checkpoint is in {out / 'checkpoint'}"
+    (ckpt,) = (out / "checkpoint").glob("*.pt")
+    with zipfile.ZipFile(ckpt) as z:  # the largest tensor's bytes, where a flip loads fine
+        info = max(z.infolist(), key=lambda i: i.file_size)
+        raw = bytearray(ckpt.read_bytes())
+        start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    raw[start + info.file_size // 2] ^= 0x10
+    ckpt.write_bytes(bytes(raw))
+    torch.load(ckpt, weights_only=True)  # still a loadable checkpoint: only the digest knows
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"state.pt fails its digest check.*--resume false"):
+        Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert "last good" not in last_good(out) and "digest" in last_good(out)
