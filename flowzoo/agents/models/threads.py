@@ -160,7 +160,8 @@ def pick_threads(
 
     Why less the busy ones: torch's threads meet at a barrier after every operation, so a
     thread that shares its core with another process holds all the others up; on a 2-core
-    machine beside two busy processes a 2-thread run took 4.5x its idle time. The count is
+    machine beside two busy processes a 2-thread run took 4.75x its idle time, a
+    1-thread run 2.0x (docs/performance.md). The count is
     fixed for the run (a resume reuses it: :func:`restore`): results depend on it in the
     last bits, so ``--threads`` (or ``OMP_NUM_THREADS``) pins it across machines and loads."""
     if requested < 0:
