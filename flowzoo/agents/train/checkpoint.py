@@ -21,7 +21,7 @@ from typing import IO, Any, cast
 import torch
 
 from flowzoo.agents.models import threads
-from flowzoo.agents.train import distributed, rundir, runlog
+from flowzoo.agents.train import distributed, rundir
 
 #: what every checkpoint holds (checked before anything of it is used)
 KEYS = ("identity", "step", "router", "opts", "heads", "damper", "eval_curve", "torch_rng")
