@@ -394,32 +394,33 @@ def test_the_compute_matched_control_is_the_single_agent_given_as_many_turns(
     assert f"— {verdict}" in matched and "[problems_per_step=32]" in matched
 
 
-@pytest.mark.parametrize("iso_along,verdict", [(2e-3, "supported"), (5e-4, "contradicted")])
-def test_amplification_is_read_on_what_moves_the_weights(tmp_path, iso_along, verdict):
-    """The raw per-turn norms say Shared is larger (as in the report test); where runs record
-    the update after Adam along the solvers' direction, the verdict is read on that and comes
-    out either way."""
+def _amplification(tmp_path, iso_along: float, iso_steps=None, shared_steps=None) -> str:
+    """The amplification finding of 3 matched Voting seeds a side (Shared: update length
+    1e-3 along the solvers' direction; Isolated: ``iso_along``), with each policy's Adam
+    steps per rollout step where given."""
     from flowzoo.analysis.findings import findings
 
     rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
     sh = {"solver": 0.8, "aggregator": 0.2}
     for seed in range(3):
-        jitter = 1 + 0.01 * seed
-        _fake_run(
-            tmp_path,
-            f"i{seed}",
-            "voting-math",
-            "isolated",
-            seed,
-            rise,
-            sh,
-            along=iso_along * jitter,
-        )
-        _fake_run(
-            tmp_path, f"s{seed}", "voting-math", "shared", seed, rise, sh, along=1e-3 * jitter
-        )
+        j = 1 + 0.01 * seed
+        for name, policy, along, steps in (
+            (f"i{seed}", "isolated", iso_along * j, iso_steps),
+            (f"s{seed}", "shared", 1e-3 * j, shared_steps),
+        ):
+            _fake_run(tmp_path, name, "voting-math", policy, seed, rise, sh, along=along,
+                      opt_steps=steps)  # fmt: skip
     lines = findings(cell_stats(load_runs(tmp_path), window=2))
     (amp,) = [x for x in lines if "amplifies the parallel role" in x]
+    return amp
+
+
+@pytest.mark.parametrize("iso_along,verdict", [(2e-3, "supported"), (5e-4, "contradicted")])
+def test_amplification_is_read_on_what_moves_the_weights(tmp_path, iso_along, verdict):
+    """The raw per-turn norms say Shared is larger (as in the report test); where runs record
+    the update after Adam along the solvers' direction, the verdict is read on that and comes
+    out either way."""
+    amp = _amplification(tmp_path, iso_along)
     assert amp.startswith(f"**Isolated-Policy amplifies the parallel role's gradient** — {verdict}")
     assert "per-turn gradient norm isolated 8.000 vs shared 10.667" in amp  # beside it
     assert "the verdict's reading" in amp
@@ -429,37 +430,8 @@ def test_amplification_per_rollout_step_beside_per_adam_step(tmp_path):
     """Per Adam step the isolated solver moves more; but the shared policy makes 4 Adam steps
     per rollout step to the isolated solver's 1, so per rollout step the order flips: the
     report gives both readings, each computed from the records."""
-    from flowzoo.analysis.findings import findings
-
-    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
-    sh = {"solver": 0.8, "aggregator": 0.2}
-    for seed in range(3):
-        j = 1 + 0.01 * seed
-        iso_steps = {"solver": {"opt_steps": 1}, "aggregator": {"opt_steps": 1}}
-        _fake_run(
-            tmp_path,
-            f"i{seed}",
-            "voting-math",
-            "isolated",
-            seed,
-            rise,
-            sh,
-            along=2e-3 * j,
-            opt_steps=iso_steps,
-        )
-        _fake_run(
-            tmp_path,
-            f"s{seed}",
-            "voting-math",
-            "shared",
-            seed,
-            rise,
-            sh,
-            along=1e-3 * j,
-            opt_steps={"shared": {"opt_steps": 4}},
-        )
-    lines = findings(cell_stats(load_runs(tmp_path), window=2))
-    (amp,) = [x for x in lines if "amplifies the parallel role" in x]
+    iso_steps = {"solver": {"opt_steps": 1}, "aggregator": {"opt_steps": 1}}
+    amp = _amplification(tmp_path, 2e-3, iso_steps, {"shared": {"opt_steps": 4}})
     # per Adam step: 2e-3 x 0.8 vs 1e-3 x 0.8; per rollout step: x1 vs x4
     assert "per Adam step isolated 1.62e-03 vs shared 8.08e-04" in amp
     assert "per rollout step isolated 1.62e-03 vs shared 3.23e-03" in amp

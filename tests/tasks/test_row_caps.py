@@ -32,18 +32,9 @@ from flowzoo.tasks.code import CodeFamily, contests, load_code_file, names
 from flowzoo.tasks.code.data import load_code_dataset
 from flowzoo.tasks.files import WHOLE
 from flowzoo.tasks.math.data import load_hf_local
+from tests.tasks.test_row_bombs import HUMANEVAL, MBPP, RIGHT, WRONG  # the same rows
 
 REPO = str(Path(flowzoo.__file__).resolve().parents[1])
-RIGHT = "```python\ndef f(x):\n    return x + 1\n```"
-WRONG = "```python\ndef f(x):\n    return x\n```"
-MBPP = {"task_id": 1, "text": "add one", "code": "def f(x):\n    return x + 1\n"}
-HUMANEVAL = {
-    "task_id": "h/0",
-    "prompt": "def f(x):\n",
-    "canonical_solution": "    return x + 1\n",
-    "entry_point": "f",
-    "test": "def check(candidate):\n    assert candidate(1) == 2\n",
-}
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
