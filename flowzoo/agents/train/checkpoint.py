@@ -95,7 +95,10 @@ def save(tr, pending: dict | None = None) -> None:
     p = tr.ckpt_path
     rundir.check_entry(p.parent, directory=True)  # checkpoint/ a real directory, not a link
     side, done = digest_path(p), []
-    kept = _digests(side)[:1]  # the state.pt there now (the first digest is always its)
+    # every digest the sidecar accepts now: after a kill between the sidecar's write and the
+    # rename below, the file there is the *older* one, so its digest is not always the first
+    # (two such kills in a row once called a good checkpoint damaged)
+    kept = _digests(side)
 
     def write(f: IO[bytes]) -> None:
         h = _Hashing(f)

@@ -510,3 +510,39 @@ def test_a_silently_damaged_checkpoint_fails_its_digest_and_is_never_called_good
         Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert "last good" not in last_good(out) and "digest" in last_good(out)
+
+
+def test_kills_between_a_checkpoints_digest_and_its_rename_never_condemn_it(
+    tiny_model, tmp_path, monkeypatch
+):
+    """A kill after the sidecar names the new state but before the new file replaces the
+    old leaves the old file there; twice in a row (a scheduler's SIGKILL after a held
+    SIGTERM, then again on the resumed run) it must still pass its digest and resume."""
+    import io
+
+    from flowzoo.agents.train import checkpoint, rundir
+
+    out = tmp_path / "r"
+    tr = Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False)
+    tr.train()
+    real = rundir.atomic_write
+
+    class Killed(Exception):
+        pass
+
+    def killed_before_the_rename(path, data):
+        if path.name.endswith(".pt"):
+            data(io.BytesIO())  # the new state is written and its digest recorded...
+            raise Killed  # ...and the process dies before the rename
+        return real(path, data)
+
+    monkeypatch.setattr(rundir, "atomic_write", killed_before_the_rename)
+    for _ in range(2):
+        tr.step += 1  # a different state each time, so a different digest
+        with pytest.raises(Killed):
+            checkpoint.save(tr)
+    monkeypatch.setattr(rundir, "atomic_write", real)
+    with checkpoint.open_verified(tr.ckpt_path):
+        pass  # the file there (step 1's) passes its digest
+    s = Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
+    assert s["status"] == "completed" and s["resumed"] and s["steps_done"] == 2
