@@ -42,6 +42,9 @@ FINAL_PARTIAL, FINAL_OLD = ".final.partial", ".final.old"
 #: check), directories (its own, entered only when they are real directories)
 RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", LOCK_FILE)
 RUN_DIRS = ("checkpoint", "final", "tensorboard", "mlruns", FINAL_PARTIAL, FINAL_OLD)
+#: every name a run (or its sweep, or a tracker: wandb's own folder) writes at the top of
+#: its directory: a run's config.json beside anything else is not a run's directory
+RUN_OWN = frozenset({*RUN_FILES, *RUN_DIRS, *PRE_RUN, "wandb"})
 #: a temp file :func:`atomic_write` leaves when the process is killed mid-write
 RUN_TEMP = re.compile(r"\.(config\.json|summary\.json|metrics\.jsonl)\..+\.tmp")
 #: a config.json is a flowzoo run's when every key is a setting (a few retired ones allowed)
@@ -297,6 +300,13 @@ def check_not_foreign(out: Path, resume: bool = True) -> None:
         return
     stored, err = _stored_config(out / "config.json")
     if is_run_config(stored):
+        stray = [n for n in names if n not in RUN_OWN and not RUN_TEMP.fullmatch(n)]
+        if stray:  # a run's config.json copied into a project, say: the rest is not ours
+            shown = ", ".join(stray[:5]) + (f", ... ({len(stray)})" if len(stray) > 5 else "")
+            raise ValueError(
+                f"{out} holds a flowzoo run's config.json beside entries no run writes "
+                f"({shown}); nothing there was touched: move them out or use another out_dir"
+            )
         return
     if "config.json" in names and not isinstance(stored, dict) and LOCK_FILE in names:
         if resume:  # ours (its lock is there), torn: said as such, not as a stranger's

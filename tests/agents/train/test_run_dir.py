@@ -18,6 +18,15 @@ from flowzoo.agents.train.rundir import RunDirInUse, RunLock, prepare_dir
 from flowzoo.config import TrainConfig
 
 
+def _default_stop_signals() -> None:
+    """A child's stop signals at their defaults, whatever this session inherited (nohup
+    ignores SIGHUP, a background job SIGINT): a run keeps the handlers it starts with, so a
+    test of them must start it as a terminal would."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
 def _cfg(out, **kw) -> TrainConfig:
     return TrainConfig(out_dir=str(out), **kw)
 
@@ -184,7 +193,7 @@ def test_ctrl_c_under_a_pipe_whose_reader_died_records_the_run_as_interrupted(ti
         stderr=subprocess.STDOUT,
         start_new_session=True,
         env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=_default_stop_signals,
     )
     try:
         seen = b""
@@ -489,7 +498,7 @@ def test_sigterm_and_sighup_are_taken_as_ctrl_c(tiny_model, tmp_path, sig, twice
         stderr=subprocess.STDOUT,
         start_new_session=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=_default_stop_signals,
     )
     signum = getattr(signal, f"SIG{sig}")
     try:
@@ -513,3 +522,24 @@ def test_sigterm_and_sighup_are_taken_as_ctrl_c(tiny_model, tmp_path, sig, twice
     assert checkpoint.last_good(out).startswith("the last good checkpoint")
     assert not (out / "final").exists()
     RunLock(out).release()
+
+
+def test_a_runs_config_beside_foreign_entries_is_not_a_run_directory(tmp_path):
+    """A real run's config.json copied into a project folder does not make the folder a
+    run's: the other entries (sources, a notes file) are no run's, so the folder is refused
+    with or without resume and nothing in it changes (red team round 2: the default resume
+    deleted final/model.bin and replaced metrics.jsonl)."""
+    import dataclasses
+
+    out = tmp_path / "proj"
+    (out / "src").mkdir(parents=True)
+    (out / "src" / "main.py").write_text("print('mine')\n")
+    (out / "final").mkdir()
+    (out / "final" / "model.bin").write_bytes(b"their weights")
+    (out / "metrics.jsonl").write_text('{"step": 0, "loss": 1}\n')
+    (out / "config.json").write_text(json.dumps(dataclasses.asdict(_cfg(out))))
+    before = _tree(out)
+    for resume in (True, False):
+        with pytest.raises(ValueError, match=r"beside entries no run writes \(src\)"):
+            prepare_dir(out, _cfg(out, resume=resume))
+        assert _tree(out) == before
