@@ -27,6 +27,7 @@ def _default_stop_signals() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
 
+
 def _cfg(out, **kw) -> TrainConfig:
     return TrainConfig(out_dir=str(out), **kw)
 
