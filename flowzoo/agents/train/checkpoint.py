@@ -39,7 +39,7 @@ def _digests(side: Path) -> list[str]:
     """The digests a sidecar accepts (none: absent or unreadable)."""
     try:
         got = json.loads(rundir.read_regular(side, 4096)).get("sha256", [])
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return []
     return [d for d in got if isinstance(d, str)] if isinstance(got, list) else []
 
@@ -262,7 +262,14 @@ def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:
             f"{p} belongs to a different configuration; use another out_dir or {RESTART}"
         )
     step = state["step"]
-    if not isinstance(step, int) or step < 0 or not isinstance(state["eval_curve"], list):
+    curve = state["eval_curve"]
+    pairs = isinstance(curve, list) and all(
+        isinstance(x, (list, tuple))
+        and len(x) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in x)
+        for x in curve
+    )
+    if not isinstance(step, int) or step < 0 or not pairs:
         raise ValueError(f"{p} holds a bad step {step!r} or eval curve; {RESTART}")
     router = state["router"] if isinstance(state["router"], dict) else {}
     bad = [

@@ -274,7 +274,7 @@ def _stored_config(p: Path) -> tuple[Any, str | None]:
         return json.loads(read_regular(p)), None
     except FileNotFoundError:
         return None, None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # a nesting bomb is unreadable too
         return None, f"{type(e).__name__}: {str(e)[:80]}"
 
 

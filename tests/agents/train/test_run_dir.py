@@ -544,3 +544,17 @@ def test_a_runs_config_beside_foreign_entries_is_not_a_run_directory(tmp_path):
         with pytest.raises(ValueError, match=r"beside entries no run writes \(src\)"):
             prepare_dir(out, _cfg(out, resume=resume))
         assert _tree(out) == before
+
+
+def test_a_nesting_bomb_config_is_an_unreadable_config_not_a_traceback(tmp_path):
+    """100,000 nested brackets in config.json exceed the JSON reader's recursion: that is a
+    config that cannot be read, said at the boundary (red team round 2: a RecursionError
+    traceback), and nothing in the folder changes."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "config.json").write_text("[" * 100_000)
+    before = _tree(out)
+    for resume in (True, False):
+        with pytest.raises(ValueError, match="config.json cannot be read: RecursionError"):
+            prepare_dir(out, _cfg(out, resume=resume))
+        assert _tree(out) == before
