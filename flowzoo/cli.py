@@ -283,18 +283,23 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from flowzoo.agents.train.signals import Stopped
     from flowzoo.agents.train.sweep import load_sweep, parse_subset, run_sweep
 
     spec = load_sweep(args.config)
     if args.out_dir:
         spec.out_dir = args.out_dir
-    rep = run_sweep(
-        spec,
-        backend=args.backend,
-        workers=args.workers,
-        subset=parse_subset(args.subset),
-        address=args.address,
-    )
+    try:
+        rep = run_sweep(
+            spec,
+            backend=args.backend,
+            workers=args.workers,
+            subset=parse_subset(args.subset),
+            address=args.address,
+        )
+    except Stopped as e:  # SIGTERM / SIGHUP: its runs recorded as interrupted, as Ctrl-C
+        print(f"flowzoo: sweep stopped by {e}; see {spec.out_dir}/sweep.json", file=sys.stderr)
+        return 128 + e.signum
     failed = {k: v for k, v in rep["runs"].items() if v.startswith("failed")}
     for k, v in rep["runs"].items():
         print(f"{v:<22} {k}")

@@ -165,6 +165,26 @@ def open_regular(p: Path) -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
+def open_append(p: Path) -> int:
+    """``p`` opened to append (created when absent), never through a link, into a FIFO (a
+    FIFO without a reader blocks its writer: it hung a sweep) or into a file that has other
+    names (hard links): refused, named (:class:`UnsafeRunPath`). A blocking descriptor."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(p, flags, 0o666)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, FIFO, dir
+            check_entry(p, directory=False)
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        check_entry(p, directory=False)
+        raise UnsafeRunPath(f"{p} is not a regular file of one link; nothing was written to it")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def read_regular(p: Path, limit: int = 64 << 20) -> bytes:
     """The bytes of regular file ``p`` (:func:`open_regular`), at most ``limit``."""
     with open_regular(p) as f:

@@ -10,10 +10,8 @@ Why its own room: a run record must be honest whatever happens to the process (a
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import os
-import stat
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from flowzoo.agents.train.rundir import atomic_write, check_entry
+from flowzoo.agents.train.rundir import atomic_write, check_entry, open_append
 from flowzoo.agents.train.signals import critical
 from flowzoo.analysis.curves import mean_grad_share
 from flowzoo.analysis.readings import evals_of, trajectory
@@ -164,17 +162,8 @@ class RunLog:
     def append(self, row: dict) -> None:
         if not self.main:
             return
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-        try:
-            fd = os.open(self.path, flags | os.O_CLOEXEC, 0o666)
-        except OSError as e:
-            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, FIFO, dir
-                check_entry(self.path, directory=False)
-            raise
+        fd = open_append(self.path)  # appended in place: never through a link or a FIFO
         with critical(), os.fdopen(fd, "w", encoding="utf-8") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # appended in place
-                check_entry(self.path, directory=False)
             f.write(json.dumps(row, default=float) + "\n")
         if self.trackers:
             from flowzoo.agents.train.trackers import flat_scalars

@@ -15,16 +15,18 @@ import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flowzoo.agents.models.threads import usable_cores
-from flowzoo.agents.train import rundir
+from flowzoo.agents.train import rundir, signals
 
 BACKENDS = ("local", "ray")
 
@@ -132,33 +134,144 @@ def parse_subset(arg: str | None) -> dict[str, str]:
     return out
 
 
-def is_done(run: RunSpec) -> bool:
-    p = Path(run.config["out_dir"]) / "summary.json"
-    if not p.exists():
-        return False
+def _read_record(p: Path) -> Any:
+    """A record the run wrote, parsed, or None: absent, unreadable, not a regular file (a
+    link is not followed, a FIFO never blocks: :func:`rundir.read_regular`), or not JSON."""
     try:
-        s = json.loads(p.read_text())
-    except json.JSONDecodeError:
-        return False
-    return s.get("status") == "completed" and s.get("steps_done", -1) >= int(
-        run.config.get("steps", 0)
-    )
+        return json.loads(rundir.read_regular(p))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
-def _run_local(run: RunSpec) -> dict:
+def is_done(run: RunSpec) -> bool:
+    """Skipped only when its summary says completed with all its steps AND its config.json
+    is the config this sweep gives it: a copy of another run's directory, or a run of an
+    older sweep file, is not this run (the trainer then decides, as for a single run)."""
+    from flowzoo.config import TrainConfig
+
     out = Path(run.config["out_dir"])
+    s = _read_record(out / "summary.json")
+    if not isinstance(s, dict) or s.get("status") != "completed":
+        return False
+    done = s.get("steps_done", -1)
+    if not isinstance(done, int) or done < int(run.config.get("steps", 0)):
+        return False
+    stored = _read_record(out / "config.json")
+    if not rundir.is_run_config(stored):
+        return False
+    return not rundir.config_diff(stored, TrainConfig.from_dict(run.config))
+
+
+#: the child: the run's config as an argument (no file read between the check and the run);
+#: a stop signal is recorded by the trainer (interrupted) and ends the child as 128 + it
+_CHILD = """import json, sys
+from flowzoo.agents.train.signals import Stopped
+from flowzoo.agents.train.trainer import TrainConfig, Trainer
+try:
+    Trainer(TrainConfig.from_dict(json.loads(sys.argv[1])), progress=False).train()
+except Stopped as e:
+    sys.exit(128 + e.signum)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def _open_log(p: Path) -> int:
+    """``train.log`` opened to append: never through a link, into a FIFO (which hung the
+    sweep) or into a file with other names (:func:`rundir.open_append`)."""
+    rundir.check_entry(p, directory=False)
+    return rundir.open_append(p)
+
+
+def _claim(run: RunSpec) -> int:
+    """The run's directory checked as a single run checks it (:func:`rundir.check_dir`: a
+    path no run can write, a live run's, a link or FIFO where the run writes, a directory
+    that is no flowzoo run, a run of another config when resuming), and the run directory
+    itself not a link; then, under its lock (checked again), run_config.json written and
+    train.log opened. Returns the log's descriptor; raises (ValueError, OSError) untouched."""
+    from flowzoo.config import TrainConfig
+
+    out = Path(run.config["out_dir"])
+    cfg = TrainConfig.from_dict(run.config)
+
+    def check(probe_lock: bool = True) -> None:
+        rundir.check_entry(out, directory=True)  # the sweep names it: a link is not its own
+        rundir.check_dir(out, cfg, probe_lock)
+        rundir.check_entry(out / "run_config.json", directory=False, single_link=False)
+        rundir.check_entry(out / "train.log", directory=False)  # appended to in place
+
+    check()
     out.mkdir(parents=True, exist_ok=True)
-    cfg_path = out / "run_config.json"
-    rundir.write_json(cfg_path, run.config)
-    log = out / "train.log"
-    code = "import json,sys; from flowzoo.agents.train.trainer import TrainConfig, Trainer; Trainer(TrainConfig.from_dict(json.load(open(sys.argv[1]))), progress=False).train()"
-    # one thread per run (runs share the cores); the trainer reads it (threads.pick_threads)
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("FLOWZOO_SWEEP_THREADS", "1")}
-    with log.open("a") as f:
-        rc = subprocess.call(
-            [sys.executable, "-c", code, str(cfg_path)], stdout=f, stderr=subprocess.STDOUT, env=env
-        )
-    return {"run_id": run.run_id, "rc": rc}
+    lock = rundir.RunLock(out)  # released before the child starts: the child takes it
+    try:
+        check(probe_lock=False)  # what changed meanwhile (the lock is ours)
+        fd = _open_log(out / "train.log")
+        try:
+            rundir.write_json(out / "run_config.json", run.config)
+        except BaseException:
+            os.close(fd)
+            raise
+    finally:
+        lock.release()
+    return fd
+
+
+class _Sweep:
+    """The live children of a local sweep, so a stop signal sent to the sweep alone reaches
+    each of them, and no run starts, or is retried, after it. They stay in the sweep's
+    process group (a kill of the group ends them too); Ctrl-C then reaches a run twice (the
+    terminal's, the sweep's), which the run takes as one (:class:`signals.StopSignals`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: set[subprocess.Popen] = set()
+        self.stopped: int | None = None
+
+    def stop(self, signum: int) -> None:
+        with self.lock:
+            if self.stopped is None:
+                self.stopped = signum
+                for p in self.procs:
+                    if p.poll() is None:
+                        p.send_signal(signum)
+
+    def run(self, run: RunSpec, attempt: int) -> int | None:
+        """The run's exit status (None: not started, the sweep was stopped)."""
+        fd = _claim(run)
+        try:
+            os.write(fd, f"== flowzoo sweep: run {run.run_id}, attempt {attempt + 1}\n".encode())
+            # one thread per run (runs share the cores); the trainer reads it (threads)
+            env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("FLOWZOO_SWEEP_THREADS", "1")}
+            cmd = [sys.executable, "-c", _CHILD, json.dumps(run.config)]
+            with self.lock:
+                if self.stopped is not None:
+                    return None
+                proc = subprocess.Popen(cmd, stdout=fd, stderr=subprocess.STDOUT, env=env)
+                self.procs.add(proc)
+        finally:
+            os.close(fd)
+        try:
+            return proc.wait()
+        finally:
+            with self.lock:
+                self.procs.discard(proc)
+
+    def one(self, r: RunSpec) -> str:
+        rc: int | None = None
+        for attempt in range(2):
+            if self.stopped is not None:
+                return "interrupted" if attempt else "interrupted (not started)"
+            try:
+                rc = self.run(r, attempt)
+            except (ValueError, OSError) as e:  # the directory refused: nothing touched
+                return f"failed ({type(e).__name__}: {e})"
+            if rc is None:
+                return "interrupted (not started)"
+            if rc == 0 and is_done(r):
+                return "completed" if attempt == 0 else "completed after retry"
+            if self.stopped is not None:
+                return "interrupted"  # recorded as such by the run; never retried
+        return f"failed (exit {rc}; see {r.config['out_dir']}/train.log)"
 
 
 def _run_inprocess(config: dict) -> dict:
@@ -176,10 +289,14 @@ def run_sweep(
     address: str | None = None,
     progress: bool = True,
 ) -> dict:
-    """Run every unfinished run; returns {run_id: "skipped" | "completed" | "failed: ..."}."""
+    """Run every unfinished run; returns {run_id: "skipped" | "completed" | "failed: ..."}.
+    SIGINT, SIGTERM or SIGHUP stop a local sweep: its live runs get the same signal (each
+    records itself interrupted), none is retried or started, sweep.json is written with
+    them ``interrupted``, then KeyboardInterrupt (SIGINT) or ``signals.Stopped`` is raised."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown sweep backend {backend!r}; valid: {', '.join(BACKENDS)}")
     runs = expand(spec, subset)
+    Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
     results: dict[str, str] = {}
     todo = []
     for r in runs:
@@ -188,46 +305,61 @@ def run_sweep(
         else:
             todo.append(r)
     t0 = time.time()
+    # a local sweep's stop signals are only noted (held): the main thread passes them on to
+    # the runs, and one arriving while sweep.json is written waits for it (Ray: as before)
+    stop = signals.StopSignals()
+    stop.hold()
     if backend == "local":
-        n = workers or usable_cores()  # the cores this process may use, not the machine's
-        from tqdm import tqdm
+        stop.install()
+    try:
+        if backend == "local":
+            n = workers or usable_cores()  # the cores this process may use, not the machine's
+            from tqdm import tqdm
 
-        bar = tqdm(
-            total=len(todo), desc=f"sweep {spec.name}", disable=not progress, file=sys.stderr
-        )
+            bar = tqdm(
+                total=len(todo), desc=f"sweep {spec.name}", disable=not progress, file=sys.stderr
+            )
 
-        def one(r: RunSpec) -> tuple[str, str]:
-            for attempt in range(2):
-                res = _run_local(r)
-                if res["rc"] == 0 and is_done(r):
-                    return r.run_id, "completed" if attempt == 0 else "completed after retry"
-            return r.run_id, f"failed (exit {res['rc']}; see {r.config['out_dir']}/train.log)"
-
-        with ThreadPoolExecutor(n) as ex:
-            for rid, status in ex.map(one, todo):
-                results[rid] = status
-                bar.update(1)
-        bar.close()
-    else:
-        import ray
-
-        ray.init(
-            address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False
-        )
-        remote = ray.remote(num_cpus=1, max_retries=1)(_run_inprocess)
-        refs = {r.run_id: remote.remote(r.config) for r in todo}
-        for rid, ref in refs.items():
+            sweep = _Sweep()
             try:
-                ray.get(ref)
-                results[rid] = "completed"
-            except Exception as e:
-                results[rid] = f"failed ({type(e).__name__}: {str(e)[:200]})"
-    report = {
-        "sweep": spec.name,
-        "backend": backend,
-        "wall_s": round(time.time() - t0, 1),
-        "runs": results,
-    }
-    Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
-    rundir.write_json(Path(spec.out_dir) / "sweep.json", report)
+                with ThreadPoolExecutor(n) as ex:
+                    futs = {ex.submit(sweep.one, r): r.run_id for r in todo}
+                    pending = set(futs)
+                    while pending:
+                        done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                        if stop.received is not None:
+                            sweep.stop(stop.received)
+                        bar.update(len(done))
+            finally:
+                bar.close()
+            results.update({futs[f]: f.result() for f in futs})  # in the sweep's order
+        else:
+            import ray
+
+            ray.init(
+                address=address,
+                ignore_reinit_error=True,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+            remote = ray.remote(num_cpus=1, max_retries=1)(_run_inprocess)
+            refs = {r.run_id: remote.remote(r.config) for r in todo}
+            for rid, ref in refs.items():
+                try:
+                    ray.get(ref)
+                    results[rid] = "completed"
+                except Exception as e:
+                    results[rid] = f"failed ({type(e).__name__}: {str(e)[:200]})"
+        report = {
+            "sweep": spec.name,
+            "backend": backend,
+            "wall_s": round(time.time() - t0, 1),
+            "runs": results,
+        }
+        rundir.write_json(Path(spec.out_dir) / "sweep.json", report)
+    finally:
+        stop.restore()
+    stopped = stop.received
+    if stopped is not None:  # exit 128 + it (the CLI): SIGINT as Ctrl-C always was
+        raise KeyboardInterrupt if stopped == signal.SIGINT else signals.Stopped(stopped)
     return report
