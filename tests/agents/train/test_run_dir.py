@@ -5,11 +5,13 @@ a run writes get the umask's mode, not safetensors' 0600, Ctrl-C under ``| tee``
 records the run as interrupted, and the progress a user watches keeps moving (an ETA from
 steady steps, evaluations with a bar of their own)."""
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,34 +43,39 @@ def _tree(d) -> dict:
     }
 
 
-def test_a_live_run_holds_its_directory_and_another_process_is_told_its_pid(tmp_path):
-    out = tmp_path / "run"
+@contextlib.contextmanager
+def _holding(out: Path, take: str):
+    """Another process that runs ``take`` (with ``out`` bound to the run directory) to
+    take the directory's lock, and holds it until the block ends; yields its pid."""
+    code = f"import sys; from pathlib import Path\nout = Path(sys.argv[1])\n{take}"
+    code += "print('locked', flush=True); sys.stdin.read()\n"
     holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path; from flowzoo.config import TrainConfig\n"
-            "from flowzoo.agents.train.rundir import prepare_dir\n"
-            "lock = prepare_dir(Path(sys.argv[1]), TrainConfig(out_dir=sys.argv[1]))\n"
-            "print('locked', flush=True); sys.stdin.read()\n",
-            str(out),
-        ],
+        [sys.executable, "-c", code, str(out)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        before = _tree(out)
-        for resume in (True, False):  # a fresh start must not clear a live run's files either
-            with pytest.raises(
-                RunDirInUse, match=rf"in use by another flowzoo run \(pid {holder.pid}\)"
-            ):
-                prepare_dir(out, _cfg(out, resume=resume))
-            assert _tree(out) == before
+        yield holder.pid
     finally:
         holder.stdin.close()
         holder.wait()
+
+
+def test_a_live_run_holds_its_directory_and_another_process_is_told_its_pid(tmp_path):
+    out = tmp_path / "run"
+    take = (
+        "from flowzoo.config import TrainConfig\n"
+        "from flowzoo.agents.train.rundir import prepare_dir\n"
+        "lock = prepare_dir(out, TrainConfig(out_dir=str(out)))\n"
+    )
+    with _holding(out, take) as pid:
+        before = _tree(out)
+        for resume in (True, False):  # a fresh start must not clear a live run's files either
+            with pytest.raises(RunDirInUse, match=rf"in use by another flowzoo run \(pid {pid}\)"):
+                prepare_dir(out, _cfg(out, resume=resume))
+            assert _tree(out) == before
     # the kernel dropped the lock with the process: the directory is free again
     prepare_dir(out, _cfg(out)).release()
 
@@ -395,29 +402,15 @@ def test_two_runs_started_at_once_the_second_is_told_the_first_ones_pid(tmp_path
     no config.json yet): the second is told the directory is in use and by whom, not that
     it is a stranger's; the same once the first's config is there."""
     out = tmp_path / "run"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path\n"
-            "from flowzoo.agents.train.rundir import RunLock\n"
-            "out = Path(sys.argv[1]); out.mkdir(); lock = RunLock(out)\n"
-            "(out / '.config.json.k2j3h4.tmp').write_text('{\"env\": ')\n"
-            "print('locked', flush=True); sys.stdin.read()\n",
-            str(out),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+    take = (
+        "from flowzoo.agents.train.rundir import RunLock\n"
+        "out.mkdir(); lock = RunLock(out)\n"
+        "(out / '.config.json.k2j3h4.tmp').write_text('{\"env\": ')\n"
     )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with _holding(out, take) as pid:
         for resume in (True, False):
-            with pytest.raises(RunDirInUse, match=rf"\(pid {holder.pid}\)"):
+            with pytest.raises(RunDirInUse, match=rf"\(pid {pid}\)"):
                 prepare_dir(out, _cfg(out, resume=resume))
-    finally:
-        holder.stdin.close()
-        holder.wait()
     prepare_dir(out, _cfg(out)).release()  # free: a killed write's temp file is not foreign
     assert not list(out.glob(".config.json.*.tmp")) or (out / "config.json").exists()
 
