@@ -95,7 +95,6 @@ def _train_config_from_args(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg = _train_config_from_args(args)  # checked before torch is even imported
     from flowzoo.agents.train.runlog import SafeStream
-    from flowzoo.agents.train.signals import Stopped
     from flowzoo.agents.train.trainer import Trainer, TrainingDiverged
 
     # a reader that goes away (`| tee` killed by the same Ctrl-C, `| head`) must never end
@@ -117,9 +116,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         # named only when it passes its digest: a damaged checkpoint is never "good"
         print(f"flowzoo: training stopped: {e}; {last_good(Path(cfg.run_dir))}", file=sys.stderr)
         return 3
-    except Stopped as e:  # SIGTERM / SIGHUP: recorded as interrupted, as Ctrl-C is
-        print(f"flowzoo: stopped by {e}; the run is recorded as interrupted", file=sys.stderr)
-        return 128 + e.signum
     if trainer.dist.main:  # under torchrun, one summary (process 0's)
         from flowzoo.analysis.summary import print_summary
 
@@ -283,23 +279,18 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from flowzoo.agents.train.signals import Stopped
     from flowzoo.agents.train.sweep import load_sweep, parse_subset, run_sweep
 
     spec = load_sweep(args.config)
     if args.out_dir:
         spec.out_dir = args.out_dir
-    try:
-        rep = run_sweep(
-            spec,
-            backend=args.backend,
-            workers=args.workers,
-            subset=parse_subset(args.subset),
-            address=args.address,
-        )
-    except Stopped as e:  # SIGTERM / SIGHUP: its runs recorded as interrupted, as Ctrl-C
-        print(f"flowzoo: sweep stopped by {e}; see {spec.out_dir}/sweep.json", file=sys.stderr)
-        return 128 + e.signum
+    rep = run_sweep(
+        spec,
+        backend=args.backend,
+        workers=args.workers,
+        subset=parse_subset(args.subset),
+        address=args.address,
+    )
     failed = {k: v for k, v in rep["runs"].items() if v.startswith("failed")}
     for k, v in rep["runs"].items():
         print(f"{v:<22} {k}")
@@ -591,9 +582,14 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         _say(f"flowzoo: error: {e}")
         return 2
-    except KeyboardInterrupt:
-        _say("flowzoo: interrupted")
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C; SIGTERM / SIGHUP arrive as its subclass Stopped
+        signum = getattr(e, "signum", None)  # either way the run or sweep recorded it
+        _say(
+            f"flowzoo: stopped by {e}; recorded as interrupted"
+            if signum
+            else "flowzoo: interrupted"
+        )
+        return 128 + signum if signum else 130
     except BrokenPipeError:  # the output's reader went away (`| head`): nothing to say it to
         return 141  # as a shell reports a command ended by SIGPIPE
 
