@@ -11,14 +11,10 @@ import pytest
 
 from flowzoo.sandbox import get_sandbox
 from flowzoo.sandbox.process import probe
+from tests.sandbox.modes import DOCKER_MODES, PROCESS_MODES
 
-MODES = [
-    ("bwrap", True),
-    ("bwrap", False),
-    ("unshare", True),
-    ("unshare", False),
-    pytest.param(("docker", True), marks=pytest.mark.docker),
-]
+MODES = PROCESS_MODES + DOCKER_MODES[:1]  # Docker without a fork server: a run there is not
+# pid 1 of its own namespace; its container-per-run test is below
 
 CHANNELS = {
     "tmp_file": (

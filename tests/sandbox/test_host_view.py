@@ -12,13 +12,9 @@ import pytest
 
 from flowzoo.sandbox import get_sandbox
 from flowzoo.sandbox.process import probe
+from tests.sandbox.modes import PROCESS_MODES
 
-MODES = [
-    ("bwrap", True),
-    ("bwrap", False),
-    ("unshare", True),
-    ("unshare", False),
-]
+MODES = PROCESS_MODES
 
 
 def _needles() -> list[str]:

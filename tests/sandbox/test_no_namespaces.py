@@ -18,15 +18,9 @@ from flowzoo.sandbox import get_sandbox
 from flowzoo.sandbox.base import classify
 from flowzoo.sandbox.guard import _FZ_UNFILTERED_EXIT, _FZ_UNFILTERED_MARK
 from flowzoo.sandbox.process import probe
+from tests.sandbox.modes import DOCKER_MODES, PROCESS_MODES
 
-MODES = [
-    ("bwrap", True),
-    ("bwrap", False),
-    ("unshare", True),
-    ("unshare", False),
-    pytest.param(("docker", True), marks=pytest.mark.docker),
-    pytest.param(("docker", False), marks=pytest.mark.docker),
-]
+MODES = PROCESS_MODES + DOCKER_MODES
 
 
 def _docker(fork: bool):
