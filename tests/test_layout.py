@@ -186,3 +186,36 @@ def test_the_cycle_scan_finds_a_planted_cycle(tmp_path):
     assert import_cycles(graph) == [["pkg.c", "pkg.sub.a", "pkg.sub.b"]]
     (pkg / "c.py").write_text("X = 1\n")
     assert import_cycles(import_graph(pkg)) == []
+
+
+def _train_modules(path: Path) -> set[str]:
+    """The flowzoo.agents.train modules (or names from them) a file imports."""
+    return {m for m in imports_of(path) if m.startswith("flowzoo.agents.train.")}
+
+
+def test_grpo_update_reads_three_files():
+    """One GRPO update is learner.py + algorithms/grpo.py + losses.py (docs/architecture.md):
+    what GRPO is may lean only on the loss pieces, the interface's types and the Batch type
+    (its input), and the loss pieces on nothing of the training side but type names."""
+    train = PKG / "agents" / "train"
+    grpo = _train_modules(train / "algorithms" / "grpo.py")
+    allowed = {
+        "flowzoo.agents.train.losses",
+        "flowzoo.agents.train.losses.Advantages",
+        "flowzoo.agents.train.algorithms.base",
+        "flowzoo.agents.train.algorithms.base.Algorithm",
+        "flowzoo.agents.train.algorithms.base.Critic",
+        "flowzoo.agents.train.batch",
+        "flowzoo.agents.train.batch.Batch",
+    }
+    assert grpo - allowed == set(), sorted(grpo - allowed)
+    losses = _train_modules(train / "losses.py")
+    assert losses <= {
+        "flowzoo.agents.train.batch",
+        "flowzoo.agents.train.batch.Batch",
+        "flowzoo.agents.train.rollout",
+        "flowzoo.agents.train.rollout.TurnRecord",
+    }, sorted(losses)
+    # the learner reads the algorithm through its interface only
+    learner = _train_modules(train / "learner.py")
+    assert not any(m.startswith("flowzoo.agents.train.algorithms.grpo") for m in learner)

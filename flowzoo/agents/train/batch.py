@@ -9,18 +9,16 @@ reward (as the env mixed it), its group and whether that group can teach anythin
 step's flag and tamper counts. The batch is frozen: assigning to it raises, and what it holds
 is tuples and read-only mappings.
 
-What an algorithm makes of a batch, :class:`Advantages`, is here too: arrays aligned with
-``batch.turns`` (``turn.index``), so the learner reads a turn's advantage without knowing
-which algorithm made it.
+What an algorithm makes of a batch, :class:`~flowzoo.agents.train.losses.Advantages`, is
+what the loss reads, so it lives with the loss pieces.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 import torch
 
@@ -138,38 +136,3 @@ class Batch:
         ok = zip(self.turns, self.informative, strict=True)
         good = {str(self.records[t.episode].group) for t, signal in ok if signal}
         return [g for g in dict.fromkeys(str(r.group) for r in self.records) if g in good]
-
-
-@dataclass
-class Advantages:
-    """What an algorithm estimates on a batch; aligned with ``batch.turns`` (``turn.index``)."""
-
-    #: GRPO, RLOO: one advantage per turn
-    scalar: list[float] | None = None
-    #: PPO: per-token advantages, returns and old values (None for turns with no tokens)
-    token: list[torch.Tensor | None] | None = None
-    returns: list[torch.Tensor | None] | None = None
-    old_values: list[torch.Tensor | None] | None = None
-    #: group statistics (sizes, singletons, dropped) for the metrics line
-    stats: dict[str, Any] = field(default_factory=dict)
-    #: turns (by index) that add no loss: uninformative groups (``filter_groups``) and
-    #: truncated turns (``mask_truncated``)
-    skip: set[int] = field(default_factory=set)
-
-    def tokens(self, t: TurnRecord, like: torch.Tensor) -> torch.Tensor:
-        """The turn's advantage for each of its completion tokens."""
-        if self.scalar is not None:
-            return torch.full_like(like, float(self.scalar[t.index]))
-        return self.token[t.index]
-
-    def value_targets(self, t: TurnRecord) -> tuple[torch.Tensor, torch.Tensor]:
-        """PPO: (old values, returns) of the turn's tokens."""
-        return self.old_values[t.index], self.returns[t.index]
-
-    def drop_uninformative(self, batch: Batch) -> None:
-        """``filter_groups``: leave out of the loss every turn whose group has no reward
-        variance (its group-relative advantages are all 0), counted in the statistics."""
-        dead = [i for i, ok in enumerate(batch.informative) if not ok]
-        self.skip |= set(dead)
-        self.stats["dropped_groups"] = len({batch.groups[i] for i in dead})
-        self.stats["dropped_turns"] = len(self.skip)

@@ -25,8 +25,8 @@ import torch
 
 from flowzoo.agents.train import distributed
 from flowzoo.agents.train.algorithm import algorithm_for
-from flowzoo.agents.train.algorithms.base import Critic, model_outputs
-from flowzoo.agents.train.batch import Advantages, Batch
+from flowzoo.agents.train.algorithms.base import Critic
+from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.diagnostics import (
     CoherenceDamper,
     dot,
@@ -34,7 +34,7 @@ from flowzoo.agents.train.diagnostics import (
     flat_params,
     role_gradient_stats,
 )
-from flowzoo.agents.train.losses import aggregate, k3_kl
+from flowzoo.agents.train.losses import Advantages, aggregate, k3_kl, model_outputs
 from flowzoo.agents.train.rollout import TurnRecord
 from flowzoo.config import TrainConfig
 

@@ -1,9 +1,8 @@
 """The interface every algorithm file fills in: advantages from a step's :class:`Batch`, and
 a turn's per-token loss from the model's outputs.
 
-Why one small interface: the learner asks the algorithm for the batch's advantages, for the
-model's outputs (log-probs, and values where the algorithm has a critic) and for a turn's
-loss. Neither it nor the trainer imports an algorithm's internals or branches on its name,
+Why one small interface: the learner asks the algorithm for the batch's advantages, whether
+it has a critic, and for a turn's loss. Neither it nor the trainer imports an algorithm's internals or branches on its name,
 so an algorithm is one file in this package plus its name in :data:`flowzoo.config.ALGOS`.
 """
 
@@ -11,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 import torch
 
-from flowzoo.agents.train.batch import Advantages, Batch
+from flowzoo.agents.train.batch import Batch
+from flowzoo.agents.train.losses import Advantages
 from flowzoo.config import TrainConfig
 
 
@@ -38,25 +38,6 @@ Loss = Callable[
     [TrainConfig, str, torch.Tensor, torch.Tensor, torch.Tensor, "ValueTerms | None"],
     tuple[torch.Tensor, torch.Tensor],
 ]
-
-
-@overload
-def model_outputs(
-    policy, head: torch.nn.Module, prompt_ids, completion_ids, temperature: float
-) -> tuple[list[torch.Tensor], list[torch.Tensor]]: ...
-@overload
-def model_outputs(
-    policy, head: None, prompt_ids, completion_ids, temperature: float
-) -> tuple[list[torch.Tensor], None]: ...
-def model_outputs(
-    policy, head: torch.nn.Module | None, prompt_ids, completion_ids, temperature: float
-) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-    """Per-token log-probs of each completion and, with a critic's ``head``, its values read
-    from the same scoring pass (:meth:`~flowzoo.agents.models.policy.Policy.score`)."""
-    if head is None:
-        return policy.logprobs(prompt_ids, completion_ids, temperature), None
-    lps, hidden = policy.score(prompt_ids, completion_ids, temperature, hidden=True)
-    return lps, [head(h) for h in hidden]
 
 
 @dataclass(frozen=True)

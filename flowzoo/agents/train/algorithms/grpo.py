@@ -1,13 +1,13 @@
 """GRPO: group-relative advantages (reward minus its group's mean, over a std) and the
 clipped token loss.
 
-One GRPO update follows three files: :mod:`~flowzoo.agents.train.trainer` (the loop: rollout,
-then one :class:`~flowzoo.agents.train.batch.Batch`), :mod:`~flowzoo.agents.train.learner` (the
-update: advantages, mini-batches, loss, KL anchor, optimizer step) and this one, which says
-what GRPO is: :func:`advantages` over the batch's groups and the clipped surrogate as its loss.
-Two modules every algorithm shares fill in the rest: :mod:`~flowzoo.agents.train.batch` (how
-groups are keyed, which have reward variance) and :mod:`~flowzoo.agents.train.losses` (the
-clipped surrogate, the k3 KL and the aggregation formulas).
+One GRPO update reads three files: :mod:`~flowzoo.agents.train.learner` (the update step:
+advantages, mini-batches, loss, KL anchor, optimizer step), this one, which says what GRPO
+is (:func:`advantages` over the batch's groups, the clipped surrogate as its loss), and
+:mod:`~flowzoo.agents.train.losses` (the model's log-probs, the advantages container, the
+clipped surrogate, the k3 KL and the aggregation). What it reads of its input, the step's
+:class:`~flowzoo.agents.train.batch.Batch` (built by the trainer's loop before the update),
+is fields: each turn's reward, its group key and whether that group has reward variance.
 
 Groups are explicit: the batch names each turn's (``cfg.group_by``: the study keys by task x
 role, so a role's turns and its same-role agents share one group). A group seen once (a size-1
@@ -25,7 +25,8 @@ import torch
 
 from flowzoo.agents.train import losses
 from flowzoo.agents.train.algorithms.base import Algorithm, Critic
-from flowzoo.agents.train.batch import Advantages, Batch
+from flowzoo.agents.train.batch import Batch
+from flowzoo.agents.train.losses import Advantages
 from flowzoo.config import ADV_NORMS, TrainConfig
 
 

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import torch
 
 from flowzoo.agents.train import losses
-from flowzoo.agents.train.algorithms.base import Algorithm, Critic, ValueTerms, model_outputs
-from flowzoo.agents.train.batch import Advantages, Batch
+from flowzoo.agents.train.algorithms.base import Algorithm, Critic, ValueTerms
+from flowzoo.agents.train.batch import Batch
+from flowzoo.agents.train.losses import Advantages, model_outputs
 from flowzoo.agents.train.rollout import TurnRecord
 from flowzoo.config import TrainConfig
 

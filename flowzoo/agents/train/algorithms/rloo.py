@@ -15,7 +15,8 @@ from collections.abc import Hashable, Sequence
 
 from flowzoo.agents.train import losses
 from flowzoo.agents.train.algorithms.base import Algorithm, Critic
-from flowzoo.agents.train.batch import Advantages, Batch
+from flowzoo.agents.train.batch import Batch
+from flowzoo.agents.train.losses import Advantages
 from flowzoo.config import TrainConfig
 
 
