@@ -5,6 +5,8 @@ training. Written to ``baselines/results/testbed-<model>.json``.
 
     python baselines/testbed.py                      # the shipped tiny-s
     python baselines/testbed.py --model PATH --problems 100
+    python baselines/testbed.py --envs orch-workers-math --samples 8 \
+        --out baselines/results/testbed-tiny-s-orch-workers-x8.json   # one env's roles only
 """
 
 from __future__ import annotations
@@ -16,32 +18,53 @@ from pathlib import Path
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.threads import apply_threads
 from flowzoo.agents.models.tiny import resolve_model
-from flowzoo.agents.train.testbed import measure_base
+from flowzoo.agents.train.testbed import behaviour_rates, measure_base
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--model", default="tiny-s")
     ap.add_argument("--problems", type=int, default=200, help="held-out problems per reading")
+    ap.add_argument(
+        "--envs",
+        nargs="+",
+        default=None,
+        help="only these envs' behaviour rates and accuracy (default: every reading)",
+    )
+    ap.add_argument(
+        "--samples", type=int, default=2, help="with --envs: samples per problem at T=0.7"
+    )
     ap.add_argument("--out", default="", help="default: baselines/results/testbed-<model>.json")
     args = ap.parse_args()
     apply_threads()
     policy = Policy(resolve_model(args.model))
-    got = measure_base(policy, args.problems)
+    if args.envs:
+        got = {
+            "envs": behaviour_rates(
+                policy, tuple(args.envs), n_problems=args.problems, samples=args.samples
+            )
+        }
+    else:
+        got = measure_base(policy, args.problems)
     name = Path(args.model).name
     out = Path(args.out or f"baselines/results/testbed-{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"model": args.model, **got}, indent=1) + "\n")
-    s = got["step_accuracy"]
-    print(f"single steps (greedy, in context): {s['accuracy']:.3f} {s['ci']} on {s['steps']}")
+    s = got.get("step_accuracy")
+    if s is not None:
+        print(f"single steps (greedy, in context): {s['accuracy']:.3f} {s['ci']} on {s['steps']}")
     for split, key in (("test", "solver_by_level"), ("ood", "ood_solver")):
-        for lv, c in got[key].items():
+        for lv, c in got.get(key, {}).items():
             print(
                 f"  {split} level {lv}: worked {c['worked_rate']:.2f}, acc worked "
                 f"{c['acc_worked']}, acc direct {c['acc_direct']}"
             )
     for env, r in got["envs"].items():
-        beh = ", ".join(f"{k} {v:.2f}" for k, v in r["behaviour"].items())
+        beh = ", ".join(
+            f"{k} {v:.2f} [{r['behaviour_ci'][k][0]:.2f}, {r['behaviour_ci'][k][1]:.2f}] "
+            f"of {r['behaviour_n'][k]} turns"
+            for k, v in r["behaviour"].items()
+        )
         print(f"  {env}: acc {r['accuracy']:.3f} {r['ci']}; behaviour {beh}")
     print(f"-> {out}")
 

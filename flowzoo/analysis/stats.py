@@ -51,6 +51,17 @@ def mean_of(evals: Sequence[Sequence[float]]) -> list[float]:
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
+def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson interval of a proportion ``k / n`` (sound at small ``n`` and near 0 or 1,
+    where the normal interval is not); (0, 1) when ``n`` is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def t95(df: int) -> float:
     """The two-sided 95% Student-t quantile (inf below 1 degree of freedom: no interval)."""
     return _T95.get(df, 1.96) if df >= 1 else float("inf")

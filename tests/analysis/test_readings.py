@@ -191,3 +191,14 @@ def test_capture_null_follows_the_losss_weighting_and_needs_intervals():
     assert not capture(voting, _metrics(noisy, toks, [e, e], turns), "seq-mean-token-mean")[
         "captured"
     ]
+
+
+def test_wilson_interval_matches_the_textbook_and_stays_in_0_1():
+    from flowzoo.analysis.stats import wilson
+
+    lo, hi = wilson(7, 10)  # the textbook's 95% Wilson interval for 7/10: [0.397, 0.892]
+    assert (round(lo, 3), round(hi, 3)) == (0.397, 0.892)
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+    assert wilson(0, 0) == (0.0, 1.0)
+    # narrower with more turns at the same rate
+    assert wilson(140, 200)[1] - wilson(140, 200)[0] < wilson(14, 20)[1] - wilson(14, 20)[0]

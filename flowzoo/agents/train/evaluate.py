@@ -43,6 +43,9 @@ class EvalResult:
     #: role -> share of its decidable turns showing the considered behaviour of the
     #: workflow's menu (worked steps, the considered pick, a check); docs/testbed.md
     behaviour: dict[str, float] = field(default_factory=dict)
+    #: role -> how many of its turns decided a behaviour (the denominator of ``behaviour``:
+    #: a coordinating role decides only on contested turns, so it can be small)
+    behaviour_n: dict[str, int] = field(default_factory=dict)
 
     @property
     def ci(self) -> tuple[float, float]:
@@ -62,6 +65,7 @@ class EvalResult:
             "truncated": self.truncated,
             "cost": self.cost,
             "behaviour": self.behaviour,
+            "behaviour_n": self.behaviour_n,
             **self.extra,
         }
         if self.per_problem:
@@ -192,6 +196,7 @@ def evaluate_env(
         truncated={r: c[4] / c[0] for r, c in per_role.items() if c[0] > 0},
         cost={"wall_s": round(time.time() - t0, 2), "tokens": tokens, "episodes": len(mine)},
         behaviour={r: c[6] / c[5] for r, c in per_role.items() if c[5] > 0},
+        behaviour_n={r: int(c[5]) for r, c in per_role.items() if c[5] > 0},
     )
 
 

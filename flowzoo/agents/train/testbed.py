@@ -17,7 +17,7 @@ import torch
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.train.evaluate import evaluate_env, single_policy
 from flowzoo.agents.train.rollout import rollout
-from flowzoo.analysis.stats import bootstrap_ci
+from flowzoo.analysis.stats import bootstrap_ci, wilson
 from flowzoo.tasks.math.data import solve_steps
 
 _LEADING_INT = re.compile(r"\s*(-?\d+)")
@@ -127,6 +127,13 @@ def behaviour_rates(
             "accuracy": r.accuracy,
             "ci": [lo, hi],
             "behaviour": r.behaviour,
+            # decided turns per role, and a Wilson interval over them (turns of one episode
+            # are not independent: read it as a lower bound on the uncertainty)
+            "behaviour_n": r.behaviour_n,
+            "behaviour_ci": {
+                role: list(wilson(rate * r.behaviour_n[role], r.behaviour_n[role]))
+                for role, rate in r.behaviour.items()
+            },
             "parse_fail": r.parse_fail,
             **r.extra,
         }

@@ -149,6 +149,13 @@ def test_sampled_evaluation_counts_per_problem_and_is_reproducible(tiny_policy):
     assert lo <= a.accuracy <= hi
     d = a.as_dict()
     assert d["samples"] == 3 and "majority_correct" in d and d["cost"]["episodes"] == 18
+    # the behaviour rates come with their denominators: decided turns, at most the role's
+    # turns (3 solvers per episode), each rate a count over them
+    assert "solver" in a.behaviour_n  # every solver turn decides: worked or direct
+    assert set(a.behaviour_n) == set(a.behaviour) == set(d["behaviour_n"])
+    for role, n in a.behaviour_n.items():
+        assert 0 < n <= 18 * (3 if role == "solver" else 1)
+        assert a.behaviour[role] * n == pytest.approx(round(a.behaviour[role] * n))
     g = evaluate_env("voting-math", route, n_episodes=6, temperature=0.0, samples=3)
     assert g.samples == 1 and len(g.per_problem) == 6  # greedy: one sample is all there is
     assert not math.isnan(g.accuracy)
