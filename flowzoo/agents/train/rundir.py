@@ -46,7 +46,7 @@ RUN_DIRS = ("checkpoint", "final", "tensorboard", "mlruns", FINAL_PARTIAL, FINAL
 #: its directory: a run's config.json beside anything else is not a run's directory
 RUN_OWN = frozenset({*RUN_FILES, *RUN_DIRS, *PRE_RUN, "wandb"})
 #: a temp file :func:`atomic_write` leaves when the process is killed mid-write
-RUN_TEMP = re.compile(r"\.(config\.json|summary\.json|metrics\.jsonl)\..+\.tmp")
+RUN_TEMP = re.compile(r"\.(config\.json|summary\.json|metrics\.jsonl|train\.log)\..+\.tmp")
 #: a config.json is a flowzoo run's when every key is a setting (a few retired ones allowed)
 #: and it holds all but a few of this version's settings: a look-alike written by another
 #: tool (some of the same names) is not one, a run of an older version (fewer settings) is
@@ -166,23 +166,53 @@ def open_regular(p: Path) -> IO[bytes]:
 
 
 def open_append(p: Path) -> int:
-    """``p`` opened to append (created when absent), never through a link, into a FIFO (a
-    FIFO without a reader blocks its writer: it hung a sweep) or into a file that has other
-    names (hard links): refused, named (:class:`UnsafeRunPath`). A blocking descriptor."""
+    """``p`` opened to append (created when absent), never through a link or into a FIFO (a
+    FIFO without a reader blocks its writer: it hung a sweep): refused, named
+    (:class:`UnsafeRunPath`). A file that has other names too (a hard-linked backup such as
+    ``cp -al``'s, or a name planted to point at another file) is never written through: the
+    run's name gets a copy of its own first (:func:`_own_copy`), so the other names keep the
+    bytes they had and the run goes on. A blocking descriptor."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(p, flags, 0o666)
-    except OSError as e:
-        if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, FIFO, dir
-            check_entry(p, directory=False)
-        raise
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+    for attempt in range(2):
+        try:
+            fd = os.open(p, flags, 0o666)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, FIFO, dir
+                check_entry(p, directory=False)
+            raise
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            os.set_blocking(fd, True)
+            return fd
         os.close(fd)
-        check_entry(p, directory=False)
-        raise UnsafeRunPath(f"{p} is not a regular file of one link; nothing was written to it")
-    os.set_blocking(fd, True)
-    return fd
+        if not stat.S_ISREG(st.st_mode):
+            check_entry(p, directory=False)
+            break
+        if attempt == 0:
+            _own_copy(p, st)
+    raise UnsafeRunPath(f"{p} is not a regular file of one link; nothing was written to it")
+
+
+#: the largest file :func:`_own_copy` copies (a run's metrics or a sweep's log are far less)
+OWN_COPY_LIMIT = 256 << 20
+
+
+def _own_copy(p: Path, st: os.stat_result) -> None:
+    """Give ``p`` an inode of its own holding the same bytes (written whole, then renamed
+    over ``p`` alone): the file's other names are left exactly as they were."""
+    if st.st_size > OWN_COPY_LIMIT:
+        raise UnsafeRunPath(
+            f"{p} has {st.st_nlink} hard links and {st.st_size:,} bytes (over "
+            f"{OWN_COPY_LIMIT:,}); a run appends only to a file of its own, so nothing was "
+            "written: move it away or use another out_dir"
+        )
+    with open_regular(p) as src:
+        if (os.fstat(src.fileno()).st_dev, os.fstat(src.fileno()).st_ino) != (
+            st.st_dev,
+            st.st_ino,
+        ):
+            return  # replaced meanwhile: the caller looks again
+        atomic_write(p, lambda f: shutil.copyfileobj(src, f))
 
 
 def read_regular(p: Path, limit: int = 64 << 20) -> bytes:

@@ -350,10 +350,6 @@ def test_the_records_never_write_through_a_link_made_while_the_run_is_live(tmp_p
     log.start(None)
     log.append({"step": 0})
     (out / "metrics.jsonl").unlink()
-    os.link(precious, out / "metrics.jsonl")
-    with pytest.raises(ValueError, match="2 hard links"):
-        log.append({"step": 1})
-    (out / "metrics.jsonl").unlink()
     os.mkfifo(out / "metrics.jsonl")
     with pytest.raises(ValueError, match="FIFO"):
         log.append({"step": 1})
@@ -361,6 +357,34 @@ def test_the_records_never_write_through_a_link_made_while_the_run_is_live(tmp_p
     with pytest.raises(ValueError, match="symbolic link"):
         rundir.write_json(out / "summary.json", {"status": "completed"})
     assert precious.read_text() == "precious\n"
+    lock.release()
+
+
+def test_appending_to_a_hard_linked_record_never_writes_through_its_other_names(tmp_path):
+    """A hard link to a run's appended record (a ``cp -al`` backup of a live run, or a name
+    planted to point at another file) is never written through: the run's name gets a copy
+    of its own and the run goes on, the other name keeping its bytes."""
+    out = tmp_path / "run"
+    lock = prepare_dir(out, _cfg(out))
+    log = runlog.RunLog(out, main=True)
+    log.start(None)
+    log.append({"step": 0})
+    backup = tmp_path / "backup-metrics.jsonl"
+    os.link(out / "metrics.jsonl", backup)  # the backup made while the run is live
+    snapshot = backup.read_bytes()
+    log.append({"step": 1})
+    assert backup.read_bytes() == snapshot
+    assert os.stat(out / "metrics.jsonl").st_nlink == 1 == os.stat(backup).st_nlink
+    assert [m["step"] for m in runlog.read_metrics(out / "metrics.jsonl")] == [0, 1]
+    # a planted name pointing at someone's file: the file is never appended to
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    (out / "metrics.jsonl").unlink()
+    os.link(precious, out / "metrics.jsonl")
+    log.append({"step": 2})
+    assert precious.read_text() == "precious\n" and os.stat(precious).st_nlink == 1
+    assert [m["step"] for m in runlog.read_metrics(out / "metrics.jsonl")] == [2]
+    assert not [q for q in out.iterdir() if q.name.endswith(".tmp")]  # no temp file left
     lock.release()
 
 
