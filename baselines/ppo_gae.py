@@ -15,6 +15,8 @@ It counts, per run, the multi-turn trajectories and those whose turn rewards dif
 the arms can differ at all), and records base, final and gain with 95% CIs per run::
 
     python baselines/ppo_gae.py --seed 0 --record baselines/results/ppo-gae.json
+    python baselines/ppo_gae.py --seed 0 --role-settings '{"evaluator": {"max_new_tokens": 40}}' \
+        --record baselines/results/ppo-gae.json   # a budget that cuts turns: where they differ
 
 Resumable: a run directory that exists is resumed (re-run the same command).
 """
@@ -25,11 +27,13 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import mean
 
 import torch
 
 from flowzoo.agents.train.algorithms import ppo
 from flowzoo.agents.train.trainer import TrainConfig, Trainer
+from flowzoo.analysis.records import read_metrics
 
 ARMS = ("per-turn", "last-turn")
 _shipped_gae = ppo.gae
@@ -56,7 +60,14 @@ class _Counts:
         return gae
 
 
-def run(arm: str, seed: int, out: Path, penalty: float, steps: int | None = None) -> dict:
+def run(
+    arm: str,
+    seed: int,
+    out: Path,
+    penalty: float,
+    steps: int | None = None,
+    role_settings: dict | None = None,
+) -> dict:
     counts = _Counts()
     ppo.gae = counts.wrap(last_turn=arm == "last-turn")
     try:
@@ -67,16 +78,26 @@ def run(arm: str, seed: int, out: Path, penalty: float, steps: int | None = None
             mask_truncated=False,
             seed=seed,
             out_dir=str(out),
+            role_settings=role_settings or {},
             **({"steps": steps, "eval_every": steps} if steps else {}),
         )
         s = Trainer(cfg).train()
     finally:
         ppo.gae = _shipped_gae
     c = s["curve"]
+    steps_m = [m for m in read_metrics(out / "metrics.jsonl") if m["step"] >= 0]
+    cut = {
+        role: [
+            round(mean(m["roles"][role]["truncated_frac"] for m in part), 3)
+            for part in (steps_m[:10], steps_m[-10:])
+        ]
+        for role in steps_m[0]["roles"]
+    }
     return {
         "arm": arm,
         "seed": seed,
-        "config": f"env=eval-opt-math algo=ppo overlong_penalty={penalty} mask_truncated=false",
+        "config": f"env=eval-opt-math algo=ppo overlong_penalty={penalty} mask_truncated=false"
+        + (f" role_settings={json.dumps(role_settings)}" if role_settings else ""),
         "status": s["status"],
         "steps": s["steps_done"],
         "wall_s": s["wall_s"],
@@ -85,6 +106,8 @@ def run(arm: str, seed: int, out: Path, penalty: float, steps: int | None = None
         "gain": [c["gain"], *c["gain_ci"]],
         "trajectory": c["klass"],
         # counted in this process (a resumed run counts only the steps it ran)
+        # per role, the share of its turns cut at the budget: first 10 steps, last 10
+        "truncated_frac": cut,
         "multi_turn_trajectories": counts.multi_turn,
         "differing_turn_rewards": counts.differing,
     }
@@ -96,16 +119,31 @@ def main() -> None:
     ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     ap.add_argument("--penalty", type=float, default=1.0, help="overlong_penalty of both arms")
     ap.add_argument("--steps", type=int, default=None, help="default: the main job's")
+    ap.add_argument(
+        "--role-settings",
+        type=json.loads,
+        default=None,
+        help='e.g. \'{"evaluator": {"max_new_tokens": 40}}\': a budget that cuts turns, '
+        "so the arms can differ",
+    )
     ap.add_argument("--out", default="runs/ppo-gae", help="run directories go under it")
     ap.add_argument("--record", default="runs/ppo-gae.json", help="the rows file")
     args = ap.parse_args()
     rec = Path(args.record)
     for arm in args.arms:
-        row = run(arm, args.seed, Path(args.out) / f"{arm}-s{args.seed}", args.penalty, args.steps)
+        tag = f"{arm}-s{args.seed}" + ("-cut" if args.role_settings else "")
+        row = run(
+            arm, args.seed, Path(args.out) / tag, args.penalty, args.steps, args.role_settings
+        )
         rows = json.loads(rec.read_text()) if rec.exists() else []
-        rows = [r for r in rows if (r["arm"], r["seed"]) != (arm, args.seed)] + [row]
+        rows = [
+            r for r in rows if (r["arm"], r["seed"], r["config"]) != (arm, args.seed, row["config"])
+        ]
+        rows.append(row)
         rec.parent.mkdir(parents=True, exist_ok=True)
-        rec.write_text(json.dumps(sorted(rows, key=lambda r: (r["seed"], r["arm"])), indent=1))
+        rec.write_text(
+            json.dumps(sorted(rows, key=lambda r: (r["config"], r["seed"], r["arm"])), indent=1)
+        )
         g = row["gain"]
         print(
             f"{arm} seed {args.seed}: gain {g[0]:+.3f} [{g[1]:+.3f}, {g[2]:+.3f}]; "

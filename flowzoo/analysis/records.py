@@ -11,10 +11,16 @@ def read_metrics(path: Path) -> list[dict]:
     killed run can still be resumed and reported)."""
     if not path.is_file():
         return []
-    try:  # a byte torn into something not UTF-8 spoils its line only
-        text = path.read_bytes().decode("utf-8", errors="replace")
+    try:
+        return parse_metrics(path.read_bytes())
     except OSError:
         return []
+
+
+def parse_metrics(data: bytes) -> list[dict]:
+    """The well-formed step lines of a ``metrics.jsonl``'s bytes (a byte torn into something
+    not UTF-8 spoils its line only)."""
+    text = data.decode("utf-8", errors="replace")
     rows = []
     for line in text.splitlines():
         try:

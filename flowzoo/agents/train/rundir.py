@@ -1,4 +1,5 @@
-"""The run directory: what a run writes where, and how, so that nothing else is touched.
+"""The run directory: what a run writes where, and how, so that nothing else is touched
+(each file is read and written by :mod:`safefile`'s rules; they are re-exported here).
 
 A live run locks its directory (a second run stops, naming the holder's pid); a directory
 that is not a flowzoo run is refused untouched; nothing is written through a link, into a
@@ -20,11 +21,22 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from flowzoo.agents.train.signals import critical
+from flowzoo.agents.train.safefile import (
+    OWN_COPY_LIMIT,
+    UnsafeRunPath,
+    _kind,
+    _umask,
+    atomic_write,
+    check_entry,
+    open_append,
+    open_regular,
+    read_regular,
+    umask_modes,
+    write_json,
+)
 from flowzoo.config import NOT_SHAPING, TrainConfig
 
 #: what a fresh start (``resume=False``) removes from a run directory before it begins
@@ -45,180 +57,38 @@ RUN_DIRS = ("checkpoint", "final", "tensorboard", "mlruns", FINAL_PARTIAL, FINAL
 #: every name a run (or its sweep, or a tracker: wandb's own folder) writes at the top of
 #: its directory: a run's config.json beside anything else is not a run's directory
 RUN_OWN = frozenset({*RUN_FILES, *RUN_DIRS, *PRE_RUN, "wandb"})
-#: a temp file :func:`atomic_write` leaves when the process is killed mid-write
-RUN_TEMP = re.compile(r"\.(config\.json|summary\.json|metrics\.jsonl|train\.log)\..+\.tmp")
+#: a temp file :func:`atomic_write` (or a lock's renewal) leaves when the process is killed
+#: mid-write: ``mkstemp``'s shape exactly (8 characters of its alphabet), so a user's file
+#: of a similar name is never taken for one (nor removed by a fresh start)
+RUN_TEMP = re.compile(
+    r"\.(config\.json|summary\.json|metrics\.jsonl|train\.log|run_config\.json|flowzoo\.lock)"
+    r"\.[a-z0-9_]{8}\.tmp"
+)
 #: a config.json is a flowzoo run's when every key is a setting (a few retired ones allowed)
 #: and it holds all but a few of this version's settings: a look-alike written by another
 #: tool (some of the same names) is not one, a run of an older version (fewer settings) is
 RUN_CONFIG_SLACK = 12
 
 
-def atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` whole or not at all: a temp file in the same directory, flushed to
-    disk, then ``os.replace``d over ``path`` (a kill mid-write leaves the old file, never a
-    torn one). ``data``: text, bytes, or a function writing to the open binary file. Every
-    record a run writes (config, summary, metrics rewrite, checkpoint) goes through here.
-    A link, FIFO or directory at ``path`` is refused, named (the rename would replace a
-    link, never write through it, but it is not a record of ours to replace)."""
-    with critical():  # a stop signal waits until the file is whole (or not there)
-        _atomic_write(path, data)
-
-
-def _atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    check_entry(path, directory=False, single_link=False)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a record is as any new file
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """``obj`` as indented JSON, written atomically (:func:`atomic_write`)."""
-    atomic_write(path, json.dumps(obj, indent=1, default=str))
-
-
 class RunDirInUse(ValueError):
     """Another live process holds the run directory."""
 
 
-class UnsafeRunPath(ValueError):
-    """A name the run writes is a link, a FIFO, a device or a directory of another kind."""
-
-
-def _kind(st: os.stat_result) -> str:
-    m = st.st_mode
-    for test, name in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a device"),
-        (stat.S_ISBLK, "a device"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(m):
-            return name
-    return "a regular file" if stat.S_ISREG(m) else "not a regular file"
-
-
-def check_entry(p: Path, directory: bool, single_link: bool = True) -> bool:
-    """Whether ``p`` exists (without following a link), refusing, named, anything that is
-    not what the run writes there: a real directory, or a regular file (with one link where
-    the run writes into it in place). A run never writes through a link or into a FIFO."""
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return False
-    want = stat.S_ISDIR if directory else stat.S_ISREG
-    what = _kind(st)
-    if not want(st.st_mode):
-        what += f", not a {'directory' if directory else 'regular file'}"
-    elif not directory and single_link and st.st_nlink != 1:
-        what = f"a file with {st.st_nlink} hard links"
-    else:
-        return True
-    raise UnsafeRunPath(
-        f"{p} is {what}; a run writes only its own files and directories there, never "
-        "through a link or into a FIFO, so nothing was written: move it away or use another "
-        "out_dir"
-    )
+class SharedLockFile(UnsafeRunPath):
+    """A flowzoo lock file that has other names too (a ``cp -al`` backup of the directory):
+    never written through; :class:`RunLock` gives the run's name a lock file of its own."""
 
 
 def check_entries(out: Path) -> None:
     """Every name the run writes in ``out`` (and its checkpoint files) is absent or of the
     kind the run writes (:func:`check_entry`), checked before anything is written."""
-    for name in RUN_FILES:
-        check_entry(out / name, directory=False, single_link=name == LOCK_FILE)
-    for name in RUN_DIRS:
+    for name in RUN_FILES:  # the lock file's links are the lock's business (open_lock)
+        check_entry(out / name, directory=False, single_link=False)
+    for name in (*RUN_DIRS, "wandb"):  # wandb's folder: a tracker writes into it
         check_entry(out / name, directory=True)
     if (out / "checkpoint").is_dir():
         for p in sorted((out / "checkpoint").iterdir()):
             check_entry(p, directory=False, single_link=False)
-
-
-def open_regular(p: Path) -> IO[bytes]:
-    """``p`` opened for reading when it is a regular file: a link is not followed and a
-    FIFO never blocks the run (both refused, named)."""
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            check_entry(p, directory=False, single_link=False)  # raises, naming the link
-        raise
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        check_entry(p, directory=False, single_link=False)
-        raise UnsafeRunPath(f"{p} is not a regular file")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
-def open_append(p: Path) -> int:
-    """``p`` opened to append (created when absent), never through a link or into a FIFO (a
-    FIFO without a reader blocks its writer: it hung a sweep): refused, named
-    (:class:`UnsafeRunPath`). A file that has other names too (a hard-linked backup such as
-    ``cp -al``'s, or a name planted to point at another file) is never written through: the
-    run's name gets a copy of its own first (:func:`_own_copy`), so the other names keep the
-    bytes they had and the run goes on. A blocking descriptor."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    for attempt in range(2):
-        try:
-            fd = os.open(p, flags, 0o666)
-        except OSError as e:
-            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, FIFO, dir
-                check_entry(p, directory=False)
-            raise
-        st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
-            os.set_blocking(fd, True)
-            return fd
-        os.close(fd)
-        if not stat.S_ISREG(st.st_mode):
-            check_entry(p, directory=False)
-            break
-        if attempt == 0:
-            _own_copy(p, st)
-    raise UnsafeRunPath(f"{p} is not a regular file of one link; nothing was written to it")
-
-
-#: the largest file :func:`_own_copy` copies (a run's metrics or a sweep's log are far less)
-OWN_COPY_LIMIT = 256 << 20
-
-
-def _own_copy(p: Path, st: os.stat_result) -> None:
-    """Give ``p`` an inode of its own holding the same bytes (written whole, then renamed
-    over ``p`` alone): the file's other names are left exactly as they were."""
-    if st.st_size > OWN_COPY_LIMIT:
-        raise UnsafeRunPath(
-            f"{p} has {st.st_nlink} hard links and {st.st_size:,} bytes (over "
-            f"{OWN_COPY_LIMIT:,}); a run appends only to a file of its own, so nothing was "
-            "written: move it away or use another out_dir"
-        )
-    with open_regular(p) as src:
-        if (os.fstat(src.fileno()).st_dev, os.fstat(src.fileno()).st_ino) != (
-            st.st_dev,
-            st.st_ino,
-        ):
-            return  # replaced meanwhile: the caller looks again
-        atomic_write(p, lambda f: shutil.copyfileobj(src, f))
-
-
-def read_regular(p: Path, limit: int = 64 << 20) -> bytes:
-    """The bytes of regular file ``p`` (:func:`open_regular`), at most ``limit``."""
-    with open_regular(p) as f:
-        return f.read(limit)
 
 
 def _in_use(out: Path, holder: str) -> str:
@@ -249,12 +119,15 @@ def open_lock(path: Path, create: bool) -> int | None:
                 check_entry(path, directory=False)
             raise
         st, bad = os.fstat(fd), ""
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            bad = _kind(st) if not stat.S_ISREG(st.st_mode) else f"{st.st_nlink} hard links"
+        if not stat.S_ISREG(st.st_mode):
+            bad = _kind(st)
         elif st.st_uid != os.geteuid():
             bad = f"owned by uid {st.st_uid}, not by this user"
         elif st.st_size > 32 or not re.fullmatch(rb"\s*\d*\s*", os.pread(fd, 33, 0)):
             bad = "a file holding other data than a pid"
+        elif st.st_nlink != 1:
+            os.close(fd)
+            raise SharedLockFile(f"{path} has {st.st_nlink} hard links")
         if not bad:
             return fd
         os.close(fd)
@@ -263,6 +136,35 @@ def open_lock(path: Path, create: bool) -> int | None:
             "away or use another out_dir"
         )
     raise OSError(errno.EAGAIN, f"{path} keeps appearing and disappearing")
+
+
+def _own_lock(path: Path) -> int:
+    """A lock file of the run's own in place of one with other names, made while the old
+    one is held (so a second start, on the old file or the new one, finds it held): the new
+    file is locked before it is renamed over ``path``; the other names keep the old file."""
+    import fcntl
+
+    old = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(old).st_mode):
+            check_entry(path, directory=False)
+        try:
+            fcntl.flock(old, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise RunDirInUse(_in_use(path.parent, _holder(old))) from None
+        fd, tmp = tempfile.mkstemp(prefix=f"{LOCK_FILE}.", suffix=".tmp", dir=path.parent)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else has it yet
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return fd
+    finally:
+        os.close(old)
 
 
 def _holder(fd: int) -> str:
@@ -286,14 +188,17 @@ class RunLock:
         import fcntl
 
         self.path = out / LOCK_FILE
-        fd = open_lock(self.path, create=True)
-        assert fd is not None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # BlockingIOError: held; the holder writes its pid after locking
-            holder = _holder(fd)
-            os.close(fd)
-            raise RunDirInUse(_in_use(out, holder)) from None
+            fd = open_lock(self.path, create=True)
+            assert fd is not None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # BlockingIOError: held; the holder writes its pid after locking
+                holder = _holder(fd)
+                os.close(fd)
+                raise RunDirInUse(_in_use(out, holder)) from None
+        except SharedLockFile:
+            fd = _own_lock(self.path)
         os.ftruncate(fd, 0)  # a lock file (checked: it held at most a pid), locked by us
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd: int | None = fd
@@ -457,7 +362,10 @@ def check_dir(out: Path, cfg: TrainConfig, probe_lock: bool = True) -> None:
     if probe_lock:  # without creating anything
         import fcntl
 
-        fd = open_lock(out / LOCK_FILE, create=False)
+        try:
+            fd = open_lock(out / LOCK_FILE, create=False)
+        except SharedLockFile:  # probed without writing: read-only is enough for flock
+            fd = os.open(out / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         if fd is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -532,27 +440,30 @@ def prepare_dir(out: Path, cfg: TrainConfig) -> RunLock:
     return lock
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux says it (os.umask sets it:
-    a file another thread creates meanwhile would get mode 0666)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def umask_modes(root: Path) -> None:
-    """Give files under ``root`` written 0600 the mode the umask gives any new file:
-    safetensors writes its weights 0600, which the other users of a shared results
-    directory (or a model server under another account) cannot read."""
-    want = 0o666 & ~_umask()
-    if want == 0o600:
-        return
-    for p in root.rglob("*"):
-        if p.is_file() and not p.is_symlink() and p.stat().st_mode & 0o777 == 0o600:
-            p.chmod(want)
+__all__ = [
+    "LOCK_FILE",
+    "OWN_COPY_LIMIT",
+    "RUN_OWN",
+    "RUN_STATE",
+    "RUN_TEMP",
+    "RunDirInUse",
+    "RunLock",
+    "SharedLockFile",
+    "UnsafeRunPath",
+    "atomic_write",
+    "check_dir",
+    "check_entries",
+    "check_entry",
+    "check_not_foreign",
+    "check_out_path",
+    "clear_run_state",
+    "config_diff",
+    "is_run_config",
+    "open_append",
+    "open_lock",
+    "open_regular",
+    "prepare_dir",
+    "read_regular",
+    "umask_modes",
+    "write_json",
+]

@@ -19,11 +19,18 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from flowzoo.agents.train.rundir import atomic_write, check_entry, open_append
+from flowzoo.agents.train.safefile import (
+    UnsafeRunPath,
+    atomic_write,
+    check_entry,
+    open_append,
+    read_regular,
+    write_json,
+)
 from flowzoo.agents.train.signals import critical
 from flowzoo.analysis.curves import mean_grad_share
 from flowzoo.analysis.readings import evals_of, trajectory
-from flowzoo.analysis.records import read_metrics
+from flowzoo.analysis.records import parse_metrics
 from flowzoo.config import TrainConfig
 
 if TYPE_CHECKING:  # runlog itself needs no torch (the CLI and sweeps import it)
@@ -134,6 +141,20 @@ def evals_left(step: int, steps: int, every: int) -> int:
     return due + (steps % every != 0)
 
 
+#: the largest metrics.jsonl a run reads back (a line per step: far more than any run writes)
+METRICS_LIMIT = 1 << 30
+
+
+def own_metrics(path: Path) -> list[dict]:
+    """The run's own metrics lines: read without following a link or blocking on a FIFO
+    (a name swapped for one mid-run is not the run's record: none are read), at most
+    ``METRICS_LIMIT`` bytes."""
+    try:
+        return parse_metrics(read_regular(path, METRICS_LIMIT))
+    except (FileNotFoundError, UnsafeRunPath):
+        return []
+
+
 class RunLog:
     """Appends metrics lines (and tracker scalars) for process 0."""
 
@@ -156,8 +177,18 @@ class RunLog:
                 self.path.unlink()
             return
         # rewritten whole: the file appended to from here on is this run's own (one link)
-        keep = [r for r in read_metrics(self.path) if r["step"] < resumed_at]
+        keep = [r for r in own_metrics(self.path) if r["step"] < resumed_at]
         atomic_write(self.path, "".join(json.dumps(r, default=float) + "\n" for r in keep))
+
+    def running(self, steps_done: int, steps: int) -> None:
+        """Until the run ends, its summary says it is running: a kill that leaves no time for
+        a record (OOM, ``kill -9``) leaves that, never the summary of an earlier, shorter
+        run of this directory saying ``completed``."""
+        if self.main:
+            write_json(
+                self.out / "summary.json",
+                {"status": "running", "steps_done": steps_done, "steps": steps, "pid": os.getpid()},
+            )
 
     def append(self, row: dict) -> None:
         if not self.main:
@@ -268,7 +299,7 @@ def summary(
         s["error"] = error
     if status == "completed":
         s["weights"] = str(out / "final")
-    metrics = read_metrics(out / "metrics.jsonl")
+    metrics = own_metrics(out / "metrics.jsonl")
     evals = evals_of(metrics)
     if eval_curve and evals:
         s["curve"] = trajectory(evals, cfg.cliff_window, cfg.cliff_margin).as_dict()

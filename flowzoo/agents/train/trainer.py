@@ -159,6 +159,7 @@ class Trainer:
         try:
             log = runlog.RunLog(self.out, main, cfg)
             log.start(self.step if resumed else None)
+            log.running(self.step, cfg.steps)
             if resumed and self.progress:
                 print(
                     f"flowzoo: resumed {self.out} at step {self.step} of {cfg.steps}",

@@ -375,7 +375,7 @@ def test_appending_to_a_hard_linked_record_never_writes_through_its_other_names(
     log.append({"step": 1})
     assert backup.read_bytes() == snapshot
     assert os.stat(out / "metrics.jsonl").st_nlink == 1 == os.stat(backup).st_nlink
-    assert [m["step"] for m in runlog.read_metrics(out / "metrics.jsonl")] == [0, 1]
+    assert [m["step"] for m in runlog.own_metrics(out / "metrics.jsonl")] == [0, 1]
     # a planted name pointing at someone's file: the file is never appended to
     precious = tmp_path / "precious.txt"
     precious.write_text("precious\n")
@@ -383,9 +383,49 @@ def test_appending_to_a_hard_linked_record_never_writes_through_its_other_names(
     os.link(precious, out / "metrics.jsonl")
     log.append({"step": 2})
     assert precious.read_text() == "precious\n" and os.stat(precious).st_nlink == 1
-    assert [m["step"] for m in runlog.read_metrics(out / "metrics.jsonl")] == [2]
+    assert [m["step"] for m in runlog.own_metrics(out / "metrics.jsonl")] == [2]
     assert not [q for q in out.iterdir() if q.name.endswith(".tmp")]  # no temp file left
     lock.release()
+
+
+def test_a_cp_al_backup_of_a_run_leaves_its_lock_usable_and_the_backup_intact(tmp_path):
+    """``cp -al`` of a run directory gives its lock file a second name: the next start gets a
+    lock file of its own (the backup's keeps its bytes), and a live run's lock, hard-linked,
+    still stops a second start, naming the holder."""
+    out, backup = tmp_path / "run", tmp_path / "backup"
+    prepare_dir(out, _cfg(out)).release()
+    backup.mkdir()
+    os.link(out / rundir.LOCK_FILE, backup / rundir.LOCK_FILE)
+    before = (backup / rundir.LOCK_FILE).read_bytes()
+    lock = prepare_dir(out, _cfg(out))  # refused before: "2 hard links"
+    assert os.stat(out / rundir.LOCK_FILE).st_nlink == 1
+    assert (backup / rundir.LOCK_FILE).read_bytes() == before
+    assert (out / rundir.LOCK_FILE).read_text().strip() == str(os.getpid())
+    os.link(out / rundir.LOCK_FILE, tmp_path / "live-link")  # a backup of the live run
+    with pytest.raises(rundir.RunDirInUse, match=str(os.getpid())):
+        rundir.RunLock(out)
+    with pytest.raises(rundir.RunDirInUse):
+        rundir.check_dir(out, _cfg(out))
+    lock.release()
+    assert not [q for q in out.iterdir() if q.name.endswith(".tmp")]
+
+
+def test_temp_names_are_mkstemps_exactly(tmp_path):
+    """A killed write's temp file (and a sweep's run_config.json's) does not make a run's
+    directory foreign; a user's file of a similar name is not taken for one."""
+    assert rundir.RUN_TEMP.fullmatch(".run_config.json.ab_3x9zq.tmp")
+    assert rundir.RUN_TEMP.fullmatch(".flowzoo.lock.k2j4h5g6.tmp")
+    assert not rundir.RUN_TEMP.fullmatch(".train.log.2024-06-01.tmp")
+    assert not rundir.RUN_TEMP.fullmatch(".metrics.jsonl.backup-of-monday.tmp")
+
+
+def test_a_wandb_link_is_refused_like_the_runs_other_folders(tmp_path):
+    out = tmp_path / "run"
+    prepare_dir(out, _cfg(out)).release()
+    (tmp_path / "elsewhere").mkdir()
+    (out / "wandb").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="wandb is a symbolic link"):
+        prepare_dir(out, _cfg(out))
 
 
 def test_a_look_alike_config_does_not_make_a_foreign_directory_a_run(tmp_path):
@@ -429,7 +469,7 @@ def test_two_runs_started_at_once_the_second_is_told_the_first_ones_pid(tmp_path
     take = (
         "from flowzoo.agents.train.rundir import RunLock\n"
         "out.mkdir(); lock = RunLock(out)\n"
-        "(out / '.config.json.k2j3h4.tmp').write_text('{\"env\": ')\n"
+        "(out / '.config.json.k2j3h4ab.tmp').write_text('{\"env\": ')\n"
     )
     with _holding(out, take) as pid:
         for resume in (True, False):

@@ -546,3 +546,36 @@ def test_kills_between_a_checkpoints_digest_and_its_rename_never_condemn_it(
         pass  # the file there (step 1's) passes its digest
     s = Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
     assert s["status"] == "completed" and s["resumed"] and s["steps_done"] == 2
+
+
+def test_an_extended_run_says_running_until_it_ends(tiny_model, tmp_path):
+    """A completed run resumed for more steps says ``running`` from its start: a kill that
+    leaves no time for a record (OOM, ``kill -9``) never leaves the earlier, shorter run's
+    ``completed`` (which a report and a sweep would count as finished)."""
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
+    assert json.loads((out / "summary.json").read_text())["status"] == "completed"
+    seen = []
+
+    class Killed(Trainer):
+        def _rollout(self, step):
+            seen.append(json.loads((out / "summary.json").read_text()))
+            raise SystemExit(137)  # no record written after this: what a kill -9 leaves
+
+    with pytest.raises(SystemExit):
+        Killed(_cfg(tiny_model, out, steps=3, eval_every=0), progress=False).train()
+    assert seen[0]["status"] == "running" and seen[0]["steps_done"] == 1
+
+
+def test_the_summary_never_reads_metrics_through_a_link(tiny_model, tmp_path):
+    """A metrics.jsonl swapped for a link mid-run is not the run's record: the summary reads
+    no metrics through it (it used to report the link target's numbers)."""
+    from flowzoo.agents.train import runlog
+
+    out = tmp_path / "r"
+    out.mkdir()
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"step": -1, "eval": {"accuracy": 0.99}}) + "\n")
+    (out / "metrics.jsonl").symlink_to(other)
+    assert runlog.own_metrics(out / "metrics.jsonl") == []
+    assert read_metrics(other) != []  # the reader of committed records still reads a file
