@@ -91,10 +91,10 @@ def check_entries(out: Path) -> None:
             check_entry(p, directory=False, single_link=False)
 
 
-def _in_use(out: Path, holder: str) -> str:
+def _in_use(out: Path, holder: str, kind: str = "run") -> str:
     return (
-        f"{out} is in use by another flowzoo run (pid {holder}); wait for it to end, or use "
-        "another out_dir"
+        f"{out} is in use by another flowzoo {kind} (pid {holder}); nothing was written: wait "
+        "for it to end, or use another out_dir"
     )
 
 
@@ -138,7 +138,7 @@ def open_lock(path: Path, create: bool) -> int | None:
     raise OSError(errno.EAGAIN, f"{path} keeps appearing and disappearing")
 
 
-def _own_lock(path: Path) -> int:
+def _own_lock(path: Path, kind: str = "run") -> int:
     """A lock file of the run's own in place of one with other names, made while the old
     one is held (so a second start, on the old file or the new one, finds it held): the new
     file is locked before it is renamed over ``path``; the other names keep the old file."""
@@ -151,8 +151,8 @@ def _own_lock(path: Path) -> int:
         try:
             fcntl.flock(old, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise RunDirInUse(_in_use(path.parent, _holder(old))) from None
-        fd, tmp = tempfile.mkstemp(prefix=f"{LOCK_FILE}.", suffix=".tmp", dir=path.parent)
+            raise RunDirInUse(_in_use(path.parent, _holder(old), kind)) from None
+        fd, tmp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else has it yet
             os.chmod(tmp, 0o666 & ~_umask())
@@ -181,13 +181,15 @@ def _holder(fd: int) -> str:
 
 class RunLock:
     """An exclusive ``fcntl.flock`` on ``DIR/.flowzoo.lock`` while a run is live, so two
-    trainings never interleave their checkpoints and metrics in one directory. The kernel
-    drops it when the process ends (a kill or a crash leaves no stale lock)."""
+    trainings never interleave their checkpoints and metrics in one directory (a sweep holds
+    one on its own lock file, ``name``, for its whole life: ``kind`` names the holder in
+    the refusal). The kernel drops it when the process ends (a kill or a crash leaves no
+    stale lock)."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, name: str = LOCK_FILE, kind: str = "run") -> None:
         import fcntl
 
-        self.path = out / LOCK_FILE
+        self.path = out / name
         try:
             fd = open_lock(self.path, create=True)
             assert fd is not None
@@ -196,9 +198,9 @@ class RunLock:
             except OSError:  # BlockingIOError: held; the holder writes its pid after locking
                 holder = _holder(fd)
                 os.close(fd)
-                raise RunDirInUse(_in_use(out, holder)) from None
+                raise RunDirInUse(_in_use(out, holder, kind)) from None
         except SharedLockFile:
-            fd = _own_lock(self.path)
+            fd = _own_lock(self.path, kind)
         os.ftruncate(fd, 0)  # a lock file (checked: it held at most a pid), locked by us
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd: int | None = fd

@@ -6,6 +6,11 @@ runs, and optional ``[[extra]]`` runs (e.g. single-agent controls). ``--subset k
 runs a slice. Backends: ``local`` (default: one worker process per core; a finished run is
 skipped, a crashed run is retried once and reported) and ``ray`` (the same runs as Ray tasks,
 ``ray.init(address=...)``, a local Ray when no address is given).
+
+A sweep holds ``OUT_DIR/.flowzoo-sweep.lock`` (``SWEEP_LOCK``) for its whole life, so
+two sweeps never claim the same runs. A run's output reaches its ``train.log`` through the
+sweep (:class:`_Relay`), never through a descriptor the child holds: each chunk is appended
+anew, so a name made for the file while the run is live (a ``cp -al`` backup) keeps its bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -144,9 +150,10 @@ def _read_record(p: Path) -> Any:
 
 
 def is_done(run: RunSpec) -> bool:
-    """Skipped only when its summary says completed with all its steps AND its config.json
-    is the config this sweep gives it: a copy of another run's directory, or a run of an
-    older sweep file, is not this run (the trainer then decides, as for a single run)."""
+    """Skipped only when its summary says completed with all its steps, its final/ model is
+    there (a real directory) AND its config.json is the config this sweep gives it: a copy
+    of another run's directory, or a run of an older sweep file, is not this run (the
+    trainer then decides, as for a single run)."""
     from flowzoo.config import TrainConfig
 
     out = Path(run.config["out_dir"])
@@ -158,6 +165,11 @@ def is_done(run: RunSpec) -> bool:
         return False
     stored = _read_record(out / "config.json")
     if not rundir.is_run_config(stored):
+        return False
+    try:  # its final model too: a run without it is resumed, which writes it again
+        if not rundir.check_entry(out / "final", directory=True):
+            return False
+    except (ValueError, OSError):  # a link or a file at final/: not the run's own
         return False
     return not rundir.config_diff(stored, TrainConfig.from_dict(run.config))
 
@@ -178,9 +190,84 @@ except KeyboardInterrupt:
 
 def _open_log(p: Path) -> int:
     """``train.log`` opened to append: never through a link, into a FIFO (which hung the
-    sweep) or into a file with other names (:func:`rundir.open_append`)."""
-    rundir.check_entry(p, directory=False)
+    sweep), a device or a directory (refused, named), and never into a file with other
+    names: the run's name gets a copy of its own first (:func:`rundir.open_append`)."""
+    rundir.check_entry(p, directory=False, single_link=False)  # lstat first: no device opened
     return rundir.open_append(p)
+
+
+def _append(p: Path, data: bytes) -> None:
+    """``data`` appended whole to ``p``, opened for this write alone (:func:`_open_log`)."""
+    fd = _open_log(p)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _pending(fd: int) -> int:
+    """The bytes waiting in pipe ``fd``."""
+    import fcntl
+    import termios
+
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
+
+
+class _Relay:
+    """A child's stdout and stderr (one pipe) appended to its ``train.log`` chunk by chunk
+    (up to ``CHUNK`` bytes), each through :func:`_append`: the child never holds the log, so
+    a name made for it meanwhile keeps its bytes. :meth:`finish` (the child has ended, by a
+    signal too) logs what is left in the pipe, and only that: a child's child still holding
+    the pipe never keeps the sweep waiting. A log that can no longer be written (replaced by
+    a link, a full disk) is said in ``error``; the pipe is still drained, so the run goes on."""
+
+    CHUNK = 64 << 10
+
+    def __init__(self, rfd: int, log: Path) -> None:
+        self.rfd, self.log = rfd, log
+        self.error: str | None = None
+        self.logged = 0
+        self._ended = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"log {log}", daemon=True)
+        self._thread.start()
+
+    def _put(self, data: bytes) -> None:
+        if self.error is not None:
+            return  # nothing after a gap: the log stops where it could not go on
+        try:
+            _append(self.log, data)
+            self.logged += len(data)
+        except (ValueError, OSError) as e:
+            self.error = f"{type(e).__name__}: {e}"
+
+    def _loop(self) -> None:
+        try:
+            poll = select.poll()
+            poll.register(self.rfd, select.POLLIN)
+            while not self._ended.is_set():
+                if poll.poll(100):  # data, or every writer gone (EOF)
+                    chunk = os.read(self.rfd, self.CHUNK)
+                    if not chunk:
+                        return
+                    self._put(chunk)
+            left = _pending(self.rfd)  # all the ended child wrote is in the pipe by now
+            while left > 0:
+                chunk = os.read(self.rfd, min(left, self.CHUNK))
+                if not chunk:
+                    break
+                self._put(chunk)
+                left -= len(chunk)
+        except OSError as e:  # the pipe itself: said, never raised in a thread
+            self.error = self.error or f"{type(e).__name__}: {e}"
+        finally:
+            os.close(self.rfd)
+
+    def finish(self) -> None:
+        """Called once the child has ended: returns when its output is logged."""
+        self._ended.set()
+        self._thread.join()
 
 
 def _claim(run: RunSpec) -> int:
@@ -188,7 +275,8 @@ def _claim(run: RunSpec) -> int:
     path no run can write, a live run's, a link or FIFO where the run writes, a directory
     that is no flowzoo run, a run of another config when resuming), and the run directory
     itself not a link; then, under its lock (checked again), run_config.json written and
-    train.log opened. Returns the log's descriptor; raises (ValueError, OSError) untouched."""
+    train.log opened (a copy of its own if it has other names). Returns the log's
+    descriptor, for the attempt's header only; raises (ValueError, OSError) untouched."""
     from flowzoo.config import TrainConfig
 
     out = Path(run.config["out_dir"])
@@ -198,7 +286,7 @@ def _claim(run: RunSpec) -> int:
         rundir.check_entry(out, directory=True)  # the sweep names it: a link is not its own
         rundir.check_dir(out, cfg, probe_lock)
         rundir.check_entry(out / "run_config.json", directory=False, single_link=False)
-        rundir.check_entry(out / "train.log", directory=False)  # appended to in place
+        rundir.check_entry(out / "train.log", directory=False, single_link=False)
 
     check()
     out.mkdir(parents=True, exist_ok=True)
@@ -226,6 +314,7 @@ class _Sweep:
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
         self.stopped: int | None = None
+        self.log_errors: dict[str, str] = {}  # run_id: why its train.log stopped short
 
     def stop(self, signum: int) -> None:
         with self.lock:
@@ -236,27 +325,48 @@ class _Sweep:
                         p.send_signal(signum)
 
     def run(self, run: RunSpec, attempt: int) -> int | None:
-        """The run's exit status (None: not started, the sweep was stopped)."""
+        """The run's exit status (None: not started, the sweep was stopped). The child's
+        output goes through a pipe to a :class:`_Relay` (never straight to train.log)."""
         fd = _claim(run)
         try:
             os.write(fd, f"== flowzoo sweep: run {run.run_id}, attempt {attempt + 1}\n".encode())
-            # one thread per run (runs share the cores); the trainer reads it (threads)
-            env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("FLOWZOO_SWEEP_THREADS", "1")}
-            cmd = [sys.executable, "-c", _CHILD, json.dumps(run.config)]
-            with self.lock:
-                if self.stopped is not None:
-                    return None
-                proc = subprocess.Popen(cmd, stdout=fd, stderr=subprocess.STDOUT, env=env)
-                self.procs.add(proc)
         finally:
             os.close(fd)
+        # one thread per run (runs share the cores); the trainer reads it (threads)
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("FLOWZOO_SWEEP_THREADS", "1")}
+        cmd = [sys.executable, "-c", _CHILD, json.dumps(run.config)]
+        rfd, wfd = os.pipe()  # close-on-exec: no other child holds it
+        try:
+            with self.lock:
+                if self.stopped is not None:
+                    os.close(rfd)
+                    return None
+                try:
+                    proc = subprocess.Popen(cmd, stdout=wfd, stderr=subprocess.STDOUT, env=env)
+                except BaseException:
+                    os.close(rfd)
+                    raise
+                self.procs.add(proc)
+        finally:
+            os.close(wfd)
+        relay = _Relay(rfd, Path(run.config["out_dir"]) / "train.log")
         try:
             return proc.wait()
         finally:
             with self.lock:
                 self.procs.discard(proc)
+            relay.finish()
+            if relay.error is not None:
+                self.log_errors.setdefault(
+                    run.run_id, f"its output after byte {relay.logged} lost: {relay.error}"
+                )
 
     def one(self, r: RunSpec) -> str:
+        said = self._one(r)
+        err = self.log_errors.get(r.run_id)
+        return f"{said}; train.log incomplete ({err})" if err else said
+
+    def _one(self, r: RunSpec) -> str:
         rc: int | None = None
         for attempt in range(2):
             if self.stopped is not None:
@@ -272,6 +382,56 @@ class _Sweep:
             if self.stopped is not None:
                 return "interrupted"  # recorded as such by the run; never retried
         return f"failed (exit {rc}; see {r.config['out_dir']}/train.log)"
+
+
+#: the file a live sweep holds locked (``fcntl.flock``) in its out_dir, its pid inside
+SWEEP_LOCK = ".flowzoo-sweep.lock"
+
+
+def _take_out_dir(out: Path) -> rundir.RunLock:
+    """The sweep's out_dir made and locked, or a clear error before any run starts: a path
+    no run could write (:func:`rundir.check_out_path`: a read-only file system, say), a
+    sweep.json that is a link, FIFO or directory, another live sweep there."""
+    rundir.check_out_path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        # held for the sweep's whole life: a run's own lock is free between the sweep's
+        # claim and its child's start, so without it two sweeps could claim one run
+        lock = rundir.RunLock(out, SWEEP_LOCK, "sweep")
+    except OSError as e:
+        raise ValueError(
+            f"cannot write the sweep's out_dir {out}: {e.strerror or e}; use another out_dir"
+        ) from None
+    try:
+        rundir.check_entry(out / "sweep.json", directory=False, single_link=False)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+class SweepNotRecorded(ValueError):
+    """sweep.json could not be written (the runs ran; their results were shown)."""
+
+    def __init__(self, msg: str, report: dict) -> None:
+        super().__init__(msg)
+        self.report = report
+
+
+def _write_report(out: Path, report: dict) -> SweepNotRecorded | None:
+    """sweep.json written; if it cannot be (a full disk), each run's result is shown on
+    stderr, and the error naming the file is returned for the caller to raise."""
+    path = out / "sweep.json"
+    try:
+        rundir.write_json(path, report)
+        return None
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        for rid, said in report["runs"].items():
+            print(f"{said:<22} {rid}", file=sys.stderr)
+        return SweepNotRecorded(
+            f"could not write {path}: {why}; each run's result is shown above", report
+        )
 
 
 def _run_inprocess(config: dict) -> dict:
@@ -292,11 +452,28 @@ def run_sweep(
     """Run every unfinished run; returns {run_id: "skipped" | "completed" | "failed: ..."}.
     SIGINT, SIGTERM or SIGHUP stop a local sweep: its live runs get the same signal (each
     records itself interrupted), none is retried or started, sweep.json is written with
-    them ``interrupted``, then KeyboardInterrupt (SIGINT) or ``signals.Stopped`` is raised."""
+    them ``interrupted``, then KeyboardInterrupt (SIGINT) or ``signals.Stopped`` is raised.
+    The out_dir is checked and locked (``SWEEP_LOCK``) before any run starts; a
+    sweep.json that cannot be written raises :class:`SweepNotRecorded` (a ValueError) once
+    each run's result is shown on stderr."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown sweep backend {backend!r}; valid: {', '.join(BACKENDS)}")
     runs = expand(spec, subset)
-    Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+    lock = _take_out_dir(Path(spec.out_dir))
+    try:
+        return _run_locked(spec, runs, backend, workers, address, progress)
+    finally:
+        lock.release()
+
+
+def _run_locked(
+    spec: SweepSpec,
+    runs: list[RunSpec],
+    backend: str,
+    workers: int | None,
+    address: str | None,
+    progress: bool,
+) -> dict:
     results: dict[str, str] = {}
     todo = []
     for r in runs:
@@ -356,10 +533,14 @@ def run_sweep(
             "wall_s": round(time.time() - t0, 1),
             "runs": results,
         }
-        rundir.write_json(Path(spec.out_dir) / "sweep.json", report)
+        unrecorded = _write_report(Path(spec.out_dir), report)
     finally:
         stop.restore()
     stopped = stop.received
     if stopped is not None:  # exit 128 + it (the CLI): SIGINT as Ctrl-C always was
+        if unrecorded is not None:
+            print(f"flowzoo sweep: {unrecorded}", file=sys.stderr)
         raise KeyboardInterrupt if stopped == signal.SIGINT else signals.Stopped(stopped)
+    if unrecorded is not None:
+        raise unrecorded
     return report

@@ -6,18 +6,21 @@ Real tiny runs on the ``tiny_model`` fixture."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from flowzoo.agents.train import sweep
 from flowzoo.agents.train.rundir import RunDirInUse, RunLock
-from flowzoo.agents.train.sweep import SweepSpec, run_sweep
+from flowzoo.agents.train.sweep import RunSpec, SweepSpec, is_done, run_sweep
 
 pytest.importorskip("torch")
 
@@ -82,9 +85,11 @@ def test_planted_links_fifos_and_foreign_dirs_fail_their_run_untouched(tiny_mode
     ]:
         assert runs[f"seed={s}"].startswith("failed") and said in runs[f"seed={s}"], runs
     after = _tree(out)
-    assert {k: v for k, v in after.items() if not k.startswith(("seed=1", "sweep.json"))} == {
-        k: v for k, v in before[0].items()
-    }
+    assert {
+        k: v
+        for k, v in after.items()
+        if not k.startswith(("seed=1", "sweep.json", ".flowzoo-sweep.lock"))
+    } == {k: v for k, v in before[0].items()}
     assert (_tree(tmp_path / "elsewhere"), precious.read_bytes()) == before[1:]
 
 
@@ -175,3 +180,200 @@ def test_a_stop_signal_stops_the_sweep_and_its_run_without_a_retry(tiny_model, t
     log = (out / "seed=1" / "train.log").read_text()
     assert log.count("== flowzoo sweep: run seed=1, attempt") == 1  # never retried
     assert not (out / "seed=2").exists()
+
+
+# The sweep's own plumbing (its log, lock, records), tested with a stand-in for the trainer
+# child (``sweep._CHILD``, given the run's config as argv[1]): no model is built.
+STAND_IN = {"env": "voting-math", "steps": 1}
+
+
+def test_a_link_made_while_a_run_is_live_keeps_its_bytes_and_no_output_is_lost(
+    monkeypatch, tmp_path
+):
+    """The child's output reaches train.log through the sweep, which appends each chunk
+    anew (red team round 3: the child held train.log's descriptor, so a ``cp -al`` backup
+    made mid-run kept receiving the run's output). A hard link made while the run is live
+    keeps its bytes; every byte the child wrote is logged, in order, though it ends by
+    SIGKILL with its last output still in the pipe; and a child's child still holding the
+    pipe does not keep the sweep waiting."""
+    go, gpid, log = tmp_path / "go", tmp_path / "grandchild.pid", tmp_path / "sw/r/train.log"
+    child = (
+        (
+            "import os, signal, subprocess, sys, time\n"
+            "print('step 1', flush=True)\n"
+            "while not os.path.exists(GO):\n"
+            "    time.sleep(0.01)\n"
+            "g = subprocess.Popen(['sleep', '600'])  # it holds the output pipe on\n"
+            "open(GPID, 'w').write(str(g.pid))\n"
+            "sys.stdout.write(''.join(f'line {i}\\n' for i in range(40000)))\n"
+            "sys.stdout.flush()\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n"
+        )
+        .replace("GO", repr(str(go)))
+        .replace("GPID", repr(str(gpid)))
+    )
+    monkeypatch.setattr(sweep, "_CHILD", child)
+    got: dict = {}
+    t = threading.Thread(
+        target=lambda: got.update(
+            rc=sweep._Sweep().run(RunSpec("r", {**STAND_IN, "out_dir": str(log.parent)}), 0)
+        )
+    )
+    t.start()
+    try:
+        while b"step 1" not in (log.read_bytes() if log.exists() else b""):
+            assert t.is_alive(), got
+            time.sleep(0.02)
+        os.link(log, tmp_path / "backup.log")  # a cp -al backup of the live run
+        backup = (tmp_path / "backup.log").read_bytes()
+        go.touch()
+        t.join(timeout=120)  # a hang guard only
+        hung = t.is_alive()
+    finally:
+        go.touch()
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+            os.kill(int(gpid.read_text()), signal.SIGKILL)
+        t.join(timeout=120)
+    assert not hung, "the sweep waited on a pipe that the child's child still held"
+    assert got["rc"] == -signal.SIGKILL
+    assert (tmp_path / "backup.log").read_bytes() == backup
+    assert log.read_text() == (
+        "== flowzoo sweep: run r, attempt 1\nstep 1\n"
+        + "".join(f"line {i}\n" for i in range(40000))
+    )
+
+
+def test_a_train_log_with_other_names_gets_a_copy_of_its_own(monkeypatch, tmp_path):
+    """A run's train.log hard-linked elsewhere (a backup) is no reason to fail the run: its
+    name gets a copy of its own and the backup keeps its bytes; a directory at train.log
+    is still refused, named, nothing written."""
+    monkeypatch.setattr(sweep, "_CHILD", "print('run output')\nraise SystemExit(3)\n")
+    out = tmp_path / "sw"
+    spec = SweepSpec("t", str(out), STAND_IN, {"seed": [1, 2]})
+    run_sweep(spec, workers=1, progress=False)
+    os.link(out / "seed=1" / "train.log", tmp_path / "backup.log")
+    backup = (tmp_path / "backup.log").read_bytes()
+    (out / "seed=2" / "train.log").unlink()
+    (out / "seed=2" / "train.log").mkdir()
+    before2 = _tree(out / "seed=2")
+
+    runs = run_sweep(spec, workers=1, progress=False)["runs"]
+
+    assert runs["seed=1"] == f"failed (exit 3; see {out}/seed=1/train.log)"
+    assert (tmp_path / "backup.log").read_bytes() == backup
+    log = (out / "seed=1" / "train.log").read_text()
+    assert log.startswith(backup.decode()) and log.count("run output\n") == 4
+    assert runs["seed=2"].startswith("failed") and "train.log is a directory" in runs["seed=2"]
+    assert _tree(out / "seed=2") == before2
+
+
+def test_a_second_sweep_on_a_live_sweeps_out_dir_stops_before_writing(monkeypatch, tmp_path):
+    """Two sweeps on one out_dir would claim the same runs (red team round 3: the run's lock
+    is free between the claim and the child's start): the sweep holds a lock on its
+    out_dir for its whole life; a second sweep there stops at once, naming the holder's
+    pid, having written nothing."""
+    out = tmp_path / "sw"
+    second = tmp_path / "second.py"
+    second.write_text(
+        "from flowzoo.agents.train import sweep\n"
+        "sweep._CHILD = 'raise SystemExit(5)'\n"
+        f"spec = sweep.SweepSpec('t', {str(out)!r}, {STAND_IN!r}, {{'seed': [1]}})\n"
+        "from flowzoo.cli import main\n"
+        "import sys\n"
+        "sweep.load_sweep = lambda p: spec\n"
+        "sys.exit(main(['sweep', 'unused.toml']))\n"
+    )
+    # the first sweep's run starts the second sweep while it is live, listing the out_dir
+    child = (
+        "import json, os, subprocess, sys\n"
+        "from pathlib import Path\n"
+        "def listing(d):\n"
+        "    return {str(p): [p.lstat().st_size, p.lstat().st_mtime_ns] for p in sorted(d.rglob('*'))}\n"
+        "res = Path(RES)\n"
+        "if not res.exists():\n"
+        "    before = listing(Path(OUT))\n"
+        "    p = subprocess.run([sys.executable, SECOND], capture_output=True, text=True)\n"
+        "    res.write_text(json.dumps([p.returncode, p.stdout + p.stderr, before, listing(Path(OUT))]))\n"
+        "raise SystemExit(3)\n"
+    )
+    for k, v in {"RES": tmp_path / "second.json", "OUT": out, "SECOND": second}.items():
+        child = child.replace(k, repr(str(v)))
+    monkeypatch.setattr(sweep, "_CHILD", child)
+
+    runs = run_sweep(SweepSpec("t", str(out), STAND_IN, {"seed": [1]}), workers=1, progress=False)
+
+    rc, said, before, after = json.loads((tmp_path / "second.json").read_text())
+    assert rc == 2 and "Traceback" not in said, said
+    assert "in use by another flowzoo sweep" in said and f"pid {os.getpid()}" in said, said
+    assert after == before
+    assert runs["runs"]["seed=1"] == f"failed (exit 3; see {out}/seed=1/train.log)"
+    log = (out / "seed=1" / "train.log").read_text()
+    assert log.count("== flowzoo sweep: run seed=1, attempt") == 2  # the first sweep's only
+
+
+def test_a_read_only_out_dir_is_refused_before_any_run(tmp_path):
+    """A sweep whose out_dir is on a read-only file system (archived results) says so, clearly,
+    before any run starts, not a traceback at sweep.json's write (red team round 3)."""
+    ro = tmp_path / "ro"
+    (ro / "sw").mkdir(parents=True)
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(
+        f'name = "t"\nout_dir = "{ro / "sw"}"\n[base]\nenv = "voting-math"\nsteps = 1\n'
+        "[grid]\nseed = [1, 2]\n"
+    )
+    mount = f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro}"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", mount], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private read-only mount here: {probe.stderr.decode()[-200:]}")
+    code = f"import sys; from flowzoo.cli import main; sys.exit(main(['sweep', {str(spec)!r}]))"
+    p = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f'{mount} && exec "$0" -c "$1"', sys.executable, code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    said = p.stdout + p.stderr
+    assert p.returncode == 2 and "Traceback" not in said, said
+    assert f"{ro / 'sw'}" in said and "not writable" in said, said
+    assert "seed=1" not in said  # refused before any run
+    assert list((ro / "sw").iterdir()) == []
+
+
+def test_a_sweep_json_that_cannot_be_written_is_said_with_the_results(
+    monkeypatch, tmp_path, capsys
+):
+    """sweep.json's write failing at the end (a full disk; here a directory made there
+    meanwhile) is a clear error naming the file, and each run's result is still shown."""
+    out = tmp_path / "sw"
+    blocker = out / "sweep.json" / "x"
+    monkeypatch.setattr(
+        sweep,
+        "_CHILD",
+        f"import os\nos.makedirs({str(blocker)!r}, exist_ok=True)\nraise SystemExit(3)\n",
+    )
+    with pytest.raises(ValueError, match="sweep.json") as e:
+        run_sweep(SweepSpec("t", str(out), STAND_IN, {"seed": [1]}), workers=1, progress=False)
+    assert str(out / "sweep.json") in str(e.value)
+    err = capsys.readouterr().err
+    assert f"failed (exit 3; see {out}/seed=1/train.log)" in err and "seed=1" in err, err
+
+
+def test_a_completed_run_without_its_final_model_is_not_done(tmp_path):
+    """A run is skipped only when its final/ model is there too (red team round 3: a run
+    whose final/ was moved away was skipped, while resuming it writes final/ again); a
+    link at final/ is not the run's own."""
+    from flowzoo.config import TrainConfig
+
+    out = tmp_path / "r"
+    run = RunSpec("r", {**STAND_IN, "out_dir": str(out)})
+    out.mkdir()
+    cfg = dataclasses.asdict(TrainConfig.from_dict(run.config))
+    (out / "config.json").write_text(json.dumps(cfg, default=str))
+    (out / "summary.json").write_text(json.dumps({"status": "completed", "steps_done": 1}))
+    assert not is_done(run)
+    (tmp_path / "elsewhere").mkdir()
+    (out / "final").symlink_to(tmp_path / "elsewhere")
+    assert not is_done(run)
+    (out / "final").unlink()
+    (out / "final").mkdir()
+    assert is_done(run)
