@@ -138,10 +138,21 @@ def open_lock(path: Path, create: bool) -> int | None:
     raise OSError(errno.EAGAIN, f"{path} keeps appearing and disappearing")
 
 
-def _own_lock(path: Path, kind: str = "run") -> int:
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` (not followed) still names the file ``fd`` holds."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _own_lock(path: Path, kind: str = "run") -> int | None:
     """A lock file of the run's own in place of one with other names, made while the old
     one is held (so a second start, on the old file or the new one, finds it held): the new
-    file is locked before it is renamed over ``path``; the other names keep the old file."""
+    file is locked before it is renamed over ``path``; the other names keep the old file.
+    None: ``path`` was renewed by another start meanwhile (look again)."""
     import fcntl
 
     old = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -152,6 +163,8 @@ def _own_lock(path: Path, kind: str = "run") -> int:
             fcntl.flock(old, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise RunDirInUse(_in_use(path.parent, _holder(old), kind)) from None
+        if not _same_file(old, path):
+            return None
         fd, tmp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else has it yet
@@ -190,17 +203,28 @@ class RunLock:
         import fcntl
 
         self.path = out / name
-        try:
-            fd = open_lock(self.path, create=True)
-            assert fd is not None
+        for _ in range(5):
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # BlockingIOError: held; the holder writes its pid after locking
-                holder = _holder(fd)
-                os.close(fd)
-                raise RunDirInUse(_in_use(out, holder, kind)) from None
-        except SharedLockFile:
-            fd = _own_lock(self.path, kind)
+                fd = open_lock(self.path, create=True)
+                assert fd is not None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:  # BlockingIOError: held; the holder writes its pid after locking
+                    holder = _holder(fd)
+                    os.close(fd)
+                    raise RunDirInUse(_in_use(out, holder, kind)) from None
+            except SharedLockFile:
+                got = _own_lock(self.path, kind)
+                if got is None:
+                    continue
+                fd = got
+            # the name still the file locked? (another start may have renewed it meanwhile:
+            # then this lock is on a file no start looks at any more)
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)
+        else:
+            raise OSError(errno.EAGAIN, f"{self.path} keeps being replaced")
         os.ftruncate(fd, 0)  # a lock file (checked: it held at most a pid), locked by us
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd: int | None = fd

@@ -410,6 +410,32 @@ def test_a_cp_al_backup_of_a_run_leaves_its_lock_usable_and_the_backup_intact(tm
     assert not [q for q in out.iterdir() if q.name.endswith(".tmp")]
 
 
+def test_a_start_that_opened_the_lock_before_another_renewed_it_looks_again(tmp_path, monkeypatch):
+    """Two starts on a directory whose lock has a second name: one renews the lock file
+    while the other holds a descriptor of the old one. The late one must not take the old
+    file's lock (no start looks at it any more: two runs would be live), nor write its pid
+    into the other name's file: it looks again and is told the first one's pid."""
+    out, backup = tmp_path / "run", tmp_path / "backup"
+    prepare_dir(out, _cfg(out)).release()
+    backup.mkdir()
+    os.link(out / rundir.LOCK_FILE, backup / rundir.LOCK_FILE)
+    before = (backup / rundir.LOCK_FILE).read_bytes()
+    first = RunLock(out)  # renews the lock file: the old one is now the backup's alone
+    real, calls = rundir.open_lock, []
+
+    def late(path, create):  # the second start's open, made before the renewal
+        calls.append(path)
+        if len(calls) == 1:
+            return os.open(backup / rundir.LOCK_FILE, os.O_RDWR)
+        return real(path, create)
+
+    monkeypatch.setattr(rundir, "open_lock", late)
+    with pytest.raises(RunDirInUse, match=str(os.getpid())):
+        RunLock(out)
+    assert len(calls) == 2 and (backup / rundir.LOCK_FILE).read_bytes() == before
+    first.release()
+
+
 def test_temp_names_are_mkstemps_exactly(tmp_path):
     """A killed write's temp file (and a sweep's run_config.json's) does not make a run's
     directory foreign; a user's file of a similar name is not taken for one."""
