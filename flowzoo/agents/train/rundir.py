@@ -436,9 +436,23 @@ def clear_run_state(out: Path) -> None:
             shutil.rmtree(p)
         elif check_entry(p, directory=False, single_link=False):
             p.unlink()
-    for p in out.iterdir():
-        if RUN_TEMP.fullmatch(p.name) and check_entry(p, directory=False, single_link=False):
-            p.unlink()
+    remove_temps(out)
+
+
+#: a checkpoint file's temp (``atomic_write``'s ``mkstemp`` shape) left by a killed write
+CKPT_TEMP = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
+
+
+def remove_temps(out: Path) -> None:
+    """The temp files of killed writes (``RUN_TEMP`` at the top, ``CKPT_TEMP`` in
+    checkpoint/), under the run's lock: a resume removes them too, so kills do not pile up
+    copies of the weights. Only regular files of exactly that shape; nothing followed."""
+    for d, shape in ((out, RUN_TEMP), (out / "checkpoint", CKPT_TEMP)):
+        if not check_entry(d, directory=True):
+            continue
+        for p in d.iterdir():
+            if shape.fullmatch(p.name) and check_entry(p, directory=False, single_link=False):
+                p.unlink()
 
 
 def prepare_dir(out: Path, cfg: TrainConfig) -> RunLock:
@@ -456,6 +470,8 @@ def prepare_dir(out: Path, cfg: TrainConfig) -> RunLock:
         check_dir(out, cfg, probe_lock=False)  # what changed while the model loaded
         if not cfg.resume:
             clear_run_state(out)
+        else:
+            remove_temps(out)
         write_json(out / "config.json", dataclasses.asdict(cfg))
     except OSError as e:
         lock.release()

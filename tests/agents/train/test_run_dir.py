@@ -436,6 +436,20 @@ def test_a_start_that_opened_the_lock_before_another_renewed_it_looks_again(tmp_
     first.release()
 
 
+def test_a_resume_removes_the_temp_files_of_killed_writes_and_nothing_else(tmp_path):
+    """Kills mid-write leave mkstemp-shaped temps (a checkpoint's is the model's size): a
+    resume removes them under the lock, so they do not pile up; other names stay."""
+    out = tmp_path / "run"
+    prepare_dir(out, _cfg(out)).release()
+    (out / "checkpoint").mkdir()
+    temps = [out / "checkpoint" / ".state.pt.k2j4h5g6.tmp", out / ".summary.json.a1b2c3d4.tmp"]
+    keep = [out / "checkpoint" / "state.pt", out / "checkpoint" / ".state.pt.my-copy.tmp"]
+    for p in temps + keep:
+        p.write_bytes(b"x")
+    prepare_dir(out, _cfg(out, resume=True)).release()
+    assert not any(p.exists() for p in temps) and all(p.exists() for p in keep)
+
+
 def test_temp_names_are_mkstemps_exactly(tmp_path):
     """A killed write's temp file (and a sweep's run_config.json's) does not make a run's
     directory foreign; a user's file of a similar name is not taken for one."""
