@@ -50,8 +50,14 @@ def main() -> None:
         default="math",
         help="math: `flowzoo train` on its defaults; code: the code family's default run",
     )
+    ap.add_argument(
+        "--model", default=None, help="another scale or a weights folder (default: tiny-s)"
+    )
     args = ap.parse_args()
     label, overrides = FAMILY_DEFAULTS[args.family]
+    if args.model:
+        overrides = {**overrides, "model": args.model}
+        label += f" --model {args.model}"
     cfg = TrainConfig(seed=args.seed, out_dir=args.out, **overrides)
     s = Trainer(cfg).train()
     c, e = s["curve"], s.get("eval", {})
