@@ -391,7 +391,9 @@ def check_dir(out: Path, cfg: TrainConfig, probe_lock: bool = True) -> None:
         try:
             fd = open_lock(out / LOCK_FILE, create=False)
         except SharedLockFile:  # probed without writing: read-only is enough for flock
-            fd = os.open(out / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(
+                out / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            )
         if fd is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -451,6 +453,8 @@ def remove_temps(out: Path) -> None:
         if not check_entry(d, directory=True):
             continue
         for p in d.iterdir():
+            if p.name.startswith(".train.log."):  # the sweep's (it writes the log unlocked)
+                continue
             if shape.fullmatch(p.name) and check_entry(p, directory=False, single_link=False):
                 p.unlink()
 

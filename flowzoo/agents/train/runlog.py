@@ -151,8 +151,18 @@ def own_metrics(path: Path) -> list[dict]:
     ``METRICS_LIMIT`` bytes."""
     try:
         return parse_metrics(read_regular(path, METRICS_LIMIT))
-    except (FileNotFoundError, UnsafeRunPath):
+    except (OSError, UnsafeRunPath):  # unreadable (permissions too): no metrics of ours
         return []
+
+
+def mark_running(out: Path, steps_done: int, steps: int) -> None:
+    """Until the run ends, its summary says it is running (written as soon as the directory
+    is the run's, before trackers or metrics are touched): a kill that leaves no time for a
+    record (OOM, ``kill -9``) leaves that, never an earlier, shorter run's ``completed``."""
+    write_json(
+        out / "summary.json",
+        {"status": "running", "steps_done": steps_done, "steps": steps, "pid": os.getpid()},
+    )
 
 
 class RunLog:
@@ -179,16 +189,6 @@ class RunLog:
         # rewritten whole: the file appended to from here on is this run's own (one link)
         keep = [r for r in own_metrics(self.path) if r["step"] < resumed_at]
         atomic_write(self.path, "".join(json.dumps(r, default=float) + "\n" for r in keep))
-
-    def running(self, steps_done: int, steps: int) -> None:
-        """Until the run ends, its summary says it is running: a kill that leaves no time for
-        a record (OOM, ``kill -9``) leaves that, never the summary of an earlier, shorter
-        run of this directory saying ``completed``."""
-        if self.main:
-            write_json(
-                self.out / "summary.json",
-                {"status": "running", "steps_done": steps_done, "steps": steps, "pid": os.getpid()},
-            )
 
     def append(self, row: dict) -> None:
         if not self.main:

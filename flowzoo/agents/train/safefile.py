@@ -21,7 +21,9 @@ from typing import IO, Any
 from flowzoo.agents.train.signals import critical
 
 
-def atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) -> None:
+def atomic_write(
+    path: Path, data: str | bytes | Callable[[IO[bytes]], None], mode: int | None = None
+) -> None:
     """Write ``path`` whole or not at all: a temp file in the same directory, flushed to
     disk, then ``os.replace``d over ``path`` (a kill mid-write leaves the old file, never a
     torn one). ``data``: text, bytes, or a function writing to the open binary file. Every
@@ -29,10 +31,12 @@ def atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) ->
     A link, FIFO or directory at ``path`` is refused, named (the rename would replace a
     link, never write through it, but it is not a record of ours to replace)."""
     with critical():  # a stop signal waits until the file is whole (or not there)
-        _atomic_write(path, data)
+        _atomic_write(path, data, mode)
 
 
-def _atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) -> None:
+def _atomic_write(
+    path: Path, data: str | bytes | Callable[[IO[bytes]], None], mode: int | None
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     check_entry(path, directory=False, single_link=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -44,7 +48,8 @@ def _atomic_write(path: Path, data: str | bytes | Callable[[IO[bytes]], None]) -
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a record is as any new file
+        # mkstemp makes 0600; a record is as any new file (or keeps the mode it had)
+        os.chmod(tmp, (0o666 & ~_umask()) if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -164,7 +169,8 @@ def _own_copy(p: Path, st: os.stat_result) -> None:
             st.st_ino,
         ):
             return  # replaced meanwhile: the caller looks again
-        atomic_write(p, lambda f: _copy_bytes(src, f, st.st_size))
+        # the copy keeps the file's mode: a private log stays private
+        atomic_write(p, lambda f: _copy_bytes(src, f, st.st_size), stat.S_IMODE(st.st_mode))
 
 
 def _copy_bytes(src: IO[bytes], dst: IO[bytes], n: int) -> None:

@@ -22,6 +22,7 @@ import os
 import re
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -228,6 +229,8 @@ class _Relay:
     def __init__(self, rfd: int, log: Path) -> None:
         self.rfd, self.log = rfd, log
         self.error: str | None = None
+        st = os.lstat(log.parent)  # the run's directory: each chunk goes there or nowhere
+        self._dir = (st.st_dev, st.st_ino)
         self.logged = 0
         self._ended = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"log {log}", daemon=True)
@@ -237,6 +240,9 @@ class _Relay:
         if self.error is not None:
             return  # nothing after a gap: the log stops where it could not go on
         try:
+            st = os.lstat(self.log.parent)
+            if (st.st_dev, st.st_ino) != self._dir or not stat.S_ISDIR(st.st_mode):
+                raise ValueError(f"{self.log.parent} was replaced while the run was live")
             _append(self.log, data)
             self.logged += len(data)
         except (ValueError, OSError) as e:

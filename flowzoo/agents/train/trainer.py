@@ -150,6 +150,12 @@ class Trainer:
         resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
         # process 0 holds the directory's lock until the run's last record is written
         lock = rundir.prepare_dir(self.out, cfg) if main else None
+        if lock is not None:
+            try:
+                runlog.mark_running(self.out, self.step if resumed else 0, cfg.steps)
+            except BaseException:
+                lock.release()
+                raise
         # from here on whatever fails (a resume, a tracker's start) is recorded as failed
         t_start = time.time()
         status, error = "completed", None
@@ -159,7 +165,6 @@ class Trainer:
         try:
             log = runlog.RunLog(self.out, main, cfg)
             log.start(self.step if resumed else None)
-            log.running(self.step, cfg.steps)
             if resumed and self.progress:
                 print(
                     f"flowzoo: resumed {self.out} at step {self.step} of {cfg.steps}",

@@ -369,12 +369,14 @@ def test_appending_to_a_hard_linked_record_never_writes_through_its_other_names(
     log = runlog.RunLog(out, main=True)
     log.start(None)
     log.append({"step": 0})
+    os.chmod(out / "metrics.jsonl", 0o600)  # a private record stays private on its copy
     backup = tmp_path / "backup-metrics.jsonl"
     os.link(out / "metrics.jsonl", backup)  # the backup made while the run is live
     snapshot = backup.read_bytes()
     log.append({"step": 1})
     assert backup.read_bytes() == snapshot
     assert os.stat(out / "metrics.jsonl").st_nlink == 1 == os.stat(backup).st_nlink
+    assert os.stat(out / "metrics.jsonl").st_mode & 0o777 == 0o600
     assert [m["step"] for m in runlog.own_metrics(out / "metrics.jsonl")] == [0, 1]
     # a planted name pointing at someone's file: the file is never appended to
     precious = tmp_path / "precious.txt"
