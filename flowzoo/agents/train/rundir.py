@@ -29,11 +29,13 @@ from flowzoo.agents.train.safefile import (
     UnsafeRunPath,
     _kind,
     _umask,
+    append,
     atomic_write,
     check_entry,
     open_append,
     open_regular,
     read_regular,
+    same_file,
     umask_modes,
     write_json,
 )
@@ -141,11 +143,9 @@ def open_lock(path: Path, create: bool) -> int | None:
 def _same_file(fd: int, path: Path) -> bool:
     """Whether ``path`` (not followed) still names the file ``fd`` holds."""
     try:
-        st = os.lstat(path)
+        return same_file(os.lstat(path), os.fstat(fd))
     except FileNotFoundError:
         return False
-    held = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _own_lock(path: Path, kind: str = "run") -> int | None:
@@ -459,11 +459,14 @@ def remove_temps(out: Path) -> None:
                 p.unlink()
 
 
-def prepare_dir(out: Path, cfg: TrainConfig) -> RunLock:
+def prepare_dir(out: Path, cfg: TrainConfig, steps_done: int | None = None) -> RunLock:
     """Check (:func:`check_dir`), lock, check again under the lock, then claim a run
     directory; returns the lock (release it when the run ends). Nothing in the directory
     changes before the checks pass and the lock is held; ``resume=False`` then starts the
-    run over (:func:`clear_run_state`). A file system error is a ValueError naming it."""
+    run over (:func:`clear_run_state`). A file system error is a ValueError naming it.
+    With ``steps_done`` (the trainer's), the summary says ``running`` from the claim on: a
+    kill that leaves no time for a record (OOM, ``kill -9``) leaves that, never an earlier,
+    shorter run's ``completed``."""
     check_dir(out, cfg)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -477,6 +480,9 @@ def prepare_dir(out: Path, cfg: TrainConfig) -> RunLock:
         else:
             remove_temps(out)
         write_json(out / "config.json", dataclasses.asdict(cfg))
+        if steps_done is not None:
+            running = {"status": "running", "steps_done": steps_done, "steps": cfg.steps}
+            write_json(out / "summary.json", {**running, "pid": os.getpid()})
     except OSError as e:
         lock.release()
         raise _cannot_write(out, e) from None
@@ -496,6 +502,7 @@ __all__ = [
     "RunLock",
     "SharedLockFile",
     "UnsafeRunPath",
+    "append",
     "atomic_write",
     "check_dir",
     "check_entries",
@@ -510,6 +517,7 @@ __all__ = [
     "open_regular",
     "prepare_dir",
     "read_regular",
+    "same_file",
     "umask_modes",
     "write_json",
 ]

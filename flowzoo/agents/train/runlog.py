@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -21,11 +20,10 @@ import numpy as np
 
 from flowzoo.agents.train.safefile import (
     UnsafeRunPath,
+    append,
     atomic_write,
     check_entry,
-    open_append,
     read_regular,
-    write_json,
 )
 from flowzoo.agents.train.signals import critical
 from flowzoo.analysis.curves import mean_grad_share
@@ -155,16 +153,6 @@ def own_metrics(path: Path) -> list[dict]:
         return []
 
 
-def mark_running(out: Path, steps_done: int, steps: int) -> None:
-    """Until the run ends, its summary says it is running (written as soon as the directory
-    is the run's, before trackers or metrics are touched): a kill that leaves no time for a
-    record (OOM, ``kill -9``) leaves that, never an earlier, shorter run's ``completed``."""
-    write_json(
-        out / "summary.json",
-        {"status": "running", "steps_done": steps_done, "steps": steps, "pid": os.getpid()},
-    )
-
-
 class RunLog:
     """Appends metrics lines (and tracker scalars) for process 0."""
 
@@ -193,9 +181,8 @@ class RunLog:
     def append(self, row: dict) -> None:
         if not self.main:
             return
-        fd = open_append(self.path)  # appended in place: never through a link or a FIFO
-        with critical(), os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(row, default=float) + "\n")
+        with critical():  # appended in place: never through a link, a FIFO or another name
+            append(self.path, (json.dumps(row, default=float) + "\n").encode("utf-8"))
         if self.trackers:
             from flowzoo.agents.train.trackers import flat_scalars
 

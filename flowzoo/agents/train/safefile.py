@@ -128,8 +128,10 @@ def open_append(p: Path) -> int:
     (:class:`UnsafeRunPath`). A file that has other names too (a hard-linked backup such as
     ``cp -al``'s, or a name planted to point at another file) is never written through: the
     run's name gets a copy of its own first (:func:`_own_copy`), so the other names keep the
-    bytes they had and the run goes on. A blocking descriptor."""
+    bytes they had and the run goes on. A blocking descriptor. Looked at (``lstat``) before
+    it is opened: a device is refused, never opened."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    check_entry(p, directory=False, single_link=False)
     for attempt in range(2):
         try:
             fd = os.open(p, flags, 0o666)
@@ -150,6 +152,18 @@ def open_append(p: Path) -> int:
     raise UnsafeRunPath(f"{p} is not a regular file of one link; nothing was written to it")
 
 
+def append(p: Path, data: bytes) -> None:
+    """``data`` appended whole to ``p``, opened for this write alone (:func:`open_append`):
+    a name made for the file meanwhile (a backup's hard link) never receives it."""
+    with os.fdopen(open_append(p), "ab") as f:
+        f.write(data)
+
+
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    """Whether two stats are of one file (device and inode)."""
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 #: the largest file :func:`_own_copy` copies (a run's metrics or a sweep's log are far less)
 OWN_COPY_LIMIT = 256 << 20
 
@@ -164,10 +178,7 @@ def _own_copy(p: Path, st: os.stat_result) -> None:
             "written: move it away or use another out_dir"
         )
     with open_regular(p) as src:
-        if (os.fstat(src.fileno()).st_dev, os.fstat(src.fileno()).st_ino) != (
-            st.st_dev,
-            st.st_ino,
-        ):
+        if not same_file(os.fstat(src.fileno()), st):
             return  # replaced meanwhile: the caller looks again
         # the copy keeps the file's mode: a private log stays private
         atomic_write(p, lambda f: _copy_bytes(src, f, st.st_size), stat.S_IMODE(st.st_mode))

@@ -189,25 +189,6 @@ except KeyboardInterrupt:
 """
 
 
-def _open_log(p: Path) -> int:
-    """``train.log`` opened to append: never through a link, into a FIFO (which hung the
-    sweep), a device or a directory (refused, named), and never into a file with other
-    names: the run's name gets a copy of its own first (:func:`rundir.open_append`)."""
-    rundir.check_entry(p, directory=False, single_link=False)  # lstat first: no device opened
-    return rundir.open_append(p)
-
-
-def _append(p: Path, data: bytes) -> None:
-    """``data`` appended whole to ``p``, opened for this write alone (:func:`_open_log`)."""
-    fd = _open_log(p)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-
-
 def _pending(fd: int) -> int:
     """The bytes waiting in pipe ``fd``."""
     import fcntl
@@ -218,7 +199,7 @@ def _pending(fd: int) -> int:
 
 class _Relay:
     """A child's stdout and stderr (one pipe) appended to its ``train.log`` chunk by chunk
-    (up to ``CHUNK`` bytes), each through :func:`_append`: the child never holds the log, so
+    (up to ``CHUNK`` bytes), each through :func:`rundir.append`: the child never holds the log, so
     a name made for it meanwhile keeps its bytes. :meth:`finish` (the child has ended, by a
     signal too) logs what is left in the pipe, and only that: a child's child still holding
     the pipe never keeps the sweep waiting. A log that can no longer be written (replaced by
@@ -229,8 +210,7 @@ class _Relay:
     def __init__(self, rfd: int, log: Path) -> None:
         self.rfd, self.log = rfd, log
         self.error: str | None = None
-        st = os.lstat(log.parent)  # the run's directory: each chunk goes there or nowhere
-        self._dir = (st.st_dev, st.st_ino)
+        self._dir = os.lstat(log.parent)  # the run's directory: each chunk goes there or nowhere
         self.logged = 0
         self._ended = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"log {log}", daemon=True)
@@ -241,9 +221,9 @@ class _Relay:
             return  # nothing after a gap: the log stops where it could not go on
         try:
             st = os.lstat(self.log.parent)
-            if (st.st_dev, st.st_ino) != self._dir or not stat.S_ISDIR(st.st_mode):
+            if not (rundir.same_file(st, self._dir) and stat.S_ISDIR(st.st_mode)):
                 raise ValueError(f"{self.log.parent} was replaced while the run was live")
-            _append(self.log, data)
+            rundir.append(self.log, data)
             self.logged += len(data)
         except (ValueError, OSError) as e:
             self.error = f"{type(e).__name__}: {e}"
@@ -299,7 +279,7 @@ def _claim(run: RunSpec) -> int:
     lock = rundir.RunLock(out)  # released before the child starts: the child takes it
     try:
         check(probe_lock=False)  # what changed meanwhile (the lock is ours)
-        fd = _open_log(out / "train.log")
+        fd = rundir.open_append(out / "train.log")
         try:
             rundir.write_json(out / "run_config.json", run.config)
         except BaseException:

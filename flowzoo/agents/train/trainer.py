@@ -149,18 +149,12 @@ class Trainer:
         # a refused resume (a corrupt file, named) leaves the run's records as they were
         resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
         # process 0 holds the directory's lock until the run's last record is written
-        lock = rundir.prepare_dir(self.out, cfg) if main else None
-        if lock is not None:
-            try:
-                runlog.mark_running(self.out, self.step if resumed else 0, cfg.steps)
-            except BaseException:
-                lock.release()
-                raise
+        resumed_at = self.step if resumed else 0
+        lock = rundir.prepare_dir(self.out, cfg, steps_done=resumed_at) if main else None
         # from here on whatever fails (a resume, a tracker's start) is recorded as failed
         t_start = time.time()
         status, error = "completed", None
         log, bar = None, None
-        resumed_at = self.step if resumed else 0
         stop = signals.StopSignals().install()  # SIGTERM and SIGHUP stop it as Ctrl-C does
         try:
             log = runlog.RunLog(self.out, main, cfg)
