@@ -8,8 +8,10 @@ transcripts come from the noisy experts (a mistake in ``error_rate`` of the turn
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
+import itertools
 import json
 import sys
 from typing import TYPE_CHECKING, cast
@@ -52,7 +54,8 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
     rows: list[tuple[str, str, str]] = []
     per_env = {e: episodes_of(cfg, e) for e in cfg.envs}
     bar = tqdm(
-        total=sum(per_env.values()) + cfg.coordination_drills * len(cfg.envs),
+        total=sum(per_env.values())
+        + (cfg.coordination_drills + sum(cfg.role_drills.values())) * len(cfg.envs),
         desc=f"corpus {cfg.scale}",
         unit="episode",
         disable=not progress,
@@ -71,23 +74,25 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
             else expert_policy(cfg.error_rate, seed=pseed)
         )
         offset = k * cfg.episodes_per_env
-        drills = drill_episodes(cfg, env, family)
-        for i in range(per_env[env_id] + drills):
+        # episode i past the env's own episodes is a drill: it keeps only the contested turns
+        # of the roles its phase names (the coordination drills, then each role's own)
+        phases = [(per_env[env_id], None), *drill_phases(cfg, env, family)]
+        ends = list(itertools.accumulate(n for n, _ in phases))
+        for i in range(ends[-1]):
+            kept_roles = phases[bisect.bisect_right(ends, i)][1]
             task = pool[(offset + i) % len(pool)]
             targets = getattr(pol, "targets", {})
             targets.clear()
             getattr(pol, "contested", set()).clear()
             play_episode(env, pol, seed=cfg.seed * 1_000_003 + i, options={"task_id": task.id})
             log = env.turn_log()
-            # past the env's episodes: a coordination drill keeps only the contested turns
-            # of the drill roles
             keep = (
                 range(len(log))
-                if i < per_env[env_id]
+                if kept_roles is None
                 else [
                     j
                     for j in sorted(cast(BehaviourPolicy, pol).contested)  # drills: math only
-                    if log[j].role in cfg.drill_roles
+                    if log[j].role in kept_roles
                 ]
             )
             rows.extend((env_id, log[j].prompt, targets.get(j, log[j].action)) for j in keep)
@@ -96,13 +101,18 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
     return rows + fact_drills(cfg.fact_drills, seed=cfg.seed)
 
 
-def drill_episodes(cfg: PretrainConfig, env, family: str) -> int:
-    """Coordination-drill episodes of ``env``: ``cfg.coordination_drills`` for a math env
-    with a drill role, else 0."""
+def drill_phases(cfg: PretrainConfig, env, family: str) -> list[tuple[int, frozenset[str]]]:
+    """The drill episodes of ``env`` after its own, as (episodes, roles whose contested turns
+    are kept): ``cfg.coordination_drills`` for the drill roles, then ``cfg.role_drills[r]``
+    for each role ``r`` of this env alone. Math envs only (code has no behaviour menu)."""
     roles = {env.role_of(a) for a in env.possible_agents}
-    if family != "math" or not set(cfg.drill_roles) & roles:
-        return 0
-    return cfg.coordination_drills
+    if family != "math":
+        return []
+    phases = []
+    if set(cfg.drill_roles) & roles and cfg.coordination_drills:
+        phases.append((cfg.coordination_drills, frozenset(cfg.drill_roles)))
+    phases += [(n, frozenset({r})) for r, n in sorted(cfg.role_drills.items()) if r in roles and n]
+    return phases
 
 
 def episodes_of(cfg: PretrainConfig, env_id: str) -> int:
@@ -165,6 +175,7 @@ def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) 
         corpus_tasks=pool,
         fact_drills=min(cfg.fact_drills, episodes),
         coordination_drills=min(cfg.coordination_drills, episodes),
+        role_drills={r: min(n, episodes) for r, n in cfg.role_drills.items()},
     )
     blob = json.dumps(make_corpus(small), ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -22,7 +22,6 @@ import os
 import re
 import select
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -202,15 +201,26 @@ class _Relay:
     (up to ``CHUNK`` bytes), each through :func:`rundir.append`: the child never holds the log, so
     a name made for it meanwhile keeps its bytes. :meth:`finish` (the child has ended, by a
     signal too) logs what is left in the pipe, and only that: a child's child still holding
-    the pipe never keeps the sweep waiting. A log that can no longer be written (replaced by
-    a link, a full disk) is said in ``error``; the pipe is still drained, so the run goes on."""
+    the pipe never keeps the sweep waiting. A log that can no longer be written (a link put
+    at ``train.log``, a full disk) is said in ``error``; the pipe is still drained, so the
+    run goes on. Each chunk goes into the run's directory as it was when the relay started
+    (held open; its name is looked up through that descriptor): a directory moved keeps its
+    log, and a link put in its place never receives a byte."""
 
     CHUNK = 64 << 10
 
     def __init__(self, rfd: int, log: Path) -> None:
         self.rfd, self.log = rfd, log
         self.error: str | None = None
-        self._dir = os.lstat(log.parent)  # the run's directory: each chunk goes there or nowhere
+        self._dfd: int | None = None
+        try:  # the run's directory, whatever its name becomes; the pipe is drained regardless
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            self._dfd = os.open(log.parent, flags)
+        except OSError as e:
+            self.error = f"{type(e).__name__}: {e}"
+        # through the descriptor's /proc entry every check of ``rundir.append`` (no link, no
+        # FIFO, a copy of its own for a hard-linked log) holds inside that one directory
+        self._via = Path(f"/proc/self/fd/{self._dfd}") / log.name
         self.logged = 0
         self._ended = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"log {log}", daemon=True)
@@ -220,13 +230,11 @@ class _Relay:
         if self.error is not None:
             return  # nothing after a gap: the log stops where it could not go on
         try:
-            st = os.lstat(self.log.parent)
-            if not (rundir.same_file(st, self._dir) and stat.S_ISDIR(st.st_mode)):
-                raise ValueError(f"{self.log.parent} was replaced while the run was live")
-            rundir.append(self.log, data)
+            rundir.append(self._via, data)
             self.logged += len(data)
         except (ValueError, OSError) as e:
-            self.error = f"{type(e).__name__}: {e}"
+            said = str(e).replace(str(self._via.parent), str(self.log.parent))
+            self.error = f"{type(e).__name__}: {said}"
 
     def _loop(self) -> None:
         try:
@@ -249,6 +257,8 @@ class _Relay:
             self.error = self.error or f"{type(e).__name__}: {e}"
         finally:
             os.close(self.rfd)
+            if self._dfd is not None:
+                os.close(self._dfd)
 
     def finish(self) -> None:
         """Called once the child has ended: returns when its output is logged."""

@@ -77,6 +77,27 @@ def test_coordination_drills_add_only_contested_drill_role_turns():
     assert 0.15 < share1 < 0.7 and 0.15 < accept < 0.7, (share1, accept)
 
 
+def test_role_drills_add_only_that_roles_contested_turns():
+    """A role's own drills add its contested turns and nothing else (no orchestrator plan
+    beside the synthesizer's answers, no other env), after the coordination drills, which
+    stay as they were; an empty ``role_drills`` leaves the key of every earlier build."""
+    base = _small(coordination_drills=30)
+    plain = Counter(make_corpus(base))
+    more = Counter(make_corpus(dataclasses.replace(base, role_drills={"synthesizer": 200})))
+    assert not plain - more
+    extra = list((more - plain).elements())
+    assert extra and {e for e, _, _ in extra} == {"orch-workers-math"}
+    assert all(re.fullmatch(r"\\boxed\{-?\d+\}", c) for _, _, c in extra), extra[:5]
+    assert all("Role: synthesizer" in p for _, p, _ in extra)
+    # a role absent from an env adds nothing there; none at all where no env has it
+    none = dataclasses.replace(base, role_drills={"critic": 50})
+    assert Counter(make_corpus(none)) == plain
+    assert (
+        PretrainConfig(scale="tiny-s", role_drills={}).key() == PretrainConfig(scale="tiny-s").key()
+    )
+    assert base.key() != dataclasses.replace(base, role_drills={"synthesizer": 1}).key()
+
+
 def test_role_shortcut_rates_move_the_corpus_and_the_key():
     """A per-role rate changes that role's rows, and the recipe key with it."""
     a, b = _small(role_shortcut_rates={"evaluator": 0.0}), _small(role_shortcut_rates=None)

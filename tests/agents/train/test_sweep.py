@@ -377,3 +377,32 @@ def test_a_completed_run_without_its_final_model_is_not_done(tmp_path):
     (out / "final").unlink()
     (out / "final").mkdir()
     assert is_done(run)
+
+
+def test_relay_writes_into_the_directory_it_started_with(tmp_path):
+    """A live run's directory moved away and a link put in its place: the child's later
+    output goes on into the moved directory's log, never through the link (round 4 checked
+    the path before each write, a window a swap could slip into); a hard-linked log gets a
+    copy of its own, the other name keeping its bytes."""
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    run.mkdir()
+    elsewhere.mkdir()
+    rfd, wfd = os.pipe()
+    relay = sweep._Relay(rfd, run / "train.log")
+    try:
+        os.write(wfd, b"one\n")
+        for _ in range(100):  # the relay polls every 0.1 s
+            if (run / "train.log").exists():
+                break
+            time.sleep(0.05)
+        os.link(run / "train.log", tmp_path / "backup.log")
+        run.rename(tmp_path / "moved")
+        run.symlink_to(elsewhere, target_is_directory=True)
+        os.write(wfd, b"two\n")
+    finally:
+        os.close(wfd)
+        relay.finish()
+    assert relay.error is None, relay.error
+    assert (tmp_path / "moved" / "train.log").read_bytes() == b"one\ntwo\n"
+    assert (tmp_path / "backup.log").read_bytes() == b"one\n"
+    assert not (elsewhere / "train.log").exists()
