@@ -46,7 +46,7 @@ SCALES: dict[str, dict] = {
 #: 0.10 voting-code greedy, 2,400 steps 0.27 / 0.70; docs/models.md); tiny-m learned no
 #: faster per step than tiny-s before, tiny-l faster. Only tiny-s is measured on recipe 4.
 #: tiny-m at 2,400 steps on recipe 9 learned every step fact (0.996 in context) and not to
-#: chain them (worked answers right 0.05-0.29, docs/testbed.md): it gets tiny-s's 5,000
+#: chain them (worked answers right 0.05-0.29, docs/testbed.md): it gets tiny-s's 5,000 steps
 BUDGETS: dict[str, tuple[int, int]] = {
     "tiny-s": (5000, 16),
     "tiny-m": (5000, 16),
@@ -67,6 +67,14 @@ MIDTRAIN_SHORTCUT_RATES: dict[str, float] = {
     "orchestrator": 0.52,
     "synthesizer": 0.98,
 }
+#: recipe 10's per-role drills (``PretrainConfig.role_drills``): the synthesizer's contested
+#: turns are rare (solution 1 and the considered pick disagree in ~7% of Orch-Workers
+#: episodes), so recipe 9's drills gave it ~580 rows of its own rule against ~1,000 of the
+#: aggregator's like-looking pick, and it read 0.78 considered at a 0.98 corpus shortcut rate.
+#: Drill episodes of its own, measured on tiny-s (200 held-out problems x 8, docs/testbed.md):
+#: 8,000 -> 0.66 [0.57, 0.75], 14,000 -> 0.55 [0.43, 0.65] (x16: 0.54 [0.48, 0.61]),
+#: 24,000 -> 0.38 [0.30, 0.47]; every other role stayed in band
+MIDTRAIN_ROLE_DRILLS: dict[str, int] = {"synthesizer": 14000}
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
 MATH_ENVS = study_envs("math") + ("single-math",)
@@ -123,7 +131,7 @@ class PretrainConfig:
     #: role's contested turns: a role whose contested turns are rare in its env (the
     #: synthesizer's: solution 1 and the considered pick disagree in ~7% of episodes) gets
     #: rows of its own rule without adding rows of the other roles'
-    role_drills: dict[str, int] = field(default_factory=dict)
+    role_drills: dict[str, int] = field(default_factory=lambda: dict(MIDTRAIN_ROLE_DRILLS))
     #: None: the scale's budget from BUDGETS
     steps: int | None = None
     batch_size: int | None = None
@@ -197,6 +205,7 @@ def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
         midtrain_steps=0,
         role_shortcut_rates=None,
         coordination_drills=0,
+        role_drills={},
         fact_drills=0,
         steps=240,
         batch_size=12,
