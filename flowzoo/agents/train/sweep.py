@@ -213,14 +213,18 @@ class _Relay:
         self.rfd, self.log = rfd, log
         self.error: str | None = None
         self._dfd: int | None = None
+        self._via = log
         try:  # the run's directory, whatever its name becomes; the pipe is drained regardless
-            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-            self._dfd = os.open(log.parent, flags)
-        except OSError as e:
+            # O_PATH: a directory the sweep may write but not list is still held
+            flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
+            self._dfd = os.open(log.parent, flags | os.O_CLOEXEC)
+            # through the descriptor's /proc entry every check of ``rundir.append`` (no link,
+            # no FIFO, a copy of its own for a hard-linked log) holds inside that directory;
+            # without /proc (another OS, a masked /proc) each chunk checks the path first
+            via = Path(f"/proc/self/fd/{self._dfd}")
+            self._via = via / log.name if via.is_dir() else log
+        except (OSError, ValueError) as e:  # ValueError: a NUL or an unencodable name
             self.error = f"{type(e).__name__}: {e}"
-        # through the descriptor's /proc entry every check of ``rundir.append`` (no link, no
-        # FIFO, a copy of its own for a hard-linked log) holds inside that one directory
-        self._via = Path(f"/proc/self/fd/{self._dfd}") / log.name
         self.logged = 0
         self._ended = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"log {log}", daemon=True)
@@ -230,6 +234,10 @@ class _Relay:
         if self.error is not None:
             return  # nothing after a gap: the log stops where it could not go on
         try:
+            if self._via == self.log and self._dfd is not None:  # no /proc: a check, then the write
+                st = os.lstat(self.log.parent)
+                if not rundir.same_file(st, os.fstat(self._dfd)):
+                    raise ValueError(f"{self.log.parent} was replaced while the run was live")
             rundir.append(self._via, data)
             self.logged += len(data)
         except (ValueError, OSError) as e:

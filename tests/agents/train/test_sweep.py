@@ -406,3 +406,18 @@ def test_relay_writes_into_the_directory_it_started_with(tmp_path):
     assert (tmp_path / "moved" / "train.log").read_bytes() == b"one\ntwo\n"
     assert (tmp_path / "backup.log").read_bytes() == b"one\n"
     assert not (elsewhere / "train.log").exists()
+
+
+@pytest.mark.parametrize("name", ["missing/train.log", "nul\0byte/train.log"])
+def test_a_relay_that_cannot_open_its_directory_still_drains_the_pipe(tmp_path, name):
+    """A run directory the relay cannot hold (gone, a name the OS refuses) is said in its
+    error, never raised out of the sweep, and the child's output is still read: a child
+    writing more than a pipe holds never blocks."""
+    rfd, wfd = os.pipe()
+    relay = sweep._Relay(rfd, tmp_path / name)
+    writer = threading.Thread(target=lambda: (os.write(wfd, b"x" * (1 << 20)), os.close(wfd)))
+    writer.start()
+    writer.join(timeout=600)
+    relay.finish()
+    assert not writer.is_alive()
+    assert relay.error and relay.logged == 0
