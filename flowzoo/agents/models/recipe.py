@@ -75,6 +75,10 @@ MIDTRAIN_SHORTCUT_RATES: dict[str, float] = {
 #: 8,000 -> 0.66 [0.57, 0.75], 14,000 -> 0.55 [0.43, 0.65] (x16: 0.54 [0.48, 0.61]),
 #: 24,000 -> 0.38 [0.30, 0.47]; every other role stayed in band
 MIDTRAIN_ROLE_DRILLS: dict[str, int] = {"synthesizer": 14000}
+#: per-scale changes to ``MIDTRAIN_SHORTCUT_RATES``: tiny-m follows its synthesizer drills far
+#: more closely than tiny-s (at 0.98 it read 0.00 considered; 0.6 -> 0.28, 0.5 -> 0.65; 200
+#: held-out problems x 2, docs/testbed.md). Applied where a config keeps the default rates
+MIDTRAIN_SCALE_RATES: dict[str, dict[str, float]] = {"tiny-m": {"synthesizer": 0.55}}
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
 MATH_ENVS = study_envs("math") + ("single-math",)
@@ -117,7 +121,8 @@ class PretrainConfig:
     #: corpus rate; an annealed stage ends near the corpus's own mixture
     midtrain_decay: bool = True
     #: per-role shortcut rates of the mid-training corpus over ``shortcut_rate`` (None: the
-    #: expert's defaults, ``flowzoo.envs.scripted.SHORTCUT_RATES``)
+    #: expert's defaults, ``flowzoo.envs.scripted.SHORTCUT_RATES``; the default: the recipe's
+    #: ``MIDTRAIN_SHORTCUT_RATES`` with the scale's ``MIDTRAIN_SCALE_RATES``)
     role_shortcut_rates: dict[str, float] | None = field(
         default_factory=lambda: dict(MIDTRAIN_SHORTCUT_RATES)
     )
@@ -152,6 +157,11 @@ class PretrainConfig:
             raise ValueError(f"unknown tiny scale {self.scale!r}; valid: {', '.join(SCALES)}")
         self.envs = tuple(self.envs)
         self.drill_roles = tuple(self.drill_roles)
+        if self.role_shortcut_rates == MIDTRAIN_SHORTCUT_RATES:  # the default: the scale's own
+            self.role_shortcut_rates = {
+                **MIDTRAIN_SHORTCUT_RATES,
+                **MIDTRAIN_SCALE_RATES.get(self.scale, {}),
+            }
         steps, batch = BUDGETS[self.scale]
         self.precision = self.precision or PRECISION[self.scale]
         if self.precision not in ("fp32", "bf16"):

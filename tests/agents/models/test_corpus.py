@@ -97,6 +97,20 @@ def test_role_drills_add_only_that_roles_contested_turns():
     assert base.key() != dataclasses.replace(base, role_drills={"synthesizer": 1}).key()
 
 
+def test_a_scale_gets_its_own_stage_rates_unless_a_config_sets_them():
+    """tiny-m's synthesizer rate is its own (it follows its drills more closely than tiny-s);
+    tiny-s keeps recipe 10's key; rates a config sets are never replaced."""
+    from flowzoo.agents.models.recipe import MIDTRAIN_SCALE_RATES, MIDTRAIN_SHORTCUT_RATES
+
+    m = PretrainConfig(scale="tiny-m")
+    assert m.role_shortcut_rates == {**MIDTRAIN_SHORTCUT_RATES, **MIDTRAIN_SCALE_RATES["tiny-m"]}
+    assert m.role_shortcut_rates != MIDTRAIN_SHORTCUT_RATES
+    assert PretrainConfig(scale="tiny-s").key() == "ca9ead3f2d06"  # recipe 10, shipped
+    own = {"synthesizer": 0.9}
+    assert PretrainConfig(scale="tiny-m", role_shortcut_rates=own).role_shortcut_rates == own
+    assert dataclasses.replace(m, seed=1).role_shortcut_rates == m.role_shortcut_rates
+
+
 def test_role_shortcut_rates_move_the_corpus_and_the_key():
     """A per-role rate changes that role's rows, and the recipe key with it."""
     a, b = _small(role_shortcut_rates={"evaluator": 0.0}), _small(role_shortcut_rates=None)
