@@ -54,8 +54,7 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
     rows: list[tuple[str, str, str]] = []
     per_env = {e: episodes_of(cfg, e) for e in cfg.envs}
     bar = tqdm(
-        total=sum(per_env.values())
-        + (cfg.coordination_drills + sum(cfg.role_drills.values())) * len(cfg.envs),
+        total=sum(per_env.values()),  # each env's drill episodes join it as the env starts
         desc=f"corpus {cfg.scale}",
         unit="episode",
         disable=not progress,
@@ -78,6 +77,7 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
         # of the roles its phase names (the coordination drills, then each role's own)
         phases = [(per_env[env_id], None), *drill_phases(cfg, env, family)]
         ends = list(itertools.accumulate(n for n, _ in phases))
+        bar.total += ends[-1] - per_env[env_id]
         for i in range(ends[-1]):
             kept_roles = phases[bisect.bisect_right(ends, i)][1]
             task = pool[(offset + i) % len(pool)]
