@@ -76,9 +76,10 @@ MIDTRAIN_SHORTCUT_RATES: dict[str, float] = {
 #: 24,000 -> 0.38 [0.30, 0.47]; every other role stayed in band
 MIDTRAIN_ROLE_DRILLS: dict[str, int] = {"synthesizer": 14000}
 #: per-scale changes to ``MIDTRAIN_SHORTCUT_RATES``: tiny-m follows its synthesizer drills far
-#: more closely than tiny-s (at 0.98 it read 0.00 considered; 0.6 -> 0.28, 0.5 -> 0.65; 200
-#: held-out problems x 2, docs/testbed.md). Applied where a config keeps the default rates
-MIDTRAIN_SCALE_RATES: dict[str, dict[str, float]] = {"tiny-m": {"synthesizer": 0.55}}
+#: more closely than tiny-s (at 0.98 it read 0.00 considered; 0.60 -> 0.28, 0.55 -> 0.37,
+#: 0.52 -> 0.49 [0.42, 0.55], 0.50 -> 0.65; 200 held-out problems x 8, docs/testbed.md).
+#: Applied where a config keeps the default rates
+MIDTRAIN_SCALE_RATES: dict[str, dict[str, float]] = {"tiny-m": {"synthesizer": 0.52}}
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
 MATH_ENVS = study_envs("math") + ("single-math",)
