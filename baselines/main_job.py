@@ -66,6 +66,8 @@ def main() -> None:
         "config": label,
         "env": cfg.env,
         "model": cfg.model,
+        # which build of it (a scale name names a recipe; recipes are rebuilt)
+        "base_model": s.get("base_model"),
         "seed": cfg.seed,
         "steps": s["steps_done"],
         "status": s["status"],

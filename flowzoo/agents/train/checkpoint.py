@@ -123,10 +123,7 @@ def open_verified(p: Path) -> IO[bytes]:
                 f"{p} has no digest beside it ({digest_path(p).name}: written by an older "
                 f"version, or removed), so it cannot be checked; {RESTART}"
             )
-        sha = hashlib.sha256()
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            sha.update(chunk)
-        got = sha.hexdigest()
+        got = stream_sha256(f)
         if got not in accepted:
             raise ValueError(
                 f"{p} fails its digest check (sha256 {got[:12]}..., written as "
@@ -288,6 +285,35 @@ def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:
                 f"{p} holds {what} for {shown}, this run has {sorted(have)}; {RESTART}"
             )
     return state
+
+
+#: base weights hashed at a run's start up to this size (a tiny model is MBs; a user's 8B
+#: model would cost a minute of reading, so past this only its files' sizes are recorded)
+HASH_LIMIT = 1 << 30
+
+
+def weights_identity(folder: str | Path) -> dict:
+    """Which weights a run started from: the folder and the sha256 of each ``*.safetensors``
+    in it. Why: a scale name (``tiny-m``) names a recipe, and recipes are rebuilt, so a run
+    record must say which build it measured (compare with ``MANIFEST.json`` or a rebuild)."""
+    root = Path(folder)
+    files = sorted(root.rglob("*.safetensors")) if root.is_dir() else []
+    sizes = {str(f.relative_to(root)): f.stat().st_size for f in files}
+    out: dict[str, Any] = {"path": str(root), "sizes": sizes}
+    if files and sum(sizes.values()) <= HASH_LIMIT:
+        out["sha256"] = {}
+        for name in sizes:
+            with (root / name).open("rb") as fh:
+                out["sha256"][name] = stream_sha256(fh)
+    return out
+
+
+def stream_sha256(fh: IO[bytes]) -> str:
+    """The sha256 of what is left in ``fh``, read in 1 MiB chunks (weights are not held whole)."""
+    h = hashlib.sha256()
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
 
 
 def check_weights(folder: str | Path) -> None:

@@ -308,6 +308,12 @@ def _claim(run: RunSpec) -> int:
     return fd
 
 
+def _ended(result: str) -> bool:
+    """Whether a run's result counts on the sweep's bar: a stopped or never-started run does
+    not (a stopped sweep's bar says how far it got, not 100%)."""
+    return not result.startswith("interrupted")
+
+
 class _Sweep:
     """The live children of a local sweep, so a stop signal sent to the sweep alone reaches
     each of them, and no run starts, or is retried, after it. They stay in the sweep's
@@ -510,7 +516,9 @@ def _run_locked(
                         done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                         if stop.received is not None:
                             sweep.stop(stop.received)
-                        bar.update(len(done))
+                        ended = [f for f in done if f.exception() is not None]
+                        ended += [f for f in done if f not in ended and _ended(f.result())]
+                        bar.update(len(ended))
             finally:
                 bar.close()
             results.update({futs[f]: f.result() for f in futs})  # in the sweep's order

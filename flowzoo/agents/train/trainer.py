@@ -107,6 +107,7 @@ class Trainer:
         plan_roles(self.roles, parse_policy_arg(cfg.policy), cfg.role_models, cfg.frozen)
         self.model_path = resolve_model(cfg.model)
         checkpoint.check_weights(self.model_path)  # a truncated file, named, before a build
+        self.base_model = checkpoint.weights_identity(self.model_path)  # which build it was
         #: each role's token budget: given per role, else given for all, else the workflow's
         defaults = probe.turn_tokens()
         self.token_limits = {
@@ -222,6 +223,7 @@ class Trainer:
                 summary["no_signal_steps"] = self.no_signal_steps
                 summary["resumed_at"] = resumed_at  # wall_s is this session's, from that step
                 summary["threads"] = torch.get_num_threads()  # results depend on it
+                summary["base_model"] = self.base_model
                 wf = self.envs[0].workflow  # the analysis reads the workflow's readings from here
                 summary["readings"] = wf.readings.record(wf.parallel_roles)
                 if self.router.frozen:  # played, never trained, not in the gradient diagnostics

@@ -579,3 +579,31 @@ def test_the_summary_never_reads_metrics_through_a_link(tiny_model, tmp_path):
     (out / "metrics.jsonl").symlink_to(other)
     assert runlog.own_metrics(out / "metrics.jsonl") == []
     assert read_metrics(other) != []  # the reader of committed records still reads a file
+
+
+def test_the_summary_names_the_build_of_the_weights_it_started_from(
+    tiny_model, tmp_path, monkeypatch
+):
+    """A scale name names a recipe, and recipes are rebuilt: the summary records the folder
+    and sha256 of the base weights the run loaded, and a different build reads differently;
+    past ``HASH_LIMIT`` only the sizes are recorded."""
+    import hashlib
+    import shutil
+    from pathlib import Path
+
+    from flowzoo.agents.train import checkpoint
+
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
+    got = json.loads((out / "summary.json").read_text())["base_model"]
+    files = sorted(Path(tiny_model).rglob("*.safetensors"))
+    assert got["path"] == str(tiny_model) and files
+    assert got["sha256"] == {
+        str(f.relative_to(tiny_model)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files
+    }
+    other = tmp_path / "other-build"
+    shutil.copytree(out / "final", other)  # trained one step: another build of the same model
+    assert checkpoint.weights_identity(other)["sha256"] != got["sha256"]
+    monkeypatch.setattr(checkpoint, "HASH_LIMIT", 0)
+    sizes_only = checkpoint.weights_identity(tiny_model)
+    assert "sha256" not in sizes_only and sizes_only["sizes"] == got["sizes"]

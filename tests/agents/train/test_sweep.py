@@ -127,7 +127,8 @@ def test_only_this_sweeps_finished_run_is_skipped(tiny_model, tmp_path):
 def test_a_stop_signal_stops_the_sweep_and_its_run_without_a_retry(tiny_model, tmp_path, sig):
     """Ctrl-C (SIGINT to the process group: the run gets it from the terminal and from the
     sweep) or SIGTERM to the sweep alone: the live run records itself interrupted, is not retried, the next run never starts,
-    sweep.json says so, and the sweep exits 128 + the signal."""
+    sweep.json says so, its bar does not count the stopped runs, and the sweep exits 128 + the
+    signal."""
     out = tmp_path / "sw"
     spec = _spec(tiny_model, out, [1, 2], steps=500)
     # the CLI's `flowzoo sweep` for SIGINT; for SIGTERM the exit the CLI gives a Stopped
@@ -137,7 +138,7 @@ def test_a_stop_signal_stops_the_sweep_and_its_run_without_a_retry(tiny_model, t
         "from flowzoo.agents.train.sweep import SweepSpec, run_sweep\n"
         f"spec = SweepSpec(**{spec.__dict__!r})\n"
         "try:\n"
-        "    run_sweep(spec, workers=1, progress=False)\n"
+        "    run_sweep(spec, workers=1, progress=True)\n"
         "except Stopped as e:\n"
         "    sys.exit(128 + e.signum)\n"
         "except KeyboardInterrupt:\n"
@@ -162,6 +163,9 @@ def test_a_stop_signal_stops_the_sweep_and_its_run_without_a_retry(tiny_model, t
         else:
             os.kill(proc.pid, signum)  # a scheduler's kill of the sweep alone
         assert proc.wait(timeout=240) == 128 + signum, proc.stdout.read().decode()[-3000:]
+        bars = proc.stdout.read().decode().replace("\r", "\n")
+        # the bar says how far the sweep got: no run ended (it read 2/2, 100%, once stopped)
+        assert "0/2" in bars and "2/2" not in bars and "1/2" not in bars, bars[-2000:]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
