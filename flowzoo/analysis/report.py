@@ -336,7 +336,8 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     """Runs, seeds per cell, evaluations per run and problems per evaluation, as one line."""
     seeds = [len(c.seeds) for c in stats]
     evals = [len(r.curve) for r in runs]
-    probs = sorted({int(r.config.get("eval_episodes", 0)) for r in runs})
+    # the problems each evaluation read (its record), not the config's 0 for "the whole split"
+    probs = sorted({int(e.get("episodes") or 0) for r in runs for _, e in r.evals[:1]})
     temps = sorted(
         {
             eval_temperature(
@@ -350,7 +351,7 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     return (
         f"Sample sizes: {len(runs)} runs in {len(stats)} cells; {min(seeds)}-{max(seeds)} seeds "
         f"per cell; {min(evals)}-{max(evals)} evaluations per run (base included) of "
-        f"{'/'.join(map(str, probs))} held-out problems (0: the whole split) x "
+        f"{'/'.join(map(str, probs))} held-out problems x "
         f"{'/'.join(map(str, ks))} samples at temperature "
         f"{'/'.join(map(str, temps))}. A claim is decided only on >= {MIN_RUNS} runs a side "
         f"with >= {MIN_EVALS} evaluations each; else it says insufficient evidence."
