@@ -336,8 +336,9 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     """Runs, seeds per cell, evaluations per run and problems per evaluation, as one line."""
     seeds = [len(c.seeds) for c in stats]
     evals = [len(r.curve) for r in runs]
-    # the problems each evaluation read (its record), not the config's 0 for "the whole split"
-    probs = sorted({int(e.get("episodes") or 0) for r in runs for _, e in r.evals[:1]})
+    # the problems each evaluation read, from the run's records ("?" where none says): not
+    # the config's 0 for "the whole split", nor a default guessed for a curve-only record
+    probs = sorted({_problems_read(r) for r in runs}, key=lambda x: (x == "?", x))
     temps = sorted(
         {
             eval_temperature(
@@ -356,6 +357,13 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
         f"{'/'.join(map(str, temps))}. A claim is decided only on >= {MIN_RUNS} runs a side "
         f"with >= {MIN_EVALS} evaluations each; else it says insufficient evidence."
     )
+
+
+def _problems_read(r: Run) -> str:
+    """The held-out problems a run's first evaluation read, as its records say, else "?"."""
+    first = evals_of(r.metrics)[:1]
+    n = first[0][1].get("episodes") if first else (r.summary.get("eval") or {}).get("problems")
+    return str(n) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else "?"
 
 
 def _need_matplotlib() -> None:

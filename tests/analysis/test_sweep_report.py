@@ -47,7 +47,12 @@ def _fake_run(
             }
         )
     )
-    lines = [{"step": -1, "eval": {"accuracy": curve[0][1], "majority_correct": 0.5}}]
+    lines = [
+        {
+            "step": -1,
+            "eval": {"accuracy": curve[0][1], "majority_correct": 0.5, "episodes": 37},
+        }
+    ]
     for s in range(curve[-1][0]):
         lines.append(
             {
@@ -94,7 +99,8 @@ def test_report_tables_cliffs_and_findings(tmp_path):
     assert "| 0.575 ± 0.000 | 0.100 ± 0.082 | +0.175 ± 0.000 | 3/0 of 3 | 0/3/0 | 0/3 |" in md
     assert "Sample sizes: 6 runs in 2 cells; 3-3 seeds per cell; 4-4 evaluations" in md
     # the problems the evaluations read (their records), not the config's 0 for "whole split"
-    assert "evaluations per run (base included) of 200 held-out problems x" in md
+    # nor the 200 a curve-only record is given
+    assert "evaluations per run (base included) of 37 held-out problems x" in md
     assert "improves over the base model** — inconclusive: 3/6 runs improved" in md
     assert (
         "Isolated-Policy reaches a higher peak than Shared-Policy** — supported: clearly "

@@ -15,6 +15,7 @@ import os
 import pickle
 import shutil
 import struct
+import sys
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -91,6 +92,8 @@ def save(tr, pending: dict | None = None) -> None:
         "pending": _plain(pending),
         # results depend on the thread count in the last bits: a resume reuses it
         "threads": torch.get_num_threads(),
+        # the build the run started from, which a resume keeps (the scale may be rebuilt)
+        "base_model": {k: v for k, v in tr.base_model.items() if k != "now"},
     }
     p = tr.ckpt_path
     rundir.check_entry(p.parent, directory=True)  # checkpoint/ a real directory, not a link
@@ -230,7 +233,32 @@ def load(tr) -> tuple[bool, dict | None]:
         threads.restore(state["threads"], announce=dist.main)
     tr.step = state["step"]
     tr.eval_curve = [tuple(x) for x in state["eval_curve"]]
+    keep_base_model(tr, state.get("base_model"))
     return True, state.get("pending")
+
+
+def keep_base_model(tr, started: Any) -> None:
+    """A resumed run's records name the build it *started* from (its base readings are that
+    build's); where ``--model`` now resolves to other weights (a recipe rebuilt, a cache
+    moved) both are recorded and the run warns. A checkpoint from before this record has
+    none to keep."""
+    if not isinstance(started, dict):
+        return
+    now = tr.base_model
+    same = (
+        started.get("sha256") == now.get("sha256")
+        if started.get("sha256") and now.get("sha256")
+        else (started.get("path"), started.get("sizes")) == (now.get("path"), now.get("sizes"))
+    )
+    tr.base_model = {**started, "now": now} if not same else started
+    if not same:
+        said = (
+            f"resumed on other base weights than the run started from ({started.get('path')} "
+            f"then, {now.get('path')} now): its base readings are the first build's"
+        )
+        tr.warnings.append(said)
+        if tr.dist.main:
+            print(f"flowzoo: WARNING: {said}", file=sys.stderr)
 
 
 def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:

@@ -602,8 +602,49 @@ def test_the_summary_names_the_build_of_the_weights_it_started_from(
         str(f.relative_to(tiny_model)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files
     }
     other = tmp_path / "other-build"
-    shutil.copytree(out / "final", other)  # trained one step: another build of the same model
-    assert checkpoint.weights_identity(other)["sha256"] != got["sha256"]
+    shutil.copytree(tiny_model, other)
+    _nudge(other)  # another build of the same model
+    other_digests = checkpoint.weights_identity(other)["sha256"].values()
+    assert other_digests and set(other_digests).isdisjoint(got["sha256"].values())
     monkeypatch.setattr(checkpoint, "HASH_LIMIT", 0)
     sizes_only = checkpoint.weights_identity(tiny_model)
     assert "sha256" not in sizes_only and sizes_only["sizes"] == got["sizes"]
+
+
+def _nudge(folder) -> None:
+    """Every weights file under ``folder`` rewritten with its first tensor changed."""
+    from pathlib import Path
+
+    from safetensors.torch import load_file, save_file
+
+    for f in sorted(Path(folder).rglob("*.safetensors")):
+        tensors = load_file(f)
+        name = sorted(tensors)[0]
+        tensors[name] = tensors[name] + 0.01
+        save_file(tensors, f, metadata={"format": "pt"})
+
+
+def test_a_resume_keeps_the_build_it_started_from_and_says_when_it_changed(tiny_model, tmp_path):
+    """The base weights swapped between sessions (a recipe rebuilt under the same name): the
+    resumed run's summary names the first build, the new one beside it, and warns."""
+    import hashlib
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    weights = sorted(model.rglob("*.safetensors"))
+    first = {str(f.relative_to(model)): hashlib.sha256(f.read_bytes()).hexdigest() for f in weights}
+    out = tmp_path / "r"
+    cfg = dict(model=str(model), steps=1, eval_every=0)
+    Trainer(_cfg(tiny_model, out, **cfg), progress=False).train()
+    _nudge(model)  # another build of the same shapes, at the same path
+    Trainer(_cfg(tiny_model, out, **{**cfg, "steps": 2}), progress=False).train()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "completed" and s["resumed_at"] == 1
+    assert s["base_model"]["sha256"] == first
+    assert s["base_model"]["now"]["sha256"] != first
+    assert any("other base weights" in w for w in s["warnings"])
+    # resumed again: the checkpoint keeps the first build, not the one it last ran beside
+    Trainer(_cfg(tiny_model, out, **{**cfg, "steps": 3}), progress=False).train()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["base_model"]["sha256"] == first and "now" in s["base_model"]

@@ -144,26 +144,28 @@ def test_a_stop_signal_stops_the_sweep_and_its_run_without_a_retry(tiny_model, t
         "except KeyboardInterrupt:\n"
         "    sys.exit(130)\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    log = tmp_path / "sweep.out"  # a file, not a pipe: the bar's redraws never fill it
+    with log.open("wb") as sink:  # the child holds its own copy
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     signum = getattr(signal, f"SIG{sig}")
     metrics = out / "seed=1" / "metrics.jsonl"
     try:
         while proc.poll() is None and (not metrics.exists() or not metrics.read_text()):
             time.sleep(0.05)  # a step logged
-        assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+        assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
         if sig == "INT":
             os.killpg(proc.pid, signum)  # Ctrl-C: the terminal signals the process group
         else:
             os.kill(proc.pid, signum)  # a scheduler's kill of the sweep alone
-        assert proc.wait(timeout=240) == 128 + signum, proc.stdout.read().decode()[-3000:]
-        bars = proc.stdout.read().decode().replace("\r", "\n")
+        assert proc.wait(timeout=240) == 128 + signum, log.read_text(errors="replace")[-3000:]
+        bars = log.read_text(errors="replace").replace("\r", "\n")
         # the bar says how far the sweep got: no run ended (it read 2/2, 100%, once stopped)
         assert "0/2" in bars and "2/2" not in bars and "1/2" not in bars, bars[-2000:]
     finally:
