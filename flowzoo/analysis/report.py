@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, pstdev, stdev
 
+from flowzoo.analysis.behaviour import behaviour_rows
 from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
 from flowzoo.analysis.protocol import protocol_rows
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
@@ -458,6 +459,7 @@ def build_report(
         "",
     ]
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
+    md += behaviour_rows(stats)
     if left_out:
         md += ["## Runs left out", "", "Only completed runs are read; these are not:", ""]
         md += [f"- {x}" for x in left_out] + [""]
