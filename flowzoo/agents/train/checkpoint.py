@@ -242,6 +242,10 @@ def keep_base_model(tr, started: Any) -> None:
     build's); where ``--model`` now resolves to other weights (a recipe rebuilt, a cache
     moved) both are recorded and the run warns. A checkpoint from before this record has
     none to keep."""
+    try:  # plain data only: the summary writes it as JSON (a tensor planted here would not)
+        json.dumps(started, allow_nan=False)
+    except (TypeError, ValueError):
+        return
     if not isinstance(started, dict):
         return
     now = tr.base_model

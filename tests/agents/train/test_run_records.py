@@ -648,3 +648,15 @@ def test_a_resume_keeps_the_build_it_started_from_and_says_when_it_changed(tiny_
     Trainer(_cfg(tiny_model, out, **{**cfg, "steps": 3}), progress=False).train()
     s = json.loads((out / "summary.json").read_text())
     assert s["base_model"]["sha256"] == first and "now" in s["base_model"]
+
+
+def test_a_checkpoints_base_model_record_that_is_not_plain_data_is_ignored(tiny_model, tmp_path):
+    """What a checkpoint says about its base build goes into the summary as JSON: anything
+    else there (a tensor, NaN) is ignored, never a crash when the summary is written."""
+    from flowzoo.agents.train import checkpoint
+
+    tr = Trainer(_cfg(tiny_model, tmp_path / "r", steps=1, eval_every=0), progress=False)
+    mine = dict(tr.base_model)
+    for planted in ({"sha256": torch.zeros(2)}, {"path": float("nan")}, "tiny-m", None):
+        checkpoint.keep_base_model(tr, planted)
+        assert tr.base_model == mine and not tr.warnings
