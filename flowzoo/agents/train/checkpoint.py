@@ -254,15 +254,17 @@ def keep_base_model(tr, started: Any) -> None:
         if started.get("sha256") and now.get("sha256")
         else (started.get("path"), started.get("sizes")) == (now.get("path"), now.get("sizes"))
     )
-    tr.base_model = {**started, "now": now} if not same else started
-    if not same:
-        said = (
-            f"resumed on other base weights than the run started from ({started.get('path')} "
-            f"then, {now.get('path')} now): its base readings are the first build's"
-        )
-        tr.warnings.append(said)
-        if tr.dist.main:
-            print(f"flowzoo: WARNING: {said}", file=sys.stderr)
+    if same:
+        tr.base_model = started
+        return
+    tr.base_model = {**started, "now": now}
+    said = (
+        f"resumed on other base weights than the run started from ({started.get('path')} "
+        f"then, {now.get('path')} now): its base readings are the first build's"
+    )
+    tr.warnings.append(said)
+    if tr.dist.main:
+        print(f"flowzoo: WARNING: {said}", file=sys.stderr)
 
 
 def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:

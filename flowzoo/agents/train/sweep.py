@@ -516,9 +516,9 @@ def _run_locked(
                         done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                         if stop.received is not None:
                             sweep.stop(stop.received)
-                        ended = [f for f in done if f.exception() is not None]
-                        ended += [f for f in done if f not in ended and _ended(f.result())]
-                        bar.update(len(ended))
+                        bar.update(
+                            sum(f.exception() is not None or _ended(f.result()) for f in done)
+                        )
             finally:
                 bar.close()
             results.update({futs[f]: f.result() for f in futs})  # in the sweep's order
