@@ -339,7 +339,7 @@ def sample_sizes(runs: list[Run], stats: list[CellStats]) -> str:
     evals = [len(r.curve) for r in runs]
     # the problems each evaluation read, from the run's records ("?" where none says): not
     # the config's 0 for "the whole split", nor a default guessed for a curve-only record
-    probs = sorted({_problems_read(r) for r in runs}, key=lambda x: (x == "?", x))
+    probs = sorted({_problems_read(r) for r in runs}, key=lambda x: (x == "?", x.zfill(12)))
     temps = sorted(
         {
             eval_temperature(
