@@ -259,8 +259,8 @@ def keep_base_model(tr, started: Any) -> None:
         return
     tr.base_model = {**started, "now": now}
     said = (
-        f"resumed on other base weights than the run started from ({started.get('path')} "
-        f"then, {now.get('path')} now): its base readings are the first build's"
+        f"resumed on other base weights than the run started from ({started.get('path')!r} "
+        f"then, {now.get('path')!r} now): its base readings are the first build's"
     )
     tr.warnings.append(said)
     if tr.dist.main:
