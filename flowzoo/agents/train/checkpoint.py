@@ -237,16 +237,21 @@ def load(tr) -> tuple[bool, dict | None]:
     return True, state.get("pending")
 
 
+#: the most JSON a checkpoint's base-build record may hold (a real one is well under 1 KiB)
+RECORD_LIMIT = 1 << 16
+
+
 def keep_base_model(tr, started: Any) -> None:
     """A resumed run's records name the build it *started* from (its base readings are that
     build's); where ``--model`` now resolves to other weights (a recipe rebuilt, a cache
     moved) both are recorded and the run warns. A checkpoint from before this record has
     none to keep."""
-    try:  # plain data only: the summary writes it as JSON (a tensor planted here would not)
-        json.dumps(started, allow_nan=False)
-    except (TypeError, ValueError):
-        return
-    if not isinstance(started, dict):
+    try:  # small plain JSON data only, the same after a round trip (the summary writes it)
+        text = json.dumps(started, allow_nan=False)
+        plain = len(text) <= RECORD_LIMIT and json.loads(text) == started
+    except (TypeError, ValueError, RecursionError):  # a tensor, NaN, nesting past the stack
+        plain = False
+    if not plain or not isinstance(started, dict):
         return
     now = tr.base_model
     same = (
@@ -359,6 +364,8 @@ def check_weights(folder: str | Path) -> None:
         return
     for f in sorted(root.rglob("*.safetensors")):
         try:
+            if not f.is_file():  # a FIFO would block the open for ever, a device never ends
+                raise ValueError("not a regular file")
             with f.open("rb") as fh:
                 (n,) = struct.unpack("<Q", fh.read(8))
                 if n > 100 << 20:

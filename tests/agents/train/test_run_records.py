@@ -652,11 +652,53 @@ def test_a_resume_keeps_the_build_it_started_from_and_says_when_it_changed(tiny_
 
 def test_a_checkpoints_base_model_record_that_is_not_plain_data_is_ignored(tiny_model, tmp_path):
     """What a checkpoint says about its base build goes into the summary as JSON: anything
-    else there (a tensor, NaN) is ignored, never a crash when the summary is written."""
+    but small plain data there (a tensor, NaN, deep nesting, megabytes, keys that are not
+    strings) is ignored, never a crash on resume or when the summary is written."""
     from flowzoo.agents.train import checkpoint
 
     tr = Trainer(_cfg(tiny_model, tmp_path / "r", steps=1, eval_every=0), progress=False)
     mine = dict(tr.base_model)
-    for planted in ({"sha256": torch.zeros(2)}, {"path": float("nan")}, "tiny-m", None):
+    deep: list = []
+    inner = deep
+    for _ in range(3000):  # nesting past json's recursion limit
+        inner.append([])
+        inner = inner[0]
+    planted_records = (
+        {"sha256": torch.zeros(2)},
+        {"path": float("nan")},
+        {"path": deep},
+        {"path": "A" * 5_000_000},  # a warning and a summary of megabytes
+        {1: "a", "1": "b"},  # two "1" keys once written as JSON
+        "tiny-m",
+        None,
+    )
+    for planted in planted_records:
         checkpoint.keep_base_model(tr, planted)
         assert tr.base_model == mine and not tr.warnings
+
+
+def test_a_weights_name_that_is_not_a_regular_file_is_refused_not_waited_on(tiny_model, tmp_path):
+    """A FIFO named like a weights file blocked the start for ever (its open waits for a
+    writer): anything but a regular file is refused by name before it is opened."""
+    import os
+    import shutil
+    import threading
+
+    from flowzoo.agents.train import checkpoint
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    os.mkfifo(model / "extra.safetensors")
+    said: list = []
+
+    def check() -> None:
+        try:
+            checkpoint.check_weights(model)
+        except ValueError as e:
+            said.append(str(e))
+
+    t = threading.Thread(target=check, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "check_weights blocked on a FIFO"
+    assert said and "extra.safetensors" in said[0] and "not a regular file" in said[0]
