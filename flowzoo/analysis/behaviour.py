@@ -12,6 +12,7 @@ from __future__ import annotations
 from statistics import mean
 
 from flowzoo.analysis.findings import _pairs, paired_by_seed
+from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.readings import evals_of
 
 
@@ -36,12 +37,13 @@ def _rates(cell, which: int) -> dict[str, list[tuple[object, float, int]]]:
 def behaviour_rows(stats: list) -> list[str]:
     """The report's behaviour section (empty where no run recorded a behaviour reading)."""
     rows = []
+    lasts = {id(c): _rates(c, -1) for c in stats}
     for c in stats:
-        first, last = _rates(c, 0), _rates(c, -1)
+        first, last = _rates(c, 0), lasts[id(c)]
         for role in sorted(set(first) & set(last)):
             b, e = first[role], last[role]
             rows.append(
-                f"| {c.key[1]}-{c.key[0]} {c.key[2]} {c.key[3]} {c.key[4]} {c.key[5]} | {role} | "
+                f"| {cell_label(c.key)} | {role} | "
                 f"{mean(v for _, v, _ in b):.2f} ({mean(n for *_, n in b):.0f}) | "
                 f"{mean(v for _, v, _ in e):.2f} ({mean(n for *_, n in e):.0f}) | "
                 f"{', '.join(f'{v:.2f}' for _, v, _ in e)} |"
@@ -63,7 +65,7 @@ def behaviour_rows(stats: list) -> list[str]:
     ]
     versus = []
     for i, s in _pairs([c for c in stats if c.key[1] != "single"]):
-        li, ls = _rates(i, -1), _rates(s, -1)
+        li, ls = lasts[id(i)], lasts[id(s)]
         for role in sorted(set(li) & set(ls)):
             d, h, paired = paired_by_seed(
                 [v for _, v, _ in li[role]],
@@ -73,7 +75,7 @@ def behaviour_rows(stats: list) -> list[str]:
             )
             clear = "isolated higher" if d - h > 0 else "shared higher" if d + h < 0 else "-"
             versus.append(
-                f"| {i.key[1]}-{i.key[0]} {i.key[2]} {i.key[4]} {i.key[5]} | {role} | "
+                f"| {cell_label(i.key, policy=False)} | {role} | "
                 f"{d:+.3f} ± {h:.3f}{' (paired)' if paired else ''} | {clear} |"
             )
     if versus:

@@ -125,6 +125,13 @@ def _list(names: list[str], figs: list[dict], getter, spec: str) -> str:
     return ", ".join(f"{n} {v:{spec}}" if v == v else f"{n} -" for n, v in vals)
 
 
+def cell_label(key: tuple, policy: bool = True) -> str:
+    """A cell's name in the report's tables: ``voting-math tiny-s isolated full levers``
+    (``policy=False``: the matched pair's name, without the policy)."""
+    task, wf, model, pol, param, lev = key
+    return f"{wf}-{task} {model} {pol + ' ' if policy else ''}{param} {lev}"
+
+
 def protocol_rows(cells: list) -> list[str]:
     """The report's protocol table: per cell, what the optimiser did and whether its runs
     passed their peak (cells as :func:`flowzoo.analysis.report.cell_stats` makes them)."""
@@ -143,9 +150,8 @@ def protocol_rows(cells: list) -> list[str]:
         when = "; ".join(
             f"{p.plateau_step}/{p.peak_step}/{p.fall_step if p.fall_step else '-'}" for p in ps
         )
-        task, wf, model, pol, param, lev = c.key
         md.append(
-            f"| {wf}-{task} {model} {pol} {param} {lev} | {protocol_line(c.runs[0].config)} | "
+            f"| {cell_label(c.key)} | {protocol_line(c.runs[0].config)} | "
             f"{opt or '-'} | {clip or '-'} | {dev or '-'} | "
             f"{sum(p.passed for p in ps)}/{len(ps)} | {when} |"
         )
