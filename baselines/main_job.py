@@ -7,6 +7,8 @@ with 95% CIs, the paired gain and the wall time, one row per seed in ``--record`
     python baselines/main_job.py --record baselines/results/main-job.json   # update the record
     python baselines/main_job.py --family code --out runs/code-main-s0 \
         --record baselines/results/code-main-job.json   # the code family's default
+    python baselines/main_job.py --family code-testbed --seed S --out runs/code-tb-sS \
+        --record baselines/results/code-testbed-main-job.json   # the code testbed
 
 Not a timed test: a record of what the default run does on this machine. The run resumes if
 interrupted (re-run the same command).
@@ -32,6 +34,19 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict]] = {
         "flowzoo train --env voting-code --steps 40 --problems-per-step 8 --eval-every 20 --seed S",
         {"env": "voting-code", "steps": 40, "problems_per_step": 8, "eval_every": 20},
     ),
+    # the code testbed (docs/testbed-code.md): its build and its tasks, the code default's run
+    "code-testbed": (
+        "flowzoo train --env voting-code --model tiny-s-code --env-options "
+        '\'{"dataset": "guarded"}\' --steps 40 --problems-per-step 8 --eval-every 20 --seed S',
+        {
+            "env": "voting-code",
+            "model": "tiny-s-code",
+            "env_options": {"dataset": "guarded"},
+            "steps": 40,
+            "problems_per_step": 8,
+            "eval_every": 20,
+        },
+    ),
 }
 
 
@@ -48,7 +63,8 @@ def main() -> None:
         "--family",
         choices=sorted(FAMILY_DEFAULTS),
         default="math",
-        help="math: `flowzoo train` on its defaults; code: the code family's default run",
+        help="math: `flowzoo train` on its defaults; code: the code family's default run; "
+        "code-testbed: that run on the code testbed (tiny-s-code, guarded tasks)",
     )
     ap.add_argument(
         "--model", default=None, help="another scale or a weights folder (default: tiny-s)"

@@ -4,6 +4,7 @@ past it), and every math role's behaviour rate and each env's sampled accuracy, 
 training. Written to ``baselines/results/testbed-<model>.json``.
 
     python baselines/testbed.py                      # the shipped tiny-s
+    python baselines/testbed.py --model tiny-s-code --family code   # the code testbed
     python baselines/testbed.py --model PATH --problems 100
     python baselines/testbed.py --envs orch-workers-math --samples 8 \
         --out baselines/results/testbed-tiny-s-orch-workers-x8.json   # one env's roles only
@@ -24,6 +25,7 @@ from flowzoo.agents.train.testbed import behaviour_rates, measure_base
 def main() -> None:
     ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--model", default="tiny-s")
+    ap.add_argument("--family", choices=("math", "code"), default="math")
     ap.add_argument("--problems", type=int, default=200, help="held-out problems per reading")
     ap.add_argument(
         "--envs",
@@ -45,14 +47,26 @@ def main() -> None:
             )
         }
     else:
-        got = measure_base(policy, args.problems)
+        got = measure_base(policy, args.problems, args.family)
+    # testbed-tiny-s.json (math), testbed-tiny-s-code.json (the code family; for the code
+    # testbed's build, tiny-s-code: its code readings, and -math for its math ones)
     name = Path(args.model).name
+    if name.endswith("-code"):
+        name += "-math" if args.family == "math" else ""
+    elif args.family == "code":
+        name += "-code"
     out = Path(args.out or f"baselines/results/testbed-{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"model": args.model, **got}, indent=1) + "\n")
     s = got.get("step_accuracy")
     if s is not None:
         print(f"single steps (greedy, in context): {s['accuracy']:.3f} {s['ci']} on {s['steps']}")
+    c = got.get("code_primitives")
+    if c is not None:
+        print(
+            f"guarded programs (greedy, guard begun): {c['accuracy']:.3f} {c['ci']} on "
+            f"{c['problems']}; by level {c['by_level']}"
+        )
     for split, key in (("test", "solver_by_level"), ("ood", "ood_solver")):
         for lv, c in got.get(key, {}).items():
             print(

@@ -101,7 +101,11 @@ class TrainConfig:
         hi=2**32 - 1,  # numpy and torch take seeds below 2**32
     )
     # ---------------------------------------------------------------------------- model
-    model: str = _f("tiny-s", "tiny-s | tiny-m | tiny-l | a local Hugging Face checkpoint path")
+    model: str = _f(
+        "tiny-s",
+        "tiny-s | tiny-m | tiny-l | tiny-s-code (a scale's code testbed, built on first use) | "
+        "a local Hugging Face checkpoint path",
+    )
     param: str = _f("full", "train all weights, or a LoRA adapter per policy", ("full", "lora"))
     lora_r: int = _f(64, "LoRA rank", lo=1, hi=4096)
     lora_alpha: int = _f(32, "LoRA alpha", lo=0)

@@ -184,7 +184,13 @@ def generate_distinct(
 class TaskFamily(Protocol):
     """How a family of tasks is presented and scored; the envs use nothing else. A new family
     implements every method here and is registered with a
-    :class:`~flowzoo.tasks.families.FamilySpec`."""
+    :class:`~flowzoo.tasks.families.FamilySpec`.
+
+    Two hooks are optional (the testbed's behaviour menu, docs/testbed.md; the envs read
+    them with ``getattr``): ``direct_completion(task) -> str | None``, the shortcut answer
+    where the task has one (math: the bare answer; code: the program without its edge-case
+    guard), and ``shows_work(task, text) -> bool | None``, whether a completion takes the
+    considered behaviour (None where the task has no shortcut)."""
 
     name: str
     #: the sentence every solving role's prompt ends with, stating the output format

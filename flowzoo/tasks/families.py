@@ -114,7 +114,7 @@ register_family(
             "early_stop",
         ),
         n_tasks={"train": 200, "test": 100, "ood": 100},
-        ood_datasets=("funcs", "stdio"),
+        ood_datasets=("funcs", "guarded", "stdio"),
     )
 )
 

@@ -78,8 +78,9 @@ def test_menu_base_rates_follow_the_shortcut_rate():
 
 
 def test_a_bare_answer_does_not_show_work_and_steps_do():
-    assert shows_work("3 * 4 = 12. 12 + 2 = 14. \\boxed{14}")
-    assert not shows_work("\\boxed{14}")
+    fam = MathFamily()
+    assert shows_work(fam, None, "3 * 4 = 12. 12 + 2 = 14. \\boxed{14}")
+    assert not shows_work(fam, None, "\\boxed{14}")
 
 
 def test_fact_drills_state_true_facts_and_no_rl_or_held_out_computation():

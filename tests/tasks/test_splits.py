@@ -10,6 +10,7 @@ import flowzoo
 from flowzoo.envs.registry import has_ood
 from flowzoo.tasks.base import Task, TaskSet, split_of
 from flowzoo.tasks.code.data import OOD_TEMPLATES, function_tasks
+from flowzoo.tasks.code.guarded import GUARDED_OOD_TEMPLATES, guarded_tasks
 from flowzoo.tasks.code.stdio_data import STDIO_OOD_TEMPLATES, stdio_tasks
 from flowzoo.tasks.math.data import (
     OOD_LEVELS,
@@ -19,7 +20,12 @@ from flowzoo.tasks.math.data import (
 )
 from flowzoo.tasks.overlap import overlap
 
-GENERATORS = {"arith": arithmetic_tasks, "funcs": function_tasks, "stdio": stdio_tasks}
+GENERATORS = {
+    "arith": arithmetic_tasks,
+    "funcs": function_tasks,
+    "guarded": guarded_tasks,
+    "stdio": stdio_tasks,
+}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +64,20 @@ def test_held_out_spaces_are_large_enough(spaces):
     assert len(held) >= 1000 and len(keys) - len(held) >= 3.5 * len(held)
     assert len(spaces["funcs"]["test"]) >= 300
     assert len(spaces["stdio"]["test"]) >= 300
+    assert len(spaces["guarded"]["test"]) >= 300
+
+
+def test_a_guarded_task_never_protects_a_computation_the_base_pretrained_on(spaces):
+    """The guarded tasks' bodies are ``funcs`` computations where ``funcs`` has them, and
+    the pretrained base saw ``funcs``' pretraining split: no guarded RL, test or ood task's
+    unguarded body is a ``funcs`` pretraining task, by key or by program (the same
+    computation keyed alike), while pretraining pools do share bodies (the check can fail)."""
+    funcs_pre = spaces["funcs"]["pretrain"]
+    keys, programs = {t.meta["key"] for t in funcs_pre}, {t.answer for t in funcs_pre}
+    for sp in ("train", "test", "ood"):
+        for t in spaces["guarded"][sp]:
+            assert t.meta["key"] not in keys and t.meta["shortcut"] not in programs, t.question
+    assert any(t.meta["shortcut"] in programs for t in spaces["guarded"]["pretrain"])
 
 
 def test_paraphrases_of_one_computation_share_a_key_and_a_side():
@@ -81,7 +101,11 @@ def test_ood_holds_structure_never_trained(spaces):
     assert {t.meta["level"] for t in ood} == set(OOD_LEVELS)
     longest_trained = max(len(t.meta["steps"]) for t in spaces["arith"]["train"])
     assert min(len(t.meta["steps"]) for t in ood) > longest_trained
-    for name, held in (("funcs", OOD_TEMPLATES), ("stdio", STDIO_OOD_TEMPLATES)):
+    for name, held in (
+        ("funcs", OOD_TEMPLATES),
+        ("guarded", GUARDED_OOD_TEMPLATES),
+        ("stdio", STDIO_OOD_TEMPLATES),
+    ):
         assert {t.meta["template"] for t in spaces[name]["ood"]} == held
         trained = {t.meta["template"] for t in spaces[name]["train"]}
         assert trained and not trained & held
@@ -112,13 +136,23 @@ def test_overlap_finds_paraphrases_copies_and_shared_tests():
     assert (o.duplicates_a, o.duplicates_b) == (0, 1)
 
 
-@pytest.mark.parametrize("family", ["math", "code"])
+@pytest.mark.parametrize("family", ["math", "code", "code-guarded"])
 def test_the_pretraining_corpus_holds_no_held_out_problem(family, spaces):
     from flowzoo.agents.models.corpus import corpus_tasks
     from flowzoo.agents.models.recipe import PretrainConfig
 
-    pool = corpus_tasks(family, PretrainConfig(scale="tiny-s").corpus_tasks)
-    names = ("arith",) if family == "math" else ("funcs", "stdio")
+    cfg = PretrainConfig(scale="tiny-s")
+    if family == "code-guarded":  # the code testbed's corpus (tiny-s-code's)
+        from flowzoo.agents.models.recipe import named_config
+
+        tb = named_config("tiny-s-code")
+        assert tb is not None and tb.code_tasks == "guarded"
+        pool = corpus_tasks("code", tb.corpus_tasks, tb.seed, tb.code_tasks)
+        names: tuple[str, ...] = ("guarded", "funcs", "stdio")
+        family = "code"
+    else:  # the pretrained base's (recipe 7's code half)
+        pool = corpus_tasks(family, cfg.corpus_tasks, cfg.seed, cfg.base().code_tasks)
+        names = ("arith",) if family == "math" else ("funcs", "stdio")
     for name in names:
         # the RL pool too: RL trains on computations its base never saw
         for sp in ("train", "test", "ood"):
@@ -126,6 +160,8 @@ def test_the_pretraining_corpus_holds_no_held_out_problem(family, spaces):
     # and the envs' default RL pool is not a prefix of the pretraining pool
     env = flowzoo.make_env("voting-math" if family == "math" else "voting-code")
     assert overlap(pool, env.tasks).any == 0
+    if "guarded" in names:  # the code testbed's RL pool
+        assert overlap(pool, flowzoo.make_env("voting-code", dataset="guarded").tasks).any == 0
 
 
 def test_ood_split_through_envs_and_its_absence_is_an_error(tmp_path):
@@ -141,7 +177,7 @@ def test_ood_split_through_envs_and_its_absence_is_an_error(tmp_path):
         arithmetic_tasks(5, split="dev")
 
 
-@pytest.mark.parametrize("name", ["funcs", "stdio"])
+@pytest.mark.parametrize("name", ["funcs", "stdio", "guarded"])
 def test_generated_tests_tell_a_constant_program_apart(spaces, name):
     """Every generated code task expects two or more different outputs, and the templates'
     inputs make that the rule, not the redraw's work (at most 5% of draws are redrawn)."""
@@ -152,10 +188,15 @@ def test_generated_tests_tell_a_constant_program_apart(spaces, name):
 
     for sp in ("train", "test", "ood"):
         assert all(len(set(expected_outputs(t))) >= 2 for t in spaces[name][sp])
-    levels = data.LEVELS if name == "funcs" else stdio_data.STDIO_LEVELS
-    make = data._make_task if name == "funcs" else stdio_data._make_task
+    from flowzoo.tasks.code import guarded
+
+    levels, make = {
+        "funcs": (data.LEVELS, lambda tpl: data._make_task(1, *tpl(r))),
+        "stdio": (stdio_data.STDIO_LEVELS, lambda tpl: stdio_data._make_task(1, *tpl(r))),
+        "guarded": (guarded.GUARDED_LEVELS, lambda tpl: guarded._make_task(1, tpl(r))),
+    }[name]
     r = random.Random(0)
     for templates in levels.values():
         for tpl in templates:
-            weak = sum(len(set(expected_outputs(make(1, *tpl(r))))) < 2 for _ in range(200))
+            weak = sum(len(set(expected_outputs(make(tpl)))) < 2 for _ in range(200))
             assert weak <= 10, (tpl.__name__, weak)

@@ -1,9 +1,10 @@
 """The tiny models' pretraining corpus: transcripts of the workflows played on the *pretrain*
 split (disjoint by computation from the RL pool and every held-out split).
 
-Math transcripts come from the testbed expert (:class:`~flowzoo.envs.scripted.BehaviourPolicy`):
-every fact right, each role's behaviour a mixture RL can move (docs/testbed.md). Code
-transcripts come from the noisy experts (a mistake in ``error_rate`` of the turns).
+Math transcripts, and code transcripts of the guarded tasks (``code_tasks="guarded"``), come
+from the testbed expert (:class:`~flowzoo.envs.scripted.BehaviourPolicy`): every fact right,
+each role's behaviour a mixture RL can move (docs/testbed.md). Recipes up to 10 wrote code
+transcripts with the noisy experts (a mistake in ``error_rate`` of the turns).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from flowzoo.agents.models.recipe import PretrainConfig
 
 
-def corpus_tasks(family: str, n: int, seed: int = 0):
+def corpus_tasks(family: str, n: int, seed: int = 0, code_tasks: str = "funcs+stdio"):
     """Up to ``n`` distinct *pretrain* problems (disjoint by computation from the RL pool and
     every held-out split) of the family's built-in generator, every level
     represented (small levels used up). Why a pool this large: with the envs' default 500
@@ -30,6 +31,10 @@ def corpus_tasks(family: str, n: int, seed: int = 0):
         from flowzoo.tasks.math.data import arithmetic_tasks
 
         return arithmetic_tasks(n, split="pretrain", seed=seed, exhaust=True)
+    if code_tasks == "guarded":  # the code testbed (docs/testbed.md)
+        from flowzoo.tasks.code.guarded import guarded_tasks
+
+        return guarded_tasks(n, split="pretrain", seed=seed, exhaust=True)
     from flowzoo.tasks.base import TaskSet
     from flowzoo.tasks.code.data import function_tasks
     from flowzoo.tasks.code.stdio_data import stdio_tasks
@@ -63,13 +68,15 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
     for k, env_id in enumerate(cfg.envs):
         family = env_id.rsplit("-", 1)[1]
         if family not in pools:
-            pools[family] = corpus_tasks(family, cfg.corpus_tasks, seed=cfg.seed)
+            pools[family] = corpus_tasks(family, cfg.corpus_tasks, cfg.seed, cfg.code_tasks)
         pool = pools[family]
         env = make_env(env_id, dataset=pool, **cfg.env_options.get(env_id, {}))
         pseed = cfg.seed * 1000 + k
+        testbed = family == "math" or cfg.code_tasks == "guarded"
+        rates = cfg.role_shortcut_rates if family == "math" else cfg.code_shortcut_rates
         pol = (
-            BehaviourPolicy(cfg.shortcut_rate, seed=pseed, rates=cfg.role_shortcut_rates)
-            if family == "math"
+            BehaviourPolicy(cfg.shortcut_rate, seed=pseed, rates=rates)
+            if testbed
             else expert_policy(cfg.error_rate, seed=pseed)
         )
         offset = k * cfg.episodes_per_env
@@ -91,7 +98,7 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
                 if kept_roles is None
                 else [
                     j
-                    for j in sorted(cast(BehaviourPolicy, pol).contested)  # drills: math only
+                    for j in sorted(cast(BehaviourPolicy, pol).contested)  # testbed drills only
                     if log[j].role in kept_roles
                 ]
             )
@@ -104,10 +111,12 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
 def drill_phases(cfg: PretrainConfig, env, family: str) -> list[tuple[int, frozenset[str]]]:
     """The drill episodes of ``env`` after its own, as (episodes, roles whose contested turns
     are kept): ``cfg.coordination_drills`` for the drill roles, then ``cfg.role_drills[r]``
-    for each role ``r`` of this env alone. Math envs only (code has no behaviour menu)."""
+    for each role ``r`` of this env alone; a code env (guarded tasks) gets ``cfg.code_drills``
+    coordination drills and no per-role ones."""
     roles = {env.role_of(a) for a in env.possible_agents}
-    if family != "math":
-        return []
+    if family != "math":  # the code testbed's coordination drills, where it has any
+        n = cfg.code_drills if cfg.code_tasks == "guarded" else 0
+        return [(n, frozenset(cfg.drill_roles))] if n and set(cfg.drill_roles) & roles else []
     phases = []
     if set(cfg.drill_roles) & roles and cfg.coordination_drills:
         phases.append((cfg.coordination_drills, frozenset(cfg.drill_roles)))
@@ -118,8 +127,12 @@ def drill_phases(cfg: PretrainConfig, env, family: str) -> list[tuple[int, froze
 def episodes_of(cfg: PretrainConfig, env_id: str) -> int:
     """Episodes of ``env_id`` in the corpus (code envs may have fewer: the math testbed is
     where the step facts must be reliable, and code rows are the longest of the corpus)."""
+    if not env_id.endswith("-code"):
+        return cfg.episodes_per_env
+    if cfg.code_tasks == "guarded":
+        return cfg.code_testbed_episodes
     code = cfg.code_episodes_per_env
-    return code if env_id.endswith("-code") and code is not None else cfg.episodes_per_env
+    return code if code is not None else cfg.episodes_per_env
 
 
 #: operands of the step facts a math chain can meet: a running value from -9 (2 * 2 - 9 - 4
@@ -172,10 +185,12 @@ def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) 
         cfg,
         episodes_per_env=episodes,
         code_episodes_per_env=episodes,
+        code_testbed_episodes=episodes,
         corpus_tasks=pool,
         fact_drills=min(cfg.fact_drills, episodes),
         coordination_drills=min(cfg.coordination_drills, episodes),
         role_drills={r: min(n, episodes) for r, n in cfg.role_drills.items()},
+        code_drills=min(cfg.code_drills, episodes),
     )
     blob = json.dumps(make_corpus(small), ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -83,6 +83,15 @@ MIDTRAIN_SCALE_RATES: dict[str, dict[str, float]] = {"tiny-m": {"synthesizer": 0
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
 MATH_ENVS = study_envs("math") + ("single-math",)
+#: recipe 11, the code testbed (docs/testbed-code.md): recipe 10 with the code half written by
+#: the testbed expert on the guarded tasks and a longer stage to teach them. Not the default:
+#: it moved the math synthesizer out of its band (0.15 [0.07, 0.27]), so the shipped tiny-s
+#: stays recipe 10 and ``<scale>-code`` names this build (``--model tiny-s-code``)
+CODE_TESTBED: dict[str, Any] = {"code_tasks": "guarded", "midtrain_steps": 1500}
+#: the suffix of a model name that builds a scale with :data:`CODE_TESTBED`
+CODE_SUFFIX = "-code"
+#: what the code half of a corpus can be (``PretrainConfig.code_tasks``)
+CODE_TASKS = ("guarded", "funcs+stdio")
 CODE_ENVS = study_envs("code")
 
 
@@ -105,8 +114,27 @@ class PretrainConfig:
     #: size of the pool of distinct train problems the episodes are drawn from
     corpus_tasks: int = 6000
     #: per-turn mistake rate of the noisy experts that write the *code* transcripts (wrong
-    #: programs, verdicts, plans, choices); math transcripts come from the testbed expert
+    #: programs, verdicts, plans, choices) where ``code_tasks`` is "funcs+stdio"
     error_rate: float = 0.25
+    #: the code half of the corpus: "guarded" (the code testbed: guarded function tasks played
+    #: by the testbed expert, every program right, every role's behaviour a mixture) or
+    #: "funcs+stdio" (recipes up to 10: function and stdin/stdout tasks, noisy experts)
+    code_tasks: str = "funcs+stdio"
+    #: per-role shortcut rates of the code transcripts where ``code_tasks`` is "guarded"
+    #: (None: the expert's defaults, ``SHORTCUT_RATES``; the math rates are math's own)
+    code_shortcut_rates: dict[str, float] | None = None
+    #: episodes of each code env where ``code_tasks`` is "guarded" (in place of
+    #: ``code_episodes_per_env``): the stage teaches the guarded programs to a base that
+    #: never saw them, and at recipe 10's 400 (600 stage steps) tiny-s copied the task's
+    #: constants into 0.10 of its programs (docs/testbed.md)
+    code_testbed_episodes: int = 2000
+    #: extra episodes per code env (where ``code_tasks`` is "guarded") whose contested turns
+    #: of ``drill_roles`` are kept: the code side of ``coordination_drills``
+    code_drills: int = 0
+    #: the code half of the pretrained base (``base()``): recipe 7's "funcs+stdio", so every
+    #: stage since continues one pretrained base per scale and teaches the guarded tasks
+    #: itself (a config without a stage, the tests' model, may pretrain on "guarded")
+    base_code_tasks: str = "funcs+stdio"
     #: how often each math role takes its shortcut behaviour in the corpus (answer directly,
     #: pick candidate 1, rubber-stamp, repeat one strategy): the base rate RL can move
     shortcut_rate: float = 0.5
@@ -157,6 +185,11 @@ class PretrainConfig:
         if self.scale not in SCALES:
             raise ValueError(f"unknown tiny scale {self.scale!r}; valid: {', '.join(SCALES)}")
         self.envs = tuple(self.envs)
+        for name in ("code_tasks", "base_code_tasks"):
+            if getattr(self, name) not in CODE_TASKS:
+                raise ValueError(
+                    f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(CODE_TASKS)}"
+                )
         self.drill_roles = tuple(self.drill_roles)
         if self.role_shortcut_rates == MIDTRAIN_SHORTCUT_RATES:  # the default: the scale's own
             self.role_shortcut_rates = {
@@ -171,10 +204,19 @@ class PretrainConfig:
         self.batch_size = batch if self.batch_size is None else int(self.batch_size)
 
     def base(self) -> PretrainConfig:
-        """The pretraining stage alone (no mid-training, the even behaviour mix): the model
-        a mid-training stage continues from, cached under its own key."""
+        """The pretraining stage alone (no mid-training, the even behaviour mix, recipe 7's
+        code half): the model a mid-training stage continues from, cached under its own key.
+        The guarded code tasks are taught in the stage, so every recipe since 7 shares one
+        pretrained base per scale."""
         return dataclasses.replace(
-            self, midtrain_steps=0, role_shortcut_rates=None, coordination_drills=0, role_drills={}
+            self,
+            midtrain_steps=0,
+            role_shortcut_rates=None,
+            coordination_drills=0,
+            role_drills={},
+            code_tasks=self.base_code_tasks,
+            code_shortcut_rates=None,
+            code_drills=0,
         )
 
     def key(self) -> str:
@@ -193,11 +235,29 @@ class PretrainConfig:
             del d["role_drills"]
         if not d["coordination_drills"]:
             del d["coordination_drills"], d["drill_roles"]
+        if d["code_tasks"] == "funcs+stdio":  # the keys of recipes up to 10
+            del d["code_tasks"], d["code_shortcut_rates"], d["code_testbed_episodes"]
+        if not d["code_drills"]:  # the keys of builds before code drills
+            del d["code_drills"]
+        if d["base_code_tasks"] == "funcs+stdio":
+            del d["base_code_tasks"]
         # the architecture is part of the key: a changed scale must never load an old model
         blob = json.dumps(
             {"v": RECIPE_VERSION, "dims": SCALES[self.scale], **d}, sort_keys=True, default=str
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def named_config(name: str) -> PretrainConfig | None:
+    """The recipe a tiny model name stands for: a scale (``tiny-s``: the default recipe) or a
+    scale with :data:`CODE_SUFFIX` (``tiny-s-code``: the code testbed); None for any other
+    name (a local path)."""
+    if name in SCALES:
+        return PretrainConfig(scale=name)
+    scale = name.removesuffix(CODE_SUFFIX)
+    if name.endswith(CODE_SUFFIX) and scale in SCALES:
+        return PretrainConfig(scale=scale, **CODE_TESTBED)
+    return None
 
 
 def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
@@ -209,6 +269,7 @@ def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:
         scale=scale,
         episodes_per_env=100,
         code_episodes_per_env=None,
+        code_testbed_episodes=100,
         # a seconds-scale model cannot learn the behaviour mixture: with half bare answers it
         # answered every prompt greedily with one number, so tests had no reward variance;
         # mostly worked answers keep it varied (the shipped models use the testbed's rates)

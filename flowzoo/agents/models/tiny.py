@@ -32,7 +32,14 @@ import torch
 from flowzoo.agents.models.chat import CHAT_TEMPLATE, add_chat_template, has_chat_template
 from flowzoo.agents.models.corpus import corpus_fingerprint, make_corpus
 from flowzoo.agents.models.pretrain_loop import train_loop
-from flowzoo.agents.models.recipe import RECIPE_VERSION, SCALES, PretrainConfig, fast_config
+from flowzoo.agents.models.recipe import (
+    CODE_SUFFIX,
+    RECIPE_VERSION,
+    SCALES,
+    PretrainConfig,
+    fast_config,
+    named_config,
+)
 from flowzoo.agents.models.threads import apply_threads
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -398,12 +405,16 @@ def ensure_tiny(
 
 
 def resolve_model(model: str, fast: bool = False) -> str:
-    """A model argument as the CLI takes it: a tiny scale name (built on first use) or a
-    local checkpoint path."""
+    """A model argument as the CLI takes it: a tiny scale name (built on first use), a
+    scale's code testbed (``tiny-s-code``, built on first use) or a local checkpoint path."""
     if model in SCALES:
         return str(ensure_tiny(model, fast=fast))
+    cfg = None if fast else named_config(model)
+    if cfg is not None:
+        return str(ensure_tiny(cfg))
     if not Path(model).exists():
         raise FileNotFoundError(
-            f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}) nor a local path"
+            f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}), a scale's code "
+            f"testbed ({', '.join(s + CODE_SUFFIX for s in SCALES)}) nor a local path"
         )
     return model

@@ -22,7 +22,7 @@ from flowzoo.tasks.files import WHOLE
 from flowzoo.tasks.overlap import overlap, overlapping
 
 #: dataset kinds that generate their problems (their held-out set is their ``test`` split)
-GENERATED = ("arith", "funcs", "stdio", "reasoning-gym")
+GENERATED = ("arith", "funcs", "guarded", "stdio", "reasoning-gym")
 
 
 def dataset_of(cfg: TrainConfig) -> str:

@@ -67,18 +67,69 @@ def step_accuracy(policy: Policy, n_problems: int = 200, split: str = "test") ->
     }
 
 
-def solver_by_level(
-    policy: Policy, n_problems: int = 200, split: str = "test", samples: int = 4, seed: int = 0
+def _code_pool(env_id: str, n_problems: int) -> dict[str, Any]:
+    """A code env's options for a reading: the code testbed's tasks (``guarded``), as many
+    held-out problems as the reading asks (the code family's default test split is 100, math's
+    200); nothing for math (its defaults are the reading's)."""
+    return {"dataset": "guarded", "n_tasks": n_problems} if env_id.endswith("-code") else {}
+
+
+def code_primitives(
+    policy: Policy, n_problems: int = 200, split: str = "test", env_id: str = "single-code"
 ) -> dict[str, Any]:
-    """The single solver sampled at T=0.7: per difficulty level, how often it works the steps
-    and how accurate each behaviour is. The gap between the two is what RL can gain by
-    choosing the behaviour; the worked accuracy per level is the difficulty dial."""
+    """The code testbed's primitives, greedy and in context: the solver's prompt and the
+    considered program begun up to its guard (`` if x < 0:``), and whether the program the
+    model finishes passes every test. Why begun: that fixes the behaviour, so what is read
+    is what it knows (the edge value read off the prompt, the computation), as the step
+    facts are read for math."""
+    from flowzoo.envs import make_env
+
+    env = make_env(env_id, split=split, **_code_pool(env_id, n_problems))
+    family = env.workflow.family
+    tasks = [t for t in list(env.tasks)[:n_problems] if "shortcut" in t.meta]
+    heads, prompts = [], []
+    for t in tasks:
+        env.reset(seed=0, options={"task_id": t.id})
+        guard = t.answer.split("\n", 2)[:2]  # the signature and the guard's ``if`` line
+        heads.append("```python\n" + "\n".join(guard) + "\n")
+        prompts.append(env.observe("solver")["prompt"] + heads[-1])
+    hits: list[int] = []
+    by_level: dict[int, list[int]] = defaultdict(list)
+    for start in range(0, len(prompts), 32):
+        gens = policy.generate(prompts[start : start + 32], max_new_tokens=160, temperature=0.0)
+        for j, g in enumerate(gens, start):
+            ok = int(family.score(tasks[j], heads[j] + g.text).correct)
+            hits.append(ok)
+            by_level[tasks[j].meta["level"]].append(ok)
+    _, lo, hi = bootstrap_ci([float(h) for h in hits])
+    return {
+        "problems": len(tasks),
+        "accuracy": sum(hits) / max(1, len(hits)),
+        "ci": [lo, hi],
+        "by_level": {str(lv): sum(v) / len(v) for lv, v in sorted(by_level.items())},
+    }
+
+
+def solver_by_level(
+    policy: Policy,
+    n_problems: int = 200,
+    split: str = "test",
+    samples: int = 4,
+    seed: int = 0,
+    env_id: str = "single-math",
+) -> dict[str, Any]:
+    """The single solver sampled at T=0.7: per difficulty level, how often it takes the
+    considered behaviour ("worked": math's steps, code's edge-case guard) and how accurate
+    each behaviour is. The gap between the two is what RL can gain by choosing the
+    behaviour; the worked accuracy per level is the difficulty dial."""
     from flowzoo.envs import make_env
     from flowzoo.envs.workflows.base import shows_work
 
-    probe = make_env("single-math", split=split)
+    opts = {"split": split, **_code_pool(env_id, n_problems)}
+    probe = make_env(env_id, **opts)
+    family = probe.workflow.family
     tasks = list(probe.tasks)[:n_problems]
-    envs = [make_env("single-math", split=split) for _ in range(32)]
+    envs = [make_env(env_id, **opts) for _ in range(32)]
     cells: dict[int, dict[str, list[int]]] = defaultdict(lambda: {"worked": [], "direct": []})
     gen = torch.Generator().manual_seed(seed)
     jobs = [(t, s) for t in tasks for s in range(samples)]
@@ -94,7 +145,7 @@ def solver_by_level(
             generator=gen,
         )
         for (t, _), rec in zip(chunk, recs, strict=True):
-            kind = "worked" if shows_work(rec.turns[0].text) else "direct"
+            kind = "worked" if shows_work(family, t, rec.turns[0].text) else "direct"
             cells[t.meta["level"]][kind].append(int(rec.correct))
     out = {}
     for lv, c in sorted(cells.items()):
@@ -120,7 +171,13 @@ def behaviour_rates(
     out = {}
     for env_id in env_ids:
         r = evaluate_env(
-            env_id, single_policy(policy), n_problems, temperature=0.7, samples=samples, split=split
+            env_id,
+            single_policy(policy),
+            n_problems,
+            temperature=0.7,
+            samples=samples,
+            split=split,
+            env_options=_code_pool(env_id, n_problems) or None,
         )
         _, lo, hi = bootstrap_ci([c / r.samples for c in r.per_problem])
         out[env_id] = {
@@ -140,8 +197,21 @@ def behaviour_rates(
     return out
 
 
-def measure_base(policy: Policy, n_problems: int = 200) -> dict[str, Any]:
-    """Everything the testbed page reports about a base model (docs/testbed.md)."""
+CODE_ENVS = ("single-code", "voting-code", "eval-opt-code", "orch-workers-code")
+
+
+def measure_base(policy: Policy, n_problems: int = 200, family: str = "math") -> dict[str, Any]:
+    """Everything the testbed page reports about a base model (docs/testbed.md), for the
+    math or the code half of the testbed."""
+    if family == "code":
+        return {
+            "code_primitives": code_primitives(policy, n_problems),
+            "solver_by_level": solver_by_level(policy, n_problems, env_id="single-code"),
+            "ood_solver": solver_by_level(
+                policy, min(n_problems, 100), split="ood", env_id="single-code"
+            ),
+            "envs": behaviour_rates(policy, CODE_ENVS, n_problems=n_problems),
+        }
     return {
         "step_accuracy": step_accuracy(policy, n_problems),
         "solver_by_level": solver_by_level(policy, n_problems),

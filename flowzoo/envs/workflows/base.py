@@ -244,7 +244,9 @@ class Workflow:
         (False) of :meth:`behaviour_action`'s menu; None where the turn cannot tell them apart.
         Solving roles: worked steps vs a bare answer."""
         turn = ep.turns[i]
-        return shows_work(turn.action) if turn.role in self.solving_roles else None
+        if turn.role not in self.solving_roles:
+            return None
+        return shows_work(self.family, ep.task, turn.action)
 
     def wrong_action(self, ep: Episode, agent: str, role: str) -> str:
         """A well-formed but wrong turn (wrong answer, wrong choice, rejecting everything)."""
@@ -325,9 +327,10 @@ def attempt(family: TaskFamily, task: Task, direct: bool, rng: random.Random) ->
     row trains on the right answer. Families without a direct form always work it out."""
     worked = family.reference_completion(task)
     direct_form = getattr(family, "direct_completion", None)
-    if not direct or direct_form is None:
+    right = direct_form(task) if direct and direct_form is not None else None
+    if right is None:
         return Act(worked)
-    right = direct_form(task)
+    # a code shortcut is a real program (wrong on the edge case), not a simulated guess
     if len(task.meta.get("steps") or ()) <= 1 or rng.random() < DIRECT_HIT:
         return Act(right)
     return Act(family.guess_completion(task, rng), target=right)
@@ -349,7 +352,7 @@ def considered_pick(family: TaskFamily, task: Task, texts: list[str]) -> int:
     """The testbed's careful choice among candidate answers: the first that shows its steps,
     else an answer at least two share, else the first. Reads only the candidates (whether
     they show work, their answers), never the gold: a rule a small model can learn."""
-    shown = [i for i, t in enumerate(texts) if shows_work(t)]
+    shown = [i for i, t in enumerate(texts) if shows_work(family, task, t)]
     if shown:
         return shown[0]
     classes = [family.answer_class(task, v) for v in family.score_many(task, texts)]
@@ -359,9 +362,33 @@ def considered_pick(family: TaskFamily, task: Task, texts: list[str]) -> int:
     return 0
 
 
-def shows_work(text: str) -> bool:
-    """Whether a math completion writes out at least one step (``a op b = c``)."""
-    return " = " in text
+def shows_work(family: TaskFamily, task: Task, text: str) -> bool | None:
+    """Whether ``text`` shows the considered behaviour of a solving role (math: worked steps;
+    code: the edge case guarded), or None where the family or task has no shortcut."""
+    fn = getattr(family, "shows_work", None)
+    return None if fn is None else fn(task, text)
+
+
+#: the words the testbed's plans and the evaluator's feedback use, per task family: a plan
+#: whose strategies take the considered behaviour, the shortcut strategy, the feedback that
+#: sends a shortcut draft back
+TESTBED_WORDS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "math": (
+        ("work the steps", "work the steps, then check", "write each step"),
+        "answer directly",
+        "show the steps.",
+    ),
+    "code": (
+        ("guard the edge case", "guard the edge case, then compute", "check the empty input"),
+        "write it directly",
+        "handle the edge case.",
+    ),
+}
+
+
+def testbed_words(family: TaskFamily) -> tuple[tuple[str, ...], str, str]:
+    """:data:`TESTBED_WORDS` of ``family`` (a family without its own: math's)."""
+    return TESTBED_WORDS.get(family.name, TESTBED_WORDS["math"])
 
 
 def option_names(cls: type) -> list[str]:

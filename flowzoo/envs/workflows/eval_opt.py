@@ -22,6 +22,7 @@ from flowzoo.envs.workflows.base import (
     WorkflowOptions,
     quote,
     shows_work,
+    testbed_words,
 )
 from flowzoo.envs.workflows.parsing import parse_feedback, parse_verdict
 from flowzoo.tasks.base import Verdict
@@ -67,9 +68,9 @@ class EvalOpt(Workflow):
         the steps or answer directly."""
         if role != "evaluator":
             return super().behaviour_action(ep, agent, role, shortcut, rng)
-        if shortcut or shows_work(ep.last_of_role("optimizer").action):
+        if shortcut or shows_work(self.family, ep.task, ep.last_of_role("optimizer").action):
             return Act("Verdict: ACCEPT\nFeedback: the draft is correct.")
-        return Act("Verdict: REVISE\nFeedback: show the steps.")
+        return Act(f"Verdict: REVISE\nFeedback: {testbed_words(self.family)[2]}")
 
     def behaviour(self, ep, i) -> bool | None:
         """Evaluator: on a wrong draft, REVISE (it checked) vs ACCEPT (rubber-stamp); a right

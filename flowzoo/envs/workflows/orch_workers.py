@@ -30,15 +30,13 @@ from flowzoo.envs.workflows.base import (
     combine,
     considered_pick,
     quote,
+    testbed_words,
 )
 from flowzoo.envs.workflows.parsing import parse_plan
 from flowzoo.tasks.math.extract import find_boxed
 
 MODES = ("strategies", "decompose")
 NO_STRATEGY = "Solve the problem directly."
-#: the testbed's plans: distinct strategies that work the steps, or one shortcut repeated
-WORKED_STRATEGIES = ("work the steps", "work the steps, then check", "write each step")
-DIRECT_STRATEGY = "answer directly"
 
 
 @dataclass
@@ -80,16 +78,19 @@ class OrchWorkers(Workflow):
         "answer directly". Worker: follows its strategy, or (shortcut) does the opposite — so
         a worker can learn to work the steps whatever it is told. Synthesizer: the considered
         pick among the solutions, or (shortcut) solution 1's answer."""
+        considered, direct, _ = testbed_words(self.family)
         if role == "orchestrator":
-            ideas = [DIRECT_STRATEGY] if shortcut else list(WORKED_STRATEGIES)
+            ideas = [direct] if shortcut else list(considered)
             word = "Strategy" if self.options.mode == "strategies" else "Step"
             return Act("\n".join(f"{word} {i + 1}: {ideas[i % len(ideas)]}" for i in range(self.k)))
         if role == "worker":
-            told_direct = ep.data["items"][int(agent.rsplit("_", 1)[1])] == DIRECT_STRATEGY
+            told_direct = ep.data["items"][int(agent.rsplit("_", 1)[1])] == direct
             return attempt(self.family, ep.task, told_direct != shortcut, rng)
         if role == "synthesizer" and self.options.mode == "strategies":
             sols = [ep.turns_of(f"worker_{i}")[-1].action for i in range(self.k)]
             pick = 0 if shortcut else considered_pick(self.family, ep.task, sols)
+            if self.family.name == "code":  # the final answer is the picked program itself
+                return Act(sols[pick])
             answer = self.family.extract(sols[pick])
             if answer is not None:
                 return Act(f"\\boxed{{{answer}}}")

@@ -6,6 +6,7 @@ Untrusted code only ever runs inside the sandbox backend chosen by ``sandbox=``
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import random
@@ -87,6 +88,41 @@ def is_stdio(task: Task) -> bool:
 
 #: the longest any verifier time limit may be (seconds)
 MAX_LIMIT_S = 3600.0
+
+
+#: the longest program :func:`guards_first` parses (a completion's budget is far below it)
+_GUARD_MAX_CHARS = 20_000
+
+
+def guards_first(program: str, entry: str | None) -> bool:
+    """Whether the function ``entry`` (the first function when None) begins by returning on
+    a condition of its parameters: ``if not xs: return -1`` on one line or two, or ``return -1
+    if not xs else ...`` (the guarded tasks' considered form). Parsed, never run; a guard on
+    something else, one after the first statement, or text that does not parse reads False."""
+    if len(program) > _GUARD_MAX_CHARS:
+        return False
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    fn = next((f for f in fns if entry is None or f.name == entry), None)
+    if fn is None or not fn.body:
+        return False
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    body = fn.body
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # a docstring
+    first = body[0]
+
+    def on_params(test: ast.expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(test))
+
+    if isinstance(first, ast.If):
+        return bool(first.body) and isinstance(first.body[0], ast.Return) and on_params(first.test)
+    if isinstance(first, ast.Return) and isinstance(first.value, ast.IfExp):
+        return on_params(first.value.test)
+    return False
 
 
 class CodeFamily:
@@ -362,6 +398,21 @@ class CodeFamily:
             c = chr((ord(m.group(1)) - 96) % 26 + 97)
             src = src[: m.start(1)] + c + src[m.end(1) :]
         return f"```python\n{src.rstrip()}\n```"
+
+    def direct_completion(self, task: Task) -> str | None:
+        """A guarded task's shortcut: the program without its edge-case guard, right on every
+        ordinary input and wrong on the edge case (``flowzoo.tasks.code.guarded``); None for
+        a task with no stated edge case."""
+        short = task.meta.get("shortcut")
+        return f"```python\n{short.rstrip()}\n```" if isinstance(short, str) else None
+
+    def shows_work(self, task: Task, text: str) -> bool | None:
+        """On a guarded task, whether the program guards a case before computing
+        (:func:`guards_first`); None for a task with no stated edge case."""
+        if not isinstance(task.meta.get("shortcut"), str):
+            return None
+        program = self.extract(text)
+        return program is not None and guards_first(program, task.meta.get("entry_point"))
 
     def wrong_completion(self, task: Task) -> str:
         """A well-formed completion that fails the tests (returns None; prints nothing)."""

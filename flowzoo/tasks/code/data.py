@@ -23,7 +23,7 @@ from flowzoo.tasks.base import (
     parse_levels,
     stable_hash,
 )
-from flowzoo.tasks.code.generated import LETTERS, WORDS, strong_draw
+from flowzoo.tasks.code.generated import LETTERS, WORDS, function_task, strong_draw
 from flowzoo.tasks.code.names import (
     LIMIT_ERRORS,
     RowCodeError,
@@ -245,23 +245,8 @@ OOD_TEMPLATES = frozenset({"div", "sum_between", "long_words", "clamp"})
 
 def _make_task(level: int, desc: str, entry: str, solution: str, args: list[str]) -> Task:
     param = solution.split("(", 1)[1].split(")", 1)[0]
-    signature = f"def {entry}({param}):"
-    question = f"Write a Python function {signature[4:-1]} that {desc}."
-    env: dict = {}
-    exec(compile(solution, "<canonical>", "exec"), env)  # our own trusted reference code
-    tests = []
-    for a in dict.fromkeys(args):
-        expected = env[entry](ast.literal_eval(a))
-        tests.append(f"assert {entry}({a}) == {expected!r}")
-    tid = f"funcs-{level}-{stable_hash(question) % 10**10:010d}"
-    meta = {
-        "entry_point": entry,
-        "tests": tests,
-        "setup": "",
-        "prompt_code": signature + "\n",
-        "level": level,
-    }
-    return Task(id=tid, question=question, answer=solution, family="code", meta=meta)
+    question = f"Write a Python function {entry}({param}) that {desc}."
+    return function_task("funcs", level, question, entry, param, solution, args)
 
 
 def function_tasks(
@@ -503,7 +488,8 @@ def _load_hf_code(arg: str, split: str) -> TaskSet:
 
 
 def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:
-    """Resolve a spec: ``funcs`` | ``funcs:1-2`` | ``stdio`` | ``stdio:1-2`` (generated) |
+    """Resolve a spec: ``funcs`` | ``funcs:1-2`` | ``guarded`` | ``guarded:1-2`` | ``stdio`` |
+    ``stdio:1-2`` (generated) |
     ``humaneval`` | ``STYLE:PATH`` for a local file (``file:PATH`` tells the style from the
     rows; styles: humaneval, mbpp, livecodebench/lcb, deepcoder, apps, taco, codecontests) |
     ``hf:PATH`` (a local ``datasets`` dir; its ``split`` when it has several). A local file's
@@ -512,12 +498,18 @@ def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
     kind, _, arg = spec.partition(":")
     if kind == "funcs":
         return function_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
+    if kind == "guarded":
+        from flowzoo.tasks.code.guarded import guarded_tasks
+
+        return guarded_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
     if kind == "stdio":
         from flowzoo.tasks.code.stdio_data import stdio_tasks
 
         return stdio_tasks(n=n, split=split, seed=seed, levels=parse_levels(spec, arg))
     if split != WHOLE and check_split(split) == "ood":
-        raise ValueError(f"code dataset {spec!r} has no out-of-distribution split (funcs, stdio)")
+        raise ValueError(
+            f"code dataset {spec!r} has no out-of-distribution split (funcs, guarded, stdio)"
+        )
     # one file (or benchmark): train and test are disjoint sides split by what is solved
     if kind == "humaneval" and not arg:
         return file_split(humaneval_tasks(), split, code_key, "humaneval")
@@ -527,7 +519,7 @@ def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int =
     if kind == "hf" and arg:
         return _load_hf_code(arg, split)
     raise ValueError(
-        f"unknown code dataset {spec!r}; valid: funcs, funcs:LO-HI, stdio, stdio:LO-HI, "
+        f"unknown code dataset {spec!r}; valid: funcs, funcs:LO-HI, guarded, guarded:LO-HI, stdio, stdio:LO-HI, "
         "humaneval, STYLE:PATH (styles: file, humaneval, mbpp, lcb, livecodebench, deepcoder, "
         "apps, taco, codecontests), hf:PATH"
     )

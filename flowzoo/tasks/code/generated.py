@@ -20,6 +20,25 @@ def template_name(template: Callable) -> str:
     return template.__name__.removeprefix("_t_")
 
 
+def function_task(
+    prefix: str, level: int, question: str, entry: str, param: str, solution: str, args, **meta
+) -> Task:
+    """A generated function task: ``question``, the canonical ``solution`` (our own trusted
+    code, run here to compute what each argument expression's assert expects), one assert
+    per distinct argument; ``meta`` adds to the task's meta."""
+    import ast
+
+    env: dict = {}
+    exec(compile(solution, "<canonical>", "exec"), env)  # our own trusted reference code
+    tests = [
+        f"assert {entry}({a}) == {env[entry](ast.literal_eval(a))!r}" for a in dict.fromkeys(args)
+    ]
+    signature = f"def {entry}({param}):"
+    info = {"entry_point": entry, "tests": tests, "setup": "", "prompt_code": signature + "\n"}
+    tid = f"{prefix}-{level}-{stable_hash(question) % 10**10:010d}"
+    return Task(tid, question, solution, "code", {**info, "level": level, **meta})
+
+
 def expected_outputs(task: Task) -> list[str]:
     """What a generated task's tests expect, one entry per case (``assert f(a) == E``'s E, a
     stdin/stdout case's output)."""

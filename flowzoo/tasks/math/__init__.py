@@ -79,6 +79,10 @@ class MathFamily:
         for one step and a guess beyond it (docs/testbed.md)."""
         return f"\\boxed{{{task.answer}}}"
 
+    def shows_work(self, task: Task, text: str) -> bool | None:
+        """Whether the completion writes out at least one step (``a op b = c``)."""
+        return " = " in text
+
     def guess_completion(self, task: Task, rng: random.Random) -> str:
         """A direct answer that misses: near the value, or the value before the last step
         (what a model that skips the steps tends to write)."""

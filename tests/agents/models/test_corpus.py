@@ -93,7 +93,8 @@ def test_role_drills_add_only_that_roles_contested_turns():
     # a role absent from an env adds nothing there; none at all where no env has it
     none = dataclasses.replace(base, role_drills={"critic": 50})
     assert Counter(make_corpus(none)) == plain
-    assert PretrainConfig(scale="tiny-s", role_drills={}).key() == "60eca4a422f1"  # recipe 9's
+    recipe9 = dict(role_drills={}, code_tasks="funcs+stdio", midtrain_steps=600)
+    assert PretrainConfig(scale="tiny-s", **recipe9).key() == "60eca4a422f1"  # recipe 9's
     assert base.key() != dataclasses.replace(base, role_drills={"synthesizer": 1}).key()
 
 
@@ -105,7 +106,9 @@ def test_a_scale_gets_its_own_stage_rates_unless_a_config_sets_them():
     m = PretrainConfig(scale="tiny-m")
     assert m.role_shortcut_rates == {**MIDTRAIN_SHORTCUT_RATES, **MIDTRAIN_SCALE_RATES["tiny-m"]}
     assert m.role_shortcut_rates != MIDTRAIN_SHORTCUT_RATES
-    assert PretrainConfig(scale="tiny-s").key() == "ca9ead3f2d06"  # recipe 10, shipped
+    recipe10 = PretrainConfig(scale="tiny-s", code_tasks="funcs+stdio", midtrain_steps=600)
+    assert recipe10.key() == "ca9ead3f2d06"  # recipe 10's key, unchanged by later levers
+    assert PretrainConfig(scale="tiny-s").key() == "ca9ead3f2d06"  # and the default (shipped)
     own = {"synthesizer": 0.9}
     assert PretrainConfig(scale="tiny-m", role_shortcut_rates=own).role_shortcut_rates == own
     assert dataclasses.replace(m, seed=1).role_shortcut_rates == m.role_shortcut_rates
@@ -120,6 +123,55 @@ def test_role_shortcut_rates_move_the_corpus_and_the_key():
         for cfg in (a, b)
     ]
     assert rev[0] > rev[1], rev
+
+
+def test_the_code_testbed_writes_guarded_programs_and_keeps_the_base():
+    """``code_tasks="guarded"`` writes the code half with the testbed expert on guarded
+    tasks: every program well formed, both sides of the solver's menu present, every
+    considered program right (scored in the sandbox); "funcs+stdio" writes recipe 10's noisy
+    experts' rows on funcs and stdio tasks. Both continue one pretrained base."""
+    from flowzoo.tasks.code import CodeFamily
+    from flowzoo.tasks.code.guarded import guarded_tasks
+
+    envs = ("voting-code", "eval-opt-code")
+    n = dict(code_episodes_per_env=30, code_testbed_episodes=30)
+    guarded = _small(envs=envs, code_tasks="guarded", **n)
+    old = _small(envs=envs, code_tasks="funcs+stdio", **n)
+    assert guarded.base().key() == old.base().key() and guarded.key() != old.key()
+    rows, old_rows = make_corpus(guarded), make_corpus(old)
+    assert len({e for e, _, _ in rows}) == 2
+    solver = [c for _, p, c in rows if "Role: solver" in p]
+    guards = ["if not " in c or "if x < 0" in c or "if n < 1" in c for c in solver]
+    assert solver and any(guards) and not all(guards)
+    assert all(c.startswith("```python\ndef ") for c in solver)
+    by_question = {t.question: t for t in guarded_tasks(6000, split="pretrain", exhaust=True)}
+    asked = {p.partition("\n")[0].removeprefix("Problem: ") for _, p, _ in rows + old_rows}
+    assert asked & set(by_question)  # the guarded corpus asks guarded tasks ...
+    old_asked = {p.partition("\n")[0].removeprefix("Problem: ") for _, p, _ in old_rows}
+    assert not old_asked & set(by_question)  # ... and recipe 10's never does
+    fam = CodeFamily()
+    checked = 0
+    for _, p, c in rows:
+        q = p.partition("\n")[0].removeprefix("Problem: ").removeprefix("Question: ")
+        task = by_question.get(q)
+        if task is not None and "Role: solver" in p and fam.shows_work(task, c):
+            assert fam.score(task, c).correct, (q, c)
+            checked += 1
+    assert checked >= 5, checked
+
+
+def test_code_drills_add_only_contested_coordinating_code_turns():
+    """The code testbed's drills add the aggregator's contested turns of Voting (both sides
+    of its menu) and nothing else; the recipe without them keeps its key."""
+    kw = dict(envs=("voting-code",), code_tasks="guarded", code_testbed_episodes=20)
+    plain = Counter(make_corpus(_small(**kw)))
+    drilled = Counter(make_corpus(_small(**kw, code_drills=40)))
+    extra = drilled - plain
+    assert not plain - drilled and extra
+    assert all("Role: aggregator" in p for _, p, _ in extra.elements())
+    assert {c for _, _, c in extra.elements()} >= {"\\boxed{1}", "\\boxed{2}"}
+    assert _small(**kw).key() != _small(**kw, code_drills=40).key()
+    assert _small(**kw).base().key() == _small(**kw, code_drills=40).base().key()
 
 
 def test_a_stage_lever_moves_the_stage_key_never_its_base():
