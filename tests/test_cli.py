@@ -98,3 +98,12 @@ def test_help_shows_no_rst_markup():
         assert "``" not in text and ":mod:`" not in text and ":func:`" not in text, p.prog
     root = parsers[0].format_help()
     assert "flowzoo command line: train, eval," in " ".join(root.split())
+
+
+@pytest.mark.parametrize("extra", [["--fast"], ["--ship"]])
+def test_the_code_testbed_is_neither_the_tests_model_nor_shipped(extra, capsys):
+    """`pretrain-tiny --code-testbed` builds recipe 11; with --fast it would silently build
+    the tests' model, with --ship it would replace the shipped default: both refused before
+    anything is built."""
+    with pytest.raises(SystemExit, match="--code-testbed"):
+        main(["pretrain-tiny", "--scale", "tiny-s", "--code-testbed", *extra])

@@ -61,10 +61,12 @@ def test_the_guard_is_read_from_the_parsed_program_not_its_text():
         f("    return sum(xs)\n    if not xs:\n        return -1\n"),
         f("    return sum(xs)\n"),
         "  if a:\n  return",
-        "def other(xs):\n    if not xs:\n        return -1\n",
+        "x = 1\n",
         "(" * 5000,
     ]
     assert all(guards_first(p, "sum_gt") for p in yes)
+    # a misnamed function is read all the same (it fails its tests either way)
+    assert guards_first("def other(xs):\n    if not xs:\n        return -1\n", "sum_gt")
     assert not any(guards_first(p, "sum_gt") for p in no)
 
 

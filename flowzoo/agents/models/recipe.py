@@ -85,7 +85,7 @@ PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16
 MATH_ENVS = study_envs("math") + ("single-math",)
 #: recipe 11, the code testbed (docs/testbed-code.md): recipe 10 with the code half written by
 #: the testbed expert on the guarded tasks and a longer stage to teach them. Not the default:
-#: it moved the math synthesizer out of its band (0.15 [0.07, 0.27]), so the shipped tiny-s
+#: it moved the math aggregator and synthesizer out of their band (0.30, 0.13), so tiny-s
 #: stays recipe 10 and ``<scale>-code`` names this build (``--model tiny-s-code``)
 CODE_TESTBED: dict[str, Any] = {"code_tasks": "guarded", "midtrain_steps": 1500}
 #: the suffix of a model name that builds a scale with :data:`CODE_TESTBED`

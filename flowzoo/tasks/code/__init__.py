@@ -95,7 +95,7 @@ _GUARD_MAX_CHARS = 20_000
 
 
 def guards_first(program: str, entry: str | None) -> bool:
-    """Whether the function ``entry`` (the first function when None) begins by returning on
+    """Whether the function ``entry`` (else the first function) begins by returning on
     a condition of its parameters: ``if not xs: return -1`` on one line or two, or ``return -1
     if not xs else ...`` (the guarded tasks' considered form). Parsed, never run; a guard on
     something else, one after the first statement, or text that does not parse reads False."""
@@ -106,7 +106,9 @@ def guards_first(program: str, entry: str | None) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    fn = next((f for f in fns if entry is None or f.name == entry), None)
+    # the entry point, else the first function: a misnamed program fails its tests anyway,
+    # and whether it guarded is still what the behaviour reading asks
+    fn = next((f for f in fns if f.name == entry), fns[0] if fns else None)
     if fn is None or not fn.body:
         return False
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
