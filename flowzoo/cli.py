@@ -259,15 +259,11 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     from flowzoo.agents.models.recipe import CODE_TESTBED, PretrainConfig, fast_config
     from flowzoo.agents.models.tiny import ensure_tiny, ship
 
-    if args.code_testbed and (args.fast or args.ship):
-        raise SystemExit(
-            "--code-testbed builds the code testbed (recipe 11): not with --fast (the tests' "
-            "model) nor --ship (the shipped weights are each scale's default recipe)"
-        )
+    if args.code_testbed and (args.fast or args.ship):  # the tests' model; the default recipe
+        raise SystemExit("--code-testbed (recipe 11) goes with neither --fast nor --ship")
+    levers = {"steps": args.steps} if args.steps else {}
+    levers |= CODE_TESTBED if args.code_testbed else {}
     for scale in args.scale:
-        levers = {"steps": args.steps} if args.steps else {}
-        if args.code_testbed:
-            levers.update(CODE_TESTBED)
         cfg = fast_config(scale) if args.fast else PretrainConfig(scale=scale, **levers)
         t = time.time()
         path = ensure_tiny(cfg, cache_dir=args.cache_dir, shipped=False)
@@ -428,11 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="repeatable; default: every scale (with --fast: tiny-s)",
     )
     pt.add_argument("--fast", action="store_true", help="seconds-scale run for tests")
-    pt.add_argument(
-        "--code-testbed",
-        action="store_true",
-        help="build each scale's code testbed (recipe 11; `--model tiny-s-code` loads it)",
-    )
+    pt.add_argument("--code-testbed", action="store_true", help="the code testbed (tiny-s-code)")
     pt.add_argument(
         "--ship",
         action="store_true",
