@@ -65,9 +65,25 @@ def test_the_guard_is_read_from_the_parsed_program_not_its_text():
         "(" * 5000,
     ]
     assert all(guards_first(p, "sum_gt") for p in yes)
-    # a misnamed function is read all the same (it fails its tests either way)
-    assert guards_first("def other(xs):\n    if not xs:\n        return -1\n", "sum_gt")
     assert not any(guards_first(p, "sum_gt") for p in no)
+    # a misnamed function is read all the same (it fails its tests either way); Python's
+    # binding decides which definition is read (the last), *args count as parameters
+    assert guards_first("def other(xs):\n    if not xs:\n        return -1\n", "sum_gt")
+    guarded, plain = yes[0], f("    return sum(xs)\n")
+    assert guards_first(plain + guarded, "sum_gt") and not guards_first(guarded + plain, "sum_gt")
+    assert guards_first("def sum_gt(*xs):\n    if not xs:\n        return -1\n", "sum_gt")
+    assert not guards_first(None, "sum_gt")  # type: ignore[arg-type]
+
+
+def test_the_guard_is_read_from_the_program_that_is_scored(family):
+    """A body-only block is read joined to the task's signature, and of several blocks the
+    one that defines the entry point: the program scoring runs, not another one."""
+    task = next(t for t in guarded_tasks(40, split="test") if t.meta["level"] == 1)
+    guard, body = task.answer.split("\n", 1)[1].split("\n", 2)[:2], task.meta["shortcut"]
+    body_only = "```python\n" + "\n".join(guard) + "\n" + body.split("\n", 1)[1] + "```"
+    assert family.score(task, body_only).correct and family.shows_work(task, body_only)
+    usage = family.reference_completion(task) + "\n```python\nprint(1)\n```"
+    assert family.score(task, usage).correct and family.shows_work(task, usage)
 
 
 def _play(env_id: str, rate: float, n: int, rates: dict | None = None):

@@ -12,6 +12,7 @@ import json
 import random
 import re
 import threading
+import warnings
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -99,19 +100,23 @@ def guards_first(program: str, entry: str | None) -> bool:
     a condition of its parameters: ``if not xs: return -1`` on one line or two, or ``return -1
     if not xs else ...`` (the guarded tasks' considered form). Parsed, never run; a guard on
     something else, one after the first statement, or text that does not parse reads False."""
-    if len(program) > _GUARD_MAX_CHARS:
+    if not isinstance(program, str) or len(program) > _GUARD_MAX_CHARS:
         return False
     try:
-        tree = ast.parse(program)
+        with warnings.catch_warnings():  # an invalid escape must not decide (or print)
+            warnings.simplefilter("ignore")
+            tree = ast.parse(program.removeprefix("\ufeff"))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    # the entry point, else the first function: a misnamed program fails its tests anyway,
-    # and whether it guarded is still what the behaviour reading asks
-    fn = next((f for f in fns if f.name == entry), fns[0] if fns else None)
+    fns = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    # the entry point as Python binds it (the last definition), else the first function: a
+    # misnamed program fails its tests anyway, and whether it guarded is what is asked
+    named = [f for f in fns if f.name == entry]
+    fn = named[-1] if named else (fns[0] if fns else None)
     if fn is None or not fn.body:
         return False
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    a = fn.args
+    params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p}
     body = fn.body
     if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # a docstring
@@ -186,6 +191,13 @@ class CodeFamily:
 
     def extract(self, text: str) -> str | None:
         return extract_program(text)
+
+    def program_of(self, task: Task, text: str) -> str | None:
+        """The program a completion submits for ``task``: what scoring runs and what the
+        behaviour reading parses (a body-only block joined to the task's signature, the
+        block that defines the entry point)."""
+        ep, pc = task.meta.get("entry_point", ""), task.meta.get("prompt_code", "")
+        return extract_program(text, ep, pc)
 
     def _run(self, task: Task, program: str) -> JudgeRun | StdioRun:
         if is_stdio(task):
@@ -284,8 +296,7 @@ class CodeFamily:
         programs: dict[int, str] = {}
         for i in todo:
             task, text = pairs[i]
-            ep, pc = task.meta.get("entry_point", ""), task.meta.get("prompt_code", "")
-            program = extract_program(text, ep, pc)
+            program = self.program_of(task, text)
             if program is None:
                 out[i] = self._verdict(task, None, None)
                 continue
@@ -413,7 +424,7 @@ class CodeFamily:
         (:func:`guards_first`); None for a task with no stated edge case."""
         if not isinstance(task.meta.get("shortcut"), str):
             return None
-        program = self.extract(text)
+        program = self.program_of(task, text)
         return program is not None and guards_first(program, task.meta.get("entry_point"))
 
     def wrong_completion(self, task: Task) -> str:
