@@ -80,8 +80,8 @@ def code_primitives(
     """The code testbed's primitives, greedy and in context: the solver's prompt and the
     considered program begun up to its guard (`` if x < 0:``), and whether the program the
     model finishes passes every test. Why begun: that fixes the behaviour, so what is read
-    is what it knows (the edge value read off the prompt, the computation), as the step
-    facts are read for math."""
+    is what it knows (the computation and the constants it copies off the prompt), as the
+    step facts are read for math."""
     from flowzoo.envs import make_env
 
     env = make_env(env_id, split=split, **_code_pool(env_id, n_problems))

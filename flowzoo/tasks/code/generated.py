@@ -5,6 +5,7 @@ so that both generators import it and neither imports the other."""
 
 from __future__ import annotations
 
+import ast
 import random
 from collections.abc import Callable
 
@@ -26,8 +27,6 @@ def function_task(
     """A generated function task: ``question``, the canonical ``solution`` (our own trusted
     code, run here to compute what each argument expression's assert expects), one assert
     per distinct argument; ``meta`` adds to the task's meta."""
-    import ast
-
     env: dict = {}
     exec(compile(solution, "<canonical>", "exec"), env)  # our own trusted reference code
     tests = [
