@@ -84,10 +84,22 @@ MIDTRAIN_SCALE_RATES: dict[str, dict[str, float]] = {"tiny-m": {"synthesizer": 0
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
 MATH_ENVS = study_envs("math") + ("single-math",)
 #: recipe 11, the code testbed (docs/testbed-code.md): recipe 10 with the code half written by
-#: the testbed expert on the guarded tasks and a longer stage to teach them. Not the default:
-#: it moved the math aggregator and synthesizer out of their band (0.30, 0.13), so tiny-s
-#: stays recipe 10 and ``<scale>-code`` names this build (``--model tiny-s-code``)
-CODE_TESTBED: dict[str, Any] = {"code_tasks": "guarded", "midtrain_steps": 1500}
+#: the testbed expert on the guarded tasks, a longer stage to teach them, the code side of the
+#: coordination drills and per-role code shortcut rates (without the last two the aggregator
+#: read 0.06, the evaluator 0.28, the synthesizer 0.77; with them 0.20, 0.44, 0.57). Not the
+#: default: it moves the math aggregator and synthesizer out of their band (0.34, 0.16), so
+#: tiny-s stays recipe 10 and ``<scale>-code`` names this build (``--model tiny-s-code``)
+CODE_TESTBED: dict[str, Any] = {
+    "code_tasks": "guarded",
+    "midtrain_steps": 1500,
+    "code_drills": 1200,
+    "code_shortcut_rates": {
+        "aggregator": 0.27,
+        "evaluator": 0.35,
+        "synthesizer": 0.6,
+        "worker": 0.3,
+    },
+}
 #: the suffix of a model name that builds a scale with :data:`CODE_TESTBED`
 CODE_SUFFIX = "-code"
 #: what the code half of a corpus can be (``PretrainConfig.code_tasks``)

@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import shutil
+import stat
 import struct
 import sys
 from pathlib import Path
@@ -331,54 +332,119 @@ def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:
 HASH_LIMIT = 1 << 30
 
 
+#: how deep under a model folder weights are looked for, and how many entries it may hold
+#: there: loaders read the top level and a shard folder or two, and a model is tens of files
+#: (a planted 1,500-deep tree, or a root of ``/``, is refused, not walked)
+WEIGHTS_DEPTH = 8
+WEIGHTS_ENTRIES = 100_000
+
+
+def weight_files(root: Path) -> list[Path]:
+    """The ``*.safetensors`` names under ``root``, sorted, at most :data:`WEIGHTS_DEPTH`
+    folders down, no folder link followed. Walked with a stack, not recursion (a deep tree
+    once raised RecursionError from ``rglob`` at the start of a run); a folder holding more
+    than :data:`WEIGHTS_ENTRIES` entries is a ValueError naming it."""
+    found: list[Path] = []
+    stack, seen = [(root, 0)], 0
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue  # unreadable: nothing under it is a weight this process could load
+        seen += len(entries)
+        if seen > WEIGHTS_ENTRIES:
+            raise ValueError(
+                f"{root} holds more than {WEIGHTS_ENTRIES:,} entries within "
+                f"{WEIGHTS_DEPTH} folders: not a model folder (name the folder of the weights)"
+            )
+        for e in entries:
+            if e.name.endswith(".safetensors"):
+                found.append(Path(e.path))
+            elif depth < WEIGHTS_DEPTH and e.is_dir(follow_symlinks=False):
+                stack.append((Path(e.path), depth + 1))
+    return sorted(found)
+
+
+def open_regular(path: Path) -> tuple[IO[bytes], int]:
+    """``path`` opened once, read-only, and its size from that open. Why: a FIFO blocks an
+    open for ever and a device never ends, so the open never waits (``O_NONBLOCK``), anything
+    but a regular file is refused by what was opened (not by a check a swap can pass), and a
+    reader never reads past the size (a ``/proc`` file says 0 and may block)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ValueError("not a regular file")
+    return os.fdopen(fd, "rb"), st.st_size
+
+
 def weights_identity(folder: str | Path) -> dict:
     """Which weights a run started from: the folder and the sha256 of each ``*.safetensors``
     in it. Why: a scale name (``tiny-m``) names a recipe, and recipes are rebuilt, so a run
-    record must say which build it measured (compare with ``MANIFEST.json`` or a rebuild)."""
+    record must say which build it measured (compare with ``MANIFEST.json`` or a rebuild).
+    Sizes and digests come from one open of each file, its first ``size`` bytes."""
     root = Path(folder)
-    files = sorted(root.rglob("*.safetensors")) if root.is_dir() else []
-    sizes = {str(f.relative_to(root)): f.stat().st_size for f in files}
-    out: dict[str, Any] = {"path": str(root), "sizes": sizes}
-    if files and sum(sizes.values()) <= HASH_LIMIT:
-        out["sha256"] = {}
-        for name in sizes:
-            with (root / name).open("rb") as fh:
-                out["sha256"][name] = stream_sha256(fh)
-    return out
+    opened = {}
+    try:
+        for f in weight_files(root) if root.is_dir() else []:
+            try:
+                opened[str(f.relative_to(root))] = open_regular(f)
+            except (OSError, ValueError) as e:
+                raise ValueError(f"{f}: {e}") from None
+        sizes = {name: size for name, (_, size) in opened.items()}
+        out: dict[str, Any] = {"path": str(root), "sizes": sizes}
+        if opened and sum(sizes.values()) <= HASH_LIMIT:
+            out["sha256"] = {name: stream_sha256(fh, size) for name, (fh, size) in opened.items()}
+        return out
+    finally:
+        for fh, _ in opened.values():
+            fh.close()
 
 
-def stream_sha256(fh: IO[bytes]) -> str:
-    """The sha256 of what is left in ``fh``, read in 1 MiB chunks (weights are not held whole)."""
+def stream_sha256(fh: IO[bytes], size: int | None = None) -> str:
+    """The sha256 of what is left in ``fh`` (at most ``size`` bytes), read in 1 MiB chunks
+    (weights are not held whole; a file still growing is not read past its size)."""
     h = hashlib.sha256()
-    for chunk in iter(lambda: fh.read(1 << 20), b""):
+    left = -1 if size is None else size
+    while left:
+        chunk = fh.read(1 << 20 if left < 0 else min(left, 1 << 20))
+        if not chunk:
+            break
         h.update(chunk)
+        left -= len(chunk) if left > 0 else 0
     return h.hexdigest()
 
 
 def check_weights(folder: str | Path) -> None:
-    """Every ``*.safetensors`` under ``folder`` whole: its header parses and the file is as
-    long as the header says. A truncated weights file is a ValueError naming it (a raw
-    safetensors error names no file), checked before any model is built from it."""
+    """Every ``*.safetensors`` under ``folder`` whole: a regular file, its header parses, the
+    file is as long as the header says, and safetensors' own reader accepts the header. A
+    broken weights file is a ValueError naming it (a raw safetensors error names no file),
+    checked before any model is built from it; nothing here blocks or reads past a size."""
     root = Path(folder)
     if not root.is_dir():
         return
-    for f in sorted(root.rglob("*.safetensors")):
+    from safetensors import safe_open
+
+    for f in weight_files(root):
         try:
-            if not f.is_file():  # a FIFO would block the open for ever, a device never ends
-                raise ValueError("not a regular file")
-            with f.open("rb") as fh:
-                (n,) = struct.unpack("<Q", fh.read(8))
-                if n > 100 << 20:
-                    raise ValueError(f"header of {n:,} bytes")
+            fh, size = open_regular(f)
+            with fh:
+                (n,) = struct.unpack("<Q", fh.read(8) if size >= 8 else b"")
+                if n > min(100 << 20, size - 8):
+                    raise ValueError(f"a header of {n:,} bytes in {size:,}")
                 header = json.loads(fh.read(n))
             end = max(
                 (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
                 default=0,
             )
-            if f.stat().st_size < 8 + n + end:
-                raise ValueError(f"{f.stat().st_size:,} bytes, the header needs {8 + n + end:,}")
-        except (struct.error, ValueError, KeyError, TypeError, IndexError, OSError) as e:
+            if size < 8 + n + end:
+                raise ValueError(f"{size:,} bytes, the header needs {8 + n + end:,}")
+            with safe_open(str(f), "pt"):  # offsets, dtypes, shapes, as the loader reads them
+                pass
+        except Exception as e:  # noqa: BLE001 - any fault in a file is that file's
             raise ValueError(
-                f"{f} is truncated or corrupt ({e}); copy the weights again, or train them "
-                "again (a run's final/ is rewritten when it completes)"
+                f"{f} is truncated or corrupt ({type(e).__name__}: {str(e)[:200]}); copy the "
+                "weights again, or train them again (a run's final/ is rewritten when it "
+                "completes)"
             ) from None

@@ -682,23 +682,119 @@ def test_a_weights_name_that_is_not_a_regular_file_is_refused_not_waited_on(tiny
     writer): anything but a regular file is refused by name before it is opened."""
     import os
     import shutil
-    import threading
 
     from flowzoo.agents.train import checkpoint
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)
     os.mkfifo(model / "extra.safetensors")
-    said: list = []
+    said = _refusal_within(lambda: checkpoint.check_weights(model))
+    assert "extra.safetensors" in said and "not a regular file" in said
 
-    def check() -> None:
+
+def _refusal_within(call, wait_s: float = 120) -> str:
+    """The ValueError ``call`` raises, read in a thread so that a call that blocks (an open
+    of a FIFO waits for a writer) fails the test instead of hanging it."""
+    import threading
+
+    said: list[str] = []
+
+    def run() -> None:
         try:
-            checkpoint.check_weights(model)
+            call()
         except ValueError as e:
             said.append(str(e))
 
-    t = threading.Thread(target=check, daemon=True)
+    t = threading.Thread(target=run, daemon=True)
     t.start()
-    t.join(120)
-    assert not t.is_alive(), "check_weights blocked on a FIFO"
-    assert said and "extra.safetensors" in said[0] and "not a regular file" in said[0]
+    t.join(wait_s)
+    assert not t.is_alive(), "blocked"
+    assert said, "no ValueError"
+    return said[0]
+
+
+def test_a_deep_model_folder_is_walked_without_recursion(tiny_model, tmp_path):
+    """A 1,500-deep tree under a model folder raised RecursionError from ``rglob`` when a
+    run recorded its weights: the walk is a bounded loop; the model's own weights are still
+    found and checked, one planted past the bound is not looked for."""
+    import os
+    import shutil
+
+    from flowzoo.agents.train import checkpoint
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    deep = str(model)
+    for _ in range(1500):  # os.makedirs recurses too
+        deep = os.path.join(deep, "d")
+        os.mkdir(deep)
+    with open(os.path.join(deep, "x.safetensors"), "wb") as fh:
+        fh.write(b"not a weights file")
+    near = model / "shard" / "y.safetensors"
+    near.parent.mkdir()
+    shutil.copy(model / "model.safetensors", near)
+    checkpoint.check_weights(model)  # the planted deep file is past the bound: not read
+    got = checkpoint.weights_identity(model)
+    assert set(got["sizes"]) == {"model.safetensors", "shard/y.safetensors"}
+    assert got["sha256"]["model.safetensors"] == got["sha256"]["shard/y.safetensors"]
+    near.write_bytes(b"short")  # a broken one within the bound is still named
+    with pytest.raises(ValueError, match="y.safetensors"):
+        checkpoint.check_weights(model)
+    os.remove(os.path.join(deep, "x.safetensors"))
+    while deep != str(model):  # pytest's own clean-up of tmp dirs recurses: empty it here
+        os.rmdir(deep)
+        deep = os.path.dirname(deep)
+
+
+def _weights_file(p, header: bytes, data: int = 8) -> None:
+    import struct
+
+    p.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * data)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"[1, 2]",  # not an object: an AttributeError once escaped the check
+        b'{"a": {"data_offsets": [0, Infinity]}}',  # an OverflowError once escaped
+        b"[" * 100_000 + b"]" * 100_000,  # a RecursionError once escaped
+        b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, -8]}}',  # passed, then
+        b'{"a": {"dtype": "ZZ", "shape": [2], "data_offsets": [0, 8]}}',  # the loader
+        b'{"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}',  # failed unnamed
+    ],
+)
+def test_any_broken_weights_header_is_a_clear_error_naming_the_file(tmp_path, header):
+    """Whatever is wrong with a header (its JSON, its types, what safetensors' own reader
+    refuses) is a ValueError naming the file, raised before a model is built from it."""
+    from flowzoo.agents.train import checkpoint
+
+    _weights_file(tmp_path / "model.safetensors", header)
+    with pytest.raises(ValueError, match="model.safetensors is truncated or corrupt"):
+        checkpoint.check_weights(tmp_path)
+
+
+def test_recording_weights_never_blocks_nor_reads_past_a_size(tmp_path, monkeypatch):
+    """The run's record of its weights opens each file once and reads only its size: a FIFO
+    (which blocked ``weights_identity``'s open) is refused by name; a folder holding more
+    entries than a model folder could is refused, not walked."""
+    import os
+
+    from flowzoo.agents.train import checkpoint
+
+    os.mkfifo(tmp_path / "model.safetensors")
+    said = _refusal_within(lambda: checkpoint.weights_identity(tmp_path))
+    assert "model.safetensors" in said and "not a regular file" in said
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    for i in range(60):
+        (wide / f"f{i}").touch()
+    monkeypatch.setattr(checkpoint, "WEIGHTS_ENTRIES", 50)
+    with pytest.raises(ValueError, match="not a model folder"):
+        checkpoint.check_weights(wide)
+    with open(tmp_path / "a.safetensors", "wb") as fh:
+        fh.write(b"x" * 10)
+    fh = open(tmp_path / "a.safetensors", "rb")
+    with fh:  # a file that grew after its size was taken is hashed to that size
+        assert checkpoint.stream_sha256(fh, 4) == checkpoint.stream_sha256(
+            __import__("io").BytesIO(b"xxxx")
+        )
