@@ -35,7 +35,7 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict]] = {
         {"env": "voting-code", "steps": 40, "problems_per_step": 8, "eval_every": 20},
     ),
     # the code testbed (docs/testbed-code.md): its build and its tasks, half the code
-    # default's steps (recipe 11's runs were at 0.95-0.97 by step 20 and held to 40)
+    # default's steps (the first build's runs were at 0.95-0.97 by step 20 and held to 40)
     "code-testbed": (
         "flowzoo train --env voting-code --model tiny-s-code --env-options "
         '\'{"dataset": "guarded"}\' --steps 20 --problems-per-step 8 --eval-every 20 --seed S',
