@@ -406,13 +406,14 @@ def stream_sha256(fh: IO[bytes], size: int | None = None) -> str:
     """The sha256 of what is left in ``fh`` (at most ``size`` bytes), read in 1 MiB chunks
     (weights are not held whole; a file still growing is not read past its size)."""
     h = hashlib.sha256()
-    left = -1 if size is None else size
-    while left:
-        chunk = fh.read(1 << 20 if left < 0 else min(left, 1 << 20))
+    left = size
+    while left is None or left > 0:
+        chunk = fh.read(1 << 20 if left is None else min(left, 1 << 20))
         if not chunk:
             break
         h.update(chunk)
-        left -= len(chunk) if left > 0 else 0
+        if left is not None:
+            left -= len(chunk)
     return h.hexdigest()
 
 
