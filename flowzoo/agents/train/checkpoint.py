@@ -330,6 +330,9 @@ def read(p: Path, identity: str, learner: Any) -> dict[str, Any]:
 #: base weights hashed at a run's start up to this size (a tiny model is MBs; a user's 8B
 #: model would cost a minute of reading, so past this only its files' sizes are recorded)
 HASH_LIMIT = 1 << 30
+#: the longest header a weights file may have: safetensors' own limit (checked before any
+#: of it is read)
+HEADER_LIMIT = 100_000_000
 
 
 #: how deep under a model folder weights are looked for, and how many entries it may hold
@@ -383,23 +386,29 @@ def weights_identity(folder: str | Path) -> dict:
     """Which weights a run started from: the folder and the sha256 of each ``*.safetensors``
     in it. Why: a scale name (``tiny-m``) names a recipe, and recipes are rebuilt, so a run
     record must say which build it measured (compare with ``MANIFEST.json`` or a rebuild).
-    Sizes and digests come from one open of each file, its first ``size`` bytes."""
+    One file is open at a time; a hashed file's size and digest come from the same open."""
     root = Path(folder)
-    opened = {}
+    files = weight_files(root) if root.is_dir() else []
+    sizes = {str(f.relative_to(root)): _read_regular(f, None) for f in files}
+    out: dict[str, Any] = {"path": str(root), "sizes": sizes}
+    if files and sum(sizes.values()) <= HASH_LIMIT:
+        out["sha256"] = {}
+        for f in files:
+            name = str(f.relative_to(root))
+            sizes[name], out["sha256"][name] = _read_regular(f, stream_sha256)
+    return out
+
+
+def _read_regular(path: Path, read: Any) -> Any:
+    """``read(file, size)`` on ``path`` opened by :func:`open_regular` (the size alone when
+    ``read`` is None; ``(size, result)`` otherwise), closed after; a file that is not regular
+    or cannot be opened is a ValueError naming it."""
     try:
-        for f in weight_files(root) if root.is_dir() else []:
-            try:
-                opened[str(f.relative_to(root))] = open_regular(f)
-            except (OSError, ValueError) as e:
-                raise ValueError(f"{f}: {e}") from None
-        sizes = {name: size for name, (_, size) in opened.items()}
-        out: dict[str, Any] = {"path": str(root), "sizes": sizes}
-        if opened and sum(sizes.values()) <= HASH_LIMIT:
-            out["sha256"] = {name: stream_sha256(fh, size) for name, (fh, size) in opened.items()}
-        return out
-    finally:
-        for fh, _ in opened.values():
-            fh.close()
+        fh, size = open_regular(path)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    with fh:
+        return size if read is None else (size, read(fh, size))
 
 
 def stream_sha256(fh: IO[bytes], size: int | None = None) -> str:
@@ -418,10 +427,11 @@ def stream_sha256(fh: IO[bytes], size: int | None = None) -> str:
 
 
 def check_weights(folder: str | Path) -> None:
-    """Every ``*.safetensors`` under ``folder`` whole: a regular file, its header parses, the
-    file is as long as the header says, and safetensors' own reader accepts the header. A
-    broken weights file is a ValueError naming it (a raw safetensors error names no file),
-    checked before any model is built from it; nothing here blocks or reads past a size."""
+    """Every ``*.safetensors`` under ``folder`` whole: a regular file whose header
+    safetensors' own reader accepts (which covers the file's length). A broken weights file
+    is a ValueError naming it (a raw safetensors error names no file), an unreadable one
+    says so, both before any model is built from it; nothing here blocks or reads past a
+    size."""
     root = Path(folder)
     if not root.is_dir():
         return
@@ -432,20 +442,25 @@ def check_weights(folder: str | Path) -> None:
             fh, size = open_regular(f)
             with fh:
                 (n,) = struct.unpack("<Q", fh.read(8) if size >= 8 else b"")
-                if n > min(100 << 20, size - 8):
+                if n > min(HEADER_LIMIT, size - 8):
                     raise ValueError(f"a header of {n:,} bytes in {size:,}")
-                header = json.loads(fh.read(n))
-            end = max(
-                (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
-                default=0,
-            )
-            if size < 8 + n + end:
-                raise ValueError(f"{size:,} bytes, the header needs {8 + n + end:,}")
-            with safe_open(str(f), "pt"):  # offsets, dtypes, shapes, as the loader reads them
-                pass
-        except Exception as e:  # noqa: BLE001 - any fault in a file is that file's
+                # safetensors' own reader, on the file this open holds (a path opened again
+                # could be a FIFO by then): offsets, dtypes, shapes and the file's length, as
+                # the loader reads them, parsed typed (junk is refused before it is built)
+                with safe_open(_held(fh), "pt"):
+                    pass
+        except OSError as e:
+            raise ValueError(f"{f} cannot be read ({e})") from None
+        except Exception as e:  # noqa: BLE001 - any fault in a file's format is that file's
             raise ValueError(
                 f"{f} is truncated or corrupt ({type(e).__name__}: {str(e)[:200]}); copy the "
                 "weights again, or train them again (a run's final/ is rewritten when it "
                 "completes)"
             ) from None
+
+
+def _held(fh: IO[bytes]) -> str:
+    """A path that names the file ``fh`` holds (``/proc/self/fd``), or its own name where
+    the system has no such directory."""
+    fd_path = f"/proc/self/fd/{fh.fileno()}"
+    return fd_path if os.path.exists(fd_path) else str(fh.name)
