@@ -447,7 +447,7 @@ def check_weights(folder: str | Path) -> None:
                 # safetensors' own reader, on the file this open holds (a path opened again
                 # could be a FIFO by then): offsets, dtypes, shapes and the file's length, as
                 # the loader reads them, parsed typed (junk is refused before it is built)
-                with safe_open(_held(fh), "pt"):
+                with safe_open(_held(fh, f), "pt"):
                     pass
         except OSError as e:
             raise ValueError(f"{f} cannot be read ({e})") from None
@@ -459,8 +459,9 @@ def check_weights(folder: str | Path) -> None:
             ) from None
 
 
-def _held(fh: IO[bytes]) -> str:
-    """A path that names the file ``fh`` holds (``/proc/self/fd``), or its own name where
-    the system has no such directory."""
+def _held(fh: IO[bytes], path: Path) -> str:
+    """A path that names the file ``fh`` holds (``/proc/self/fd``), or ``path`` (where it
+    was opened from) where the system has no such directory: a file opened with
+    ``os.fdopen`` is named by its descriptor number, not a path."""
     fd_path = f"/proc/self/fd/{fh.fileno()}"
-    return fd_path if os.path.exists(fd_path) else str(fh.name)
+    return fd_path if os.path.exists(fd_path) else str(path)
