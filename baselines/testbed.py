@@ -19,6 +19,7 @@ from pathlib import Path
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.threads import apply_threads
 from flowzoo.agents.models.tiny import resolve_model
+from flowzoo.agents.train.checkpoint import weights_identity
 from flowzoo.agents.train.testbed import behaviour_rates, measure_base
 
 
@@ -39,7 +40,8 @@ def main() -> None:
     ap.add_argument("--out", default="", help="default: baselines/results/testbed-<model>.json")
     args = ap.parse_args()
     apply_threads()
-    policy = Policy(resolve_model(args.model))
+    path = resolve_model(args.model)
+    policy = Policy(path)
     if args.envs:
         got = {
             "envs": behaviour_rates(
@@ -57,7 +59,9 @@ def main() -> None:
         name += "-code"
     out = Path(args.out or f"baselines/results/testbed-{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"model": args.model, **got}, indent=1) + "\n")
+    # which build was measured (a scale name names a recipe, and recipes are rebuilt)
+    record = {"model": args.model, "weights": weights_identity(path), **got}
+    out.write_text(json.dumps(record, indent=1) + "\n")
     s = got.get("step_accuracy")
     if s is not None:
         print(f"single steps (greedy, in context): {s['accuracy']:.3f} {s['ci']} on {s['steps']}")

@@ -160,6 +160,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     t0 = time.time()
     rows = make_corpus(cfg, progress=progress)
     corpus_s = time.time() - t0
+    # a rebuild whose weights differ says which input moved: the corpus or the stage's base
+    digest = hashlib.sha256(json.dumps(rows, ensure_ascii=True).encode()).hexdigest()
     tok = build_tokenizer()
     examples = _encode(tok, rows, cfg.max_len)
     model, steps, lr, lr_at, name, extra = training_stage(cfg, len(tok), progress, out.parent)
@@ -179,6 +181,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
         f"{name} {cfg.scale}",
     )
     total_s = time.time() - t0
+    extra["corpus_sha256"] = digest
     return save_build(out, model, tok, cfg, len(examples), corpus_s, total_s, losses, **extra)
 
 
@@ -216,7 +219,10 @@ def training_stage(
             left = (cfg.midtrain_steps - step) / max(1, cfg.midtrain_steps - MIDTRAIN_WARMUP)
             return lr * min(warm, max(0.0, left))
 
-        extra = {"base_key": cfg.base().key()}
+        extra = {
+            "base_key": cfg.base().key(),
+            "base_sha256": _sha256(Path(base) / "model.safetensors"),
+        }
         return model, cfg.midtrain_steps, lr, schedule, "mid-train", extra
 
     def warmup_then_cosine(step: int) -> float:
@@ -260,6 +266,11 @@ def save_build(
     return out
 
 
+def _sha256(path: Path) -> str:
+    """The hex sha256 of a file's bytes (a build's files are at most a few MB)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 #: measured first-build times on 2 idle cores (README: Tiny base models)
 FIRST_BUILD_ESTIMATE = {
     "tiny-s": "9 minutes",
@@ -289,7 +300,7 @@ def _verified(scale: str, key: str) -> Path | None:
         return None
     for name, digest in entry["files"].items():
         f = path / name
-        if not f.exists() or hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+        if not f.exists() or _sha256(f) != digest:
             print(
                 f"flowzoo: shipped {scale} file {name} is missing or altered; building instead",
                 file=sys.stderr,
@@ -315,7 +326,7 @@ def ship(path: str | os.PathLike, cfg: PretrainConfig) -> dict:
         "key": cfg.key(),
         "recipe_version": RECIPE_VERSION,
         "corpus_fingerprint": corpus_fingerprint(cfg),
-        "files": {n: hashlib.sha256((dst / n).read_bytes()).hexdigest() for n in names},
+        "files": {n: _sha256(dst / n) for n in names},
         "bytes": sum((dst / n).stat().st_size for n in names),
     }
     manifest = {**shipped_manifest(), cfg.scale: entry}

@@ -202,6 +202,8 @@ def test_the_mid_training_stage_continues_its_base_and_resumes(tiny_model, tmp_p
     whole = ensure_tiny(cfg, cache_dir=tmp_path / "a", progress=False)
     meta = __import__("json").loads((whole / "flowzoo_tiny.json").read_text())
     assert meta["base_key"] == cfg.base().key() and meta["config"]["midtrain_steps"] == 6
+    base_bytes = (tiny_model / "model.safetensors").read_bytes()  # the weights it continued
+    assert meta["base_sha256"] == __import__("hashlib").sha256(base_bytes).hexdigest()
     base_w = AutoModelForCausalLM.from_pretrained(tiny_model).state_dict()
     mid_w = AutoModelForCausalLM.from_pretrained(whole).state_dict()
     assert any(not torch.equal(base_w[k], mid_w[k]) for k in base_w)  # it trained

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -12,12 +13,14 @@ import time
 import pytest
 
 from flowzoo.agents.models import tiny
+from flowzoo.agents.models.corpus import make_corpus
 from flowzoo.agents.models.tiny import (
     RECIPE_VERSION,
     PretrainConfig,
     corpus_fingerprint,
     ensure_tiny,
     fast_config,
+    pretrain,
     shipped_manifest,
 )
 
@@ -111,6 +114,13 @@ def test_a_killed_build_resumes_from_its_checkpoint_and_says_so(tmp_path, capsys
     out = ensure_tiny(cfg, cache_dir=tmp_path, shipped=False)
     assert out == path and (path / "flowzoo_tiny.json").exists()
     assert "resuming the tiny-s build from its checkpoint at step 200" in capsys.readouterr().err
+    # the resumed build is the uninterrupted one, bit for bit, and names its corpus
+    whole = pretrain(cfg, tmp_path / "whole" / path.name, progress=False)
+    assert (whole / "model.safetensors").read_bytes() == (path / "model.safetensors").read_bytes()
+    rows = json.dumps(make_corpus(cfg), ensure_ascii=True).encode()
+    for build in (path, whole):
+        meta = json.loads((build / "flowzoo_tiny.json").read_text())
+        assert meta["corpus_sha256"] == hashlib.sha256(rows).hexdigest()
 
 
 def test_a_chat_renders_as_the_prompt_the_model_was_pretrained_on(tmp_path):
