@@ -192,5 +192,10 @@ def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) 
         role_drills={r: min(n, episodes) for r, n in cfg.role_drills.items()},
         code_drills=min(cfg.code_drills, episodes),
     )
-    blob = json.dumps(make_corpus(small), ensure_ascii=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return corpus_digest(make_corpus(small))[:16]
+
+
+def corpus_digest(rows: list[tuple[str, str, str]]) -> str:
+    """The sha256 of a corpus's rows, in order (what a build records, and what the shipped
+    manifest's fingerprint is the prefix of, for a small corpus)."""
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=True).encode()).hexdigest()

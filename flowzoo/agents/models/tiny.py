@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from flowzoo.agents.models.chat import CHAT_TEMPLATE, add_chat_template, has_chat_template
-from flowzoo.agents.models.corpus import corpus_fingerprint, make_corpus
+from flowzoo.agents.models.corpus import corpus_digest, corpus_fingerprint, make_corpus
 from flowzoo.agents.models.pretrain_loop import train_loop
 from flowzoo.agents.models.recipe import (
     CODE_SUFFIX,
@@ -161,7 +161,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     rows = make_corpus(cfg, progress=progress)
     corpus_s = time.time() - t0
     # a rebuild whose weights differ says which input moved: the corpus or the stage's base
-    digest = hashlib.sha256(json.dumps(rows, ensure_ascii=True).encode()).hexdigest()
+    digest = corpus_digest(rows)
     tok = build_tokenizer()
     examples = _encode(tok, rows, cfg.max_len)
     model, steps, lr, lr_at, name, extra = training_stage(cfg, len(tok), progress, out.parent)
