@@ -9,6 +9,7 @@ it first — an interrupt loses nothing. Under FSDP each process writes its own 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -346,15 +347,19 @@ def weight_files(root: Path) -> list[Path]:
     """The ``*.safetensors`` names under ``root``, sorted, at most :data:`WEIGHTS_DEPTH`
     folders down, no folder link followed. Walked with a stack, not recursion (a deep tree
     once raised RecursionError from ``rglob`` at the start of a run); a folder holding more
-    than :data:`WEIGHTS_ENTRIES` entries is a ValueError naming it."""
+    than :data:`WEIGHTS_ENTRIES` entries, or one it cannot list, is a ValueError naming it."""
     found: list[Path] = []
     stack, seen = [(root, 0)], 0
     while stack:
         folder, depth = stack.pop()
         try:
             entries = list(os.scandir(folder))
-        except OSError:
-            continue  # unreadable: nothing under it is a weight this process could load
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # gone since it was listed: nothing under it to load
+        except OSError as err:  # a folder that cannot be listed may still hold loadable files
+            raise ValueError(
+                f"{folder} cannot be read ({err}): its weights cannot be checked"
+            ) from None
         seen += len(entries)
         if seen > WEIGHTS_ENTRIES:
             raise ValueError(
@@ -367,6 +372,18 @@ def weight_files(root: Path) -> list[Path]:
             elif depth < WEIGHTS_DEPTH and e.is_dir(follow_symlinks=False):
                 stack.append((Path(e.path), depth + 1))
     return sorted(found)
+
+
+def _is_folder(root: Path) -> bool:
+    """Whether ``root`` is a folder, as ``Path.is_dir`` says where the answer is "no such
+    folder"; a path that cannot be examined (a name too long, a parent this process may not
+    search) is a ValueError naming it, not a raw OSError."""
+    try:
+        return stat.S_ISDIR(os.stat(root).st_mode)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise ValueError(f"{root} cannot be read ({e})") from None
 
 
 def open_regular(path: Path) -> tuple[IO[bytes], int]:
@@ -388,7 +405,7 @@ def weights_identity(folder: str | Path) -> dict:
     record must say which build it measured (compare with ``MANIFEST.json`` or a rebuild).
     One file is open at a time; a hashed file's size and digest come from the same open."""
     root = Path(folder)
-    files = weight_files(root) if root.is_dir() else []
+    files = weight_files(root) if _is_folder(root) else []
     sizes = {str(f.relative_to(root)): _read_regular(f, None) for f in files}
     out: dict[str, Any] = {"path": str(root), "sizes": sizes}
     if files and sum(sizes.values()) <= HASH_LIMIT:
@@ -433,7 +450,7 @@ def check_weights(folder: str | Path) -> None:
     says so, both before any model is built from it; nothing here blocks or reads past a
     size."""
     root = Path(folder)
-    if not root.is_dir():
+    if not _is_folder(root):
         return
     from safetensors import safe_open
 

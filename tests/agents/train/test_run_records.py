@@ -798,3 +798,44 @@ def test_recording_weights_never_blocks_nor_reads_past_a_size(tmp_path, monkeypa
         assert checkpoint.stream_sha256(fh, 4) == checkpoint.stream_sha256(
             __import__("io").BytesIO(b"xxxx")
         )
+
+
+def test_a_model_folder_that_cannot_be_examined_is_named_not_passed(tmp_path):
+    """A folder path the system cannot examine (a name too long) raised a raw OSError from
+    ``is_dir``, and a folder this process may enter but not list was skipped, so a corrupt
+    file in it passed the check while a loader opening it by name still reached it: both
+    are a ValueError naming the folder."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from flowzoo.agents.train import checkpoint
+
+    too_long = tmp_path / ("a" * 300)
+    for call in (checkpoint.check_weights, checkpoint.weights_identity):
+        with pytest.raises(ValueError, match="cannot be read"):
+            call(too_long)
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    _weights_file(locked / "model.safetensors", b'{"a": 1}')  # corrupt, reachable by name
+    locked.chmod(0o111)  # enter, not list
+    code = (
+        "import sys\nfrom flowzoo.agents.train import checkpoint\n"
+        "for call in (checkpoint.check_weights, checkpoint.weights_identity):\n"
+        "    try:\n        call(sys.argv[1])\n    except ValueError as e:\n"
+        "        print('ValueError', e)\n    else:\n        print('passed')\n"
+    )
+    cmd = [sys.executable, "-c", code, str(locked)]
+    if os.geteuid() == 0:  # root reads any folder: drop the capabilities that let it
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv to drop its file capabilities")
+        drop = "-dac_override,-dac_read_search"
+        cmd = ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", *cmd]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    finally:
+        locked.chmod(0o755)
+    lines = out.splitlines()
+    assert len(lines) == 2 and all(f"ValueError {locked} cannot be read" in ln for ln in lines)
