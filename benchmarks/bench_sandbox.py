@@ -364,9 +364,55 @@ def run(quick: bool = False) -> list[Row]:
     rows += _humaneval_rows(sbx, quick)
     rows += _replay_rows(sbx, quick)
     rows += _stdio_rows(sbx, quick)
+    rows += _shared_verdict_rows(quick)
     sbx.close()
     rows += _docker_rows(quick)
     return rows
+
+
+def _shared_verdict_rows(quick: bool) -> list[Row]:
+    """An evaluation's scoring as its envs do it: a problem's 4 samples are played by
+    different envs (32 side by side), each scoring its 3 solvers' programs through its own
+    code family. One memo for every env on a named backend against one memo per env (what
+    each env had before), on the same programs and sandbox: a problem's 12 programs drawn
+    from its reference and two slips, about the repetition a tiny model's samples showed (348
+    programs scored, 56 distinct, in the code main job's evaluation)."""
+    import random
+
+    from flowzoo.tasks.code import CodeFamily, load_code_dataset, shared_sandbox
+
+    tasks = list(load_code_dataset("guarded", split="test", n=10 if quick else 25))
+    rng, probe = random.Random(0), CodeFamily()
+    episodes = []
+    for t in tasks:
+        kinds = [probe.reference_completion(t)] + [probe.noisy_completion(t, rng) for _ in "ab"]
+        for _ in range(4):
+            episodes.append((t, rng.choices(kinds, weights=(2, 1, 1), k=3)))
+    sandbox = shared_sandbox("process")
+
+    def scoring(make: Callable[[], CodeFamily]) -> Callable[[], int]:
+        def go() -> int:
+            probe._memo.clear()  # the shared memo: every timing starts empty
+            envs = [make() for _ in range(32)]
+            for i, (t, texts) in enumerate(episodes):
+                envs[i % 32].score_many(t, texts)
+            return 3 * len(episodes)
+
+        return go
+
+    own = scoring(lambda: CodeFamily(sandbox=sandbox))  # a sandbox object: a memo of its own
+    own()  # warm-up: the sandbox's servers start before anything is timed
+    return [
+        Row(
+            "sandbox",
+            "eval scoring programs/s, envs share verdicts",
+            rate(scoring(CodeFamily), repeats=1),
+            rate(own, repeats=1),
+            "one verdict memo per env",
+            "programs/s",
+            target=2.0,
+        )
+    ]
 
 
 def _docker_rows(quick: bool) -> list[Row]:

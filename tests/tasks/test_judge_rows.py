@@ -421,3 +421,31 @@ def test_the_memo_key_follows_the_family_and_judge_options(fam, monkeypatch):
     other = task(list(t.meta["tests"]), tid="opts", source="somewhere else")
     assert fam._memo_key(other, text) != key and fam._memo_key(t, text + " ") != key
     assert CodeFamily(test_timeout_s=3)._memo_key(t, text) != CodeFamily()._memo_key(t, text)
+
+
+def test_envs_on_one_backend_share_verdicts_and_a_repeat_runs_once(fam, monkeypatch):
+    """Every env makes its own family and a problem's samples are played by different envs:
+    the same program on the same tests must run once, not once per env or per row."""
+    jobs: list[int] = []
+    real = fam.sandbox.run_many
+
+    def counting(batch, *a, **k):
+        jobs.append(len(batch))
+        return real(batch, *a, **k)
+
+    monkeypatch.setattr(fam.sandbox, "run_many", counting)
+    t = task(["assert f(1) == 2", "assert f(3) == 4"], tid="shared-memo")
+    good, bad = fence("def f(x):\n    return x + 1"), fence("def f(x):\n    return x")
+    out = fam.score_pairs([(t, good), (t, bad), (t, good), (t, good)])
+    assert [v.score for v in out] == [1.0, 0.0, 1.0, 1.0] and out[2] is out[0]
+    assert jobs and set(jobs) == {2}  # each judge round runs the two distinct programs
+    ran = sum(jobs)
+    other = CodeFamily(sandbox_options={"timeout_s": 5})  # another env's family
+    assert other.sandbox is fam.sandbox
+    assert [v.score for v in other.score_many(t, [bad, good])] == [0.0, 1.0]
+    assert sum(jobs) == ran  # decided already: no program ran again
+    assert CodeFamily(sandbox_options={"timeout_s": 5}, test_timeout_s=3).score(t, good).score == 1
+    assert sum(jobs) > ran  # other options: another memo key
+    ran = sum(jobs)
+    own = CodeFamily(sandbox=fam.sandbox)  # its own sandbox object: its own memo
+    assert own.score(t, good).score == 1.0 and sum(jobs) > ran

@@ -464,8 +464,8 @@ def check_weights(folder: str | Path) -> None:
                 # safetensors' own reader, on the file this open holds (a path opened again
                 # could be a FIFO by then): offsets, dtypes, shapes and the file's length, as
                 # the loader reads them, parsed typed (junk is refused before it is built)
-                with safe_open(_held(fh, f), "pt"):
-                    pass
+                with safe_open(_held(fh, f), "pt") as w:
+                    unloadable = _unloadable(w)
         except OSError as e:
             raise ValueError(f"{f} cannot be read ({e})") from None
         except Exception as e:  # noqa: BLE001 - any fault in a file's format is that file's
@@ -474,6 +474,22 @@ def check_weights(folder: str | Path) -> None:
                 "weights again, or train them again (a run's final/ is rewritten when it "
                 "completes)"
             ) from None
+        if unloadable:
+            raise ValueError(f"{f} holds a tensor this torch cannot load: {unloadable}")
+
+
+def _unloadable(w: Any) -> str:
+    """The first tensor of an open safetensors file that torch cannot make (its name, dtype
+    and why), or "": a dtype the header parser knows and torch does not (``F6_E2M3``) passes
+    the header and fails only in the loader. An empty slice builds the tensor's type without
+    reading its data; a scalar (sub-byte dtypes cannot be one) is read, it is one value."""
+    for name in w.keys():
+        sl = w.get_slice(name)
+        try:
+            _ = sl[:0] if sl.get_shape() else w.get_tensor(name)
+        except Exception as e:  # noqa: BLE001 - whatever the loader would raise is the reason
+            return f"{name!r} of dtype {sl.get_dtype()} ({type(e).__name__}: {str(e)[:120]})"
+    return ""
 
 
 def _held(fh: IO[bytes], path: Path) -> str:

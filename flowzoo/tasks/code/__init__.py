@@ -49,6 +49,53 @@ _SANDBOXES: dict[tuple, Sandbox] = {}
 _SANDBOX_LOCK = threading.Lock()
 
 
+class VerdictMemo:
+    """Remembered verdicts, bounded (oldest out first) and safe to share between threads.
+
+    Why shared: every env makes its own :class:`CodeFamily`, and the samples of one problem
+    are played by different envs (an evaluation's 4 samples, a GRPO group's G), so a memo per
+    family ran the same program on the same tests once per env: at T=0.7 most of a tiny
+    model's programs for a problem are the same text. A verdict is keyed by everything that
+    decides it (:meth:`CodeFamily._memo_key`), so families on a named backend share one."""
+
+    def __init__(self, size: int = 16384) -> None:
+        self.size = size
+        self._d: dict[str, Verdict] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Verdict | None:
+        with self._lock:
+            return self._d.get(key)
+
+    def put(self, key: str, verdict: Verdict) -> None:
+        with self._lock:
+            self._d.pop(key, None)
+            if len(self._d) >= self.size:
+                self._d.pop(next(iter(self._d)))
+            self._d[key] = verdict
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __reduce__(self) -> tuple:
+        """A copy or a pickle of the process's memo is that process's memo; of a private
+        one, an empty one (a memo is a cache: what it forgets is scored again)."""
+        return (_shared_verdicts, ()) if self is _VERDICTS else (VerdictMemo, (self.size,))
+
+
+#: the verdicts of every family on a named backend in this process (a family given its own
+#: sandbox object keeps its own memo: an object's id may be reused once it is gone)
+_VERDICTS = VerdictMemo()
+
+
+def _shared_verdicts() -> VerdictMemo:
+    return _VERDICTS
+
+
 def shared_sandbox(backend: str, options: dict[str, Any] | None = None) -> Sandbox:
     """One sandbox per (backend, options) per process, shared by every env that asks."""
     key = (backend, tuple(sorted((options or {}).items())))
@@ -180,7 +227,7 @@ class CodeFamily:
         self.case_timeout_s = float(case_timeout_s)
         self.time_budget_s = float(time_budget_s)
         self.early_stop = bool(early_stop)
-        self._memo: dict[str, Verdict] = {}
+        self._memo = _VERDICTS if self._backend is not None else VerdictMemo(4096)
 
     @property
     def sandbox(self) -> Sandbox:
@@ -284,14 +331,19 @@ class CodeFamily:
     def score_pairs(self, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
         """Score (task, completion) pairs: each judge round of every program is one
         concurrent ``run_many`` batch (most programs are decided in one round). Memoised per
-        (task, completion), so re-scoring a draft costs nothing."""
+        (task, completion), so re-scoring a draft costs nothing, and a pair that repeats in
+        one call runs once."""
         digests: dict[int, str] = {}  # a task's digest once per call, however many texts
         for t, _ in pairs:
             if id(t) not in digests:
                 digests[id(t)] = _digest([t.id, t.meta])
         keys = [self._memo_key(t, text, digests[id(t)]) for t, text in pairs]
         out: list[Verdict | None] = [self._memo.get(k) for k in keys]
-        todo = [i for i, v in enumerate(out) if v is None]
+        first: dict[str, int] = {}  # a key's first unscored row: the one that runs
+        for i, v in enumerate(out):
+            if v is None:
+                first.setdefault(keys[i], i)
+        todo = list(first.values())
         runs: dict[int, JudgeRun | StdioRun] = {}
         programs: dict[int, str] = {}
         for i in todo:
@@ -319,6 +371,9 @@ class CodeFamily:
         for i in todo:
             if out[i].details.get("status") != "sandbox_error":  # transient: not remembered
                 self._remember(keys[i], out[i])
+        for i, k in enumerate(keys):  # the repeats: their first row's verdict
+            if out[i] is None:
+                out[i] = out[first[k]]
         return out  # type: ignore[return-value]
 
     @staticmethod
@@ -334,9 +389,7 @@ class CodeFamily:
         return Verdict(0.0, False, program, f"bad_tests:{why}"[:200], details)
 
     def _remember(self, key: str, verdict: Verdict) -> None:
-        if len(self._memo) >= 4096:
-            self._memo.pop(next(iter(self._memo)))
-        self._memo[key] = verdict
+        self._memo.put(key, verdict)
 
     def flags(self, task: Task, text: str) -> list[str]:
         """Flags of a completion already scored on ``task``: ``reward_tamper`` when its
