@@ -482,9 +482,15 @@ def _unloadable(w: Any) -> str:
     """The first tensor of an open safetensors file that torch cannot make (its name, dtype
     and why), or "": a dtype the header parser knows and torch does not (``F6_E2M3``) passes
     the header and fails only in the loader. An empty slice builds the tensor's type without
-    reading its data; a scalar (sub-byte dtypes cannot be one) is read, it is one value."""
+    reading its data; a scalar (sub-byte dtypes cannot be one) is read, it is one value. One
+    tensor per (dtype, scalar or not) is made: a header may name a million tensors."""
+    seen: set[tuple[str, bool]] = set()
     for name in w.keys():
         sl = w.get_slice(name)
+        kind = (sl.get_dtype(), not sl.get_shape())
+        if kind in seen:
+            continue
+        seen.add(kind)
         try:
             _ = sl[:0] if sl.get_shape() else w.get_tensor(name)
         except Exception as e:  # noqa: BLE001 - whatever the loader would raise is the reason
