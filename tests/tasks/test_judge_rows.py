@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flowzoo.tasks.base import Task
-from flowzoo.tasks.code import CodeFamily, judge, load_code_file
+from flowzoo.tasks.code import CodeFamily, judge, load_code_file, names, stdio
 from flowzoo.tasks.code.testcode import judge_spec
 
 
@@ -449,3 +449,35 @@ def test_envs_on_one_backend_share_verdicts_and_a_repeat_runs_once(fam, monkeypa
     ran = sum(jobs)
     own = CodeFamily(sandbox=fam.sandbox)  # its own sandbox object: its own memo
     assert own.score(t, good).score == 1.0 and sum(jobs) > ran
+
+
+def test_a_cap_a_user_raises_is_in_the_key_of_a_shared_verdict(fam, monkeypatch):
+    """Verdicts are shared by every env in the process, so a judge-side cap (one a message
+    tells users to raise) must be in the key, or a verdict decided under the old cap
+    outlives it; found by review: none of these were."""
+    t = task(["assert f(1) == 2", "assert f(2) == 3"], tid="caps")
+    right = fence("def f(x):\n    return x + 1")
+    with monkeypatch.context() as m:
+        m.setattr(names, "MAX_CODE_TOKENS", 3)
+        assert fam.score(t, right).reason.startswith("bad_tests")
+    assert CodeFamily(sandbox_options={"timeout_s": 5}).score(t, right).reason == "all_passed"
+    key = fam._memo_key(t, right)
+    for obj, name, value in (
+        (stdio, "CHANNEL_BYTES", 1024),
+        (judge, "FIRST_MAX_ENTRIES", 3),
+        (judge.JudgeRun, "call_timeout_s", 0.5),
+    ):
+        with monkeypatch.context() as m:
+            m.setattr(obj, name, value)
+            assert fam._memo_key(t, right) != key, name
+
+
+def test_flags_outlive_the_shared_memo_turning_over(fam):
+    """An episode reads its turns' flags after scoring; other envs' scoring may have pushed
+    the verdict out of the shared memo by then."""
+    bad = task(["assert f(1) =="], tid="flags-turnover")
+    text = fence("def f(x):\n    return x")
+    assert fam.score(bad, text).reason.startswith("bad_tests")
+    fam._memo.clear()  # turned over by other envs
+    assert fam.flags(bad, text) == ["bad_tests"]
+    assert fam.flags(bad, text + " ") == []

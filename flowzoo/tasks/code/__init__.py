@@ -9,8 +9,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import pkgutil
 import random
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Hashable, Sequence
@@ -18,7 +20,7 @@ from typing import Any
 
 from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
 from flowzoo.tasks.base import Task, Verdict
-from flowzoo.tasks.code import judge, replay_worker
+from flowzoo.tasks.code import judge
 from flowzoo.tasks.code.data import (
     function_tasks,
     humaneval_task,
@@ -94,6 +96,34 @@ _VERDICTS = VerdictMemo()
 
 def _shared_verdicts() -> VerdictMemo:
     return _VERDICTS
+
+
+_SETTING = re.compile(r"_?[A-Z][A-Z0-9_]*")
+#: this package and its modules, by name (those loaded are read)
+_MODULES = (__name__, *sorted(f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__)))
+
+
+def judge_settings() -> tuple:
+    """Every limit the judge side reads at scoring time, as it is now: the upper-case
+    numbers of each loaded module of this package (``names.MAX_CODE_TOKENS``,
+    ``stdio.CHANNEL_BYTES``, ``replay_worker.REPLY_BASE_BYTES`` ...) and the numeric
+    defaults of the judge runs (``JudgeRun.call_timeout_s``, ``StdioRun.max_output``).
+    Collected, not listed: a verdict shared between envs must not outlive a cap a user
+    raised, and a cap added later is in the key without anyone remembering to add it."""
+    out = [
+        (name, k, v)
+        for name in _MODULES
+        if (mod := sys.modules.get(name)) is not None
+        for k, v in vars(mod).items()
+        if _SETTING.fullmatch(k) and isinstance(v, (int, float))
+    ]
+    for cls in (JudgeRun, StdioRun):
+        out += [
+            (cls.__name__, k, v)
+            for k, v in vars(cls).items()
+            if not k.startswith("_") and isinstance(v, (int, float))
+        ]
+    return tuple(out)
 
 
 def shared_sandbox(backend: str, options: dict[str, Any] | None = None) -> Sandbox:
@@ -228,6 +258,7 @@ class CodeFamily:
         self.time_budget_s = float(time_budget_s)
         self.early_stop = bool(early_stop)
         self._memo = _VERDICTS if self._backend is not None else VerdictMemo(4096)
+        self._flagged: dict[str, list[str]] = {}
 
     @property
     def sandbox(self) -> Sandbox:
@@ -298,28 +329,31 @@ class CodeFamily:
             reason = "all_passed" if all_ok else f"{passed}/{n}_passed"
         return Verdict(score, all_ok, program, reason, details)
 
-    def _memo_key(self, task: Task, text: str, task_digest: str | None = None) -> str:
+    def _memo_key(
+        self, task: Task, text: str, task_digest: str | None = None, opts: str | None = None
+    ) -> str:
         """What a remembered verdict is keyed by: everything it depends on - the task (its id
         and every meta field: tests, setup, prompt code, entry point, harness, format,
         tolerance, time limit), the completion, and the options of this family, its sandbox
-        and the judge that decide a verdict."""
-        opts = (
-            self.partial_credit,
-            self.test_timeout_s,
-            self.case_timeout_s,
-            self.time_budget_s,
-            self.early_stop,
-            self._backend,
-            sorted(self.sandbox_options.items(), key=repr),
-            None if self._sandbox is None or self._backend else id(self._sandbox),
-            judge.REPLAY_CALLS,
-            judge.REPLAY_LIMIT_S,
-            replay_worker.GRACE_S,
-            JudgeRun.call_timeout_s,
-            JudgeRun.load_timeout_s,
-            JudgeRun.max_rounds,
+        and the judge that decide a verdict (:meth:`_options_digest`, once per call)."""
+        return _digest(
+            [opts or self._options_digest(), task_digest or _digest([task.id, task.meta]), text]
         )
-        return _digest([opts, task_digest or _digest([task.id, task.meta]), text])
+
+    def _options_digest(self) -> str:
+        return _digest(
+            (
+                judge_settings(),
+                self.partial_credit,
+                self.test_timeout_s,
+                self.case_timeout_s,
+                self.time_budget_s,
+                self.early_stop,
+                self._backend,
+                sorted(self.sandbox_options.items(), key=repr),
+                None if self._sandbox is None or self._backend else id(self._sandbox),
+            )
+        )
 
     def score(self, task: Task, text: str) -> Verdict:
         return self.score_many(task, [text])[0]
@@ -337,7 +371,8 @@ class CodeFamily:
         for t, _ in pairs:
             if id(t) not in digests:
                 digests[id(t)] = _digest([t.id, t.meta])
-        keys = [self._memo_key(t, text, digests[id(t)]) for t, text in pairs]
+        opts = self._options_digest()
+        keys = [self._memo_key(t, text, digests[id(t)], opts) for t, text in pairs]
         out: list[Verdict | None] = [self._memo.get(k) for k in keys]
         first: dict[str, int] = {}  # a key's first unscored row: the one that runs
         for i, v in enumerate(out):
@@ -374,6 +409,7 @@ class CodeFamily:
         for i, k in enumerate(keys):  # the repeats: their first row's verdict
             if out[i] is None:
                 out[i] = out[first[k]]
+        self._note_flags([_digest([digests[id(t)], text]) for t, text in pairs], out)
         return out  # type: ignore[return-value]
 
     @staticmethod
@@ -396,13 +432,26 @@ class CodeFamily:
         program was caught writing to the judge's channel or faking its exit,
         ``judge_limit`` when replaying the tests on its answers was killed at the limit or
         replied past the judge's caps, ``bad_tests`` when the task's tests do not compile."""
-        v = self._memo.get(self._memo_key(task, text))
-        if v is None:
-            return []
+        return list(self._flagged.get(_digest([_digest([task.id, task.meta]), text]), ()))
+
+    @staticmethod
+    def _flags_of(v: Verdict) -> list[str]:
         status = v.details.get("status")
         out = ["reward_tamper"] if v.details.get("tamper") else []
         out += ["judge_limit"] if status in judge.JUDGE_LIMITS else []
         return out + (["bad_tests"] if status == "bad_tests" else [])
+
+    def _note_flags(self, keys: list[str], verdicts: list[Verdict]) -> None:
+        """Keep this family's flags beside the shared memo, which other envs' scoring may
+        turn over before this episode asks: only flagged verdicts are kept (they are rare),
+        the oldest out past 4,096; ``keys`` are (task digest, completion) digests."""
+        for k, v in zip(keys, verdicts, strict=True):
+            got = self._flags_of(v)
+            self._flagged.pop(k, None)
+            if got:
+                if len(self._flagged) >= 4096:
+                    self._flagged.pop(next(iter(self._flagged)))
+                self._flagged[k] = got
 
     def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
         """Behaviour: the values (or error types) the program produced on every test case."""
