@@ -6,6 +6,7 @@ Each class in several variants: a program doing no work scores 0, legit rows sti
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -481,3 +482,6 @@ def test_flags_outlive_the_shared_memo_turning_over(fam):
     fam._memo.clear()  # turned over by other envs
     assert fam.flags(bad, text) == ["bad_tests"]
     assert fam.flags(bad, text + " ") == []
+    kept = pickle.loads(pickle.dumps(fam._flagged))  # an env pickled mid-episode keeps them
+    assert kept._d == fam._flagged._d and kept._d
+    assert pickle.loads(pickle.dumps(fam._memo)) is fam._memo  # the process's verdicts

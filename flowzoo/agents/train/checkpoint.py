@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import pickle
 import shutil
@@ -345,10 +346,13 @@ WEIGHTS_ENTRIES = 100_000
 
 def weight_files(root: Path) -> list[Path]:
     """The ``*.safetensors`` names under ``root``, sorted, at most :data:`WEIGHTS_DEPTH`
-    folders down, no folder link followed. Walked with a stack, not recursion (a deep tree
-    once raised RecursionError from ``rglob`` at the start of a run); a folder holding more
-    than :data:`WEIGHTS_ENTRIES` entries, or one it cannot list, is a ValueError naming it."""
+    folders down, no folder link followed, and every file a ``*.safetensors.index.json`` among
+    them names (the shards the loader opens by name, through links, at any depth, whatever
+    they are called). Walked with a stack, not recursion (a deep tree once raised
+    RecursionError from ``rglob`` at the start of a run); a folder holding more than
+    :data:`WEIGHTS_ENTRIES` entries, or one it cannot list, is a ValueError naming it."""
     found: list[Path] = []
+    indexes: list[Path] = []
     stack, seen = [(root, 0)], 0
     while stack:
         folder, depth = stack.pop()
@@ -369,9 +373,32 @@ def weight_files(root: Path) -> list[Path]:
         for e in entries:
             if e.name.endswith(".safetensors"):
                 found.append(Path(e.path))
+            elif e.name.endswith(".safetensors.index.json"):
+                indexes.append(Path(e.path))
             elif depth < WEIGHTS_DEPTH and e.is_dir(follow_symlinks=False):
                 stack.append((Path(e.path), depth + 1))
-    return sorted(found)
+    for index in indexes:
+        found += _indexed(root, index)
+    return sorted(set(found))
+
+
+def _indexed(root: Path, index: Path) -> list[Path]:
+    """The shard files ``index`` maps tensors to, inside ``root`` (a name leaving it the
+    loader refuses itself); a corrupt index is a ValueError naming it."""
+    try:
+        fh, size = open_regular(index)
+        with fh:
+            if size > HEADER_LIMIT:
+                raise ValueError(f"{size:,} bytes")
+            shards = set(json.loads(fh.read(size))["weight_map"].values())
+        if not all(isinstance(x, str) for x in shards):
+            raise ValueError("a shard name that is not a string")
+    except OSError as e:
+        raise ValueError(f"{index} cannot be read ({e})") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        raise ValueError(f"{index} is not a weights index ({type(e).__name__}: {e})") from None
+    inside = (Path(os.path.normpath(index.parent / x)) for x in sorted(shards))
+    return [p for p in inside if p.is_relative_to(root) and p != root]
 
 
 def _is_folder(root: Path) -> bool:
@@ -465,7 +492,8 @@ def check_weights(folder: str | Path) -> None:
                 # could be a FIFO by then): offsets, dtypes, shapes and the file's length, as
                 # the loader reads them, parsed typed (junk is refused before it is built)
                 with safe_open(_held(fh, f), "pt") as w:
-                    unloadable = _unloadable(w)
+                    header = json.loads(fh.read(n))  # what safe_open just accepted
+                    unloadable = _unloadable(w, header)
         except OSError as e:
             raise ValueError(f"{f} cannot be read ({e})") from None
         except Exception as e:  # noqa: BLE001 - any fault in a file's format is that file's
@@ -478,24 +506,57 @@ def check_weights(folder: str | Path) -> None:
             raise ValueError(f"{f} holds a tensor this torch cannot load: {unloadable}")
 
 
-def _unloadable(w: Any) -> str:
+#: a tensor up to this many bytes is made exactly as the loader makes it (read whole), up to
+#: this many bytes a file; a larger one is judged by a small copy of it (:func:`_probe`)
+EXACT_TENSOR_BYTES = 64 << 10
+EXACT_FILE_BYTES = 64 << 20
+
+
+def _unloadable(w: Any, header: dict) -> str:
     """The first tensor of an open safetensors file that torch cannot make (its name, dtype
-    and why), or "": a dtype the header parser knows and torch does not (``F6_E2M3``) passes
-    the header and fails only in the loader. An empty slice builds the tensor's type without
-    reading its data; a scalar (sub-byte dtypes cannot be one) is read, it is one value. One
-    tensor per (dtype, scalar or not) is made: a header may name a million tensors."""
-    seen: set[tuple[str, bool]] = set()
-    for name in w.keys():
-        sl = w.get_slice(name)
-        kind = (sl.get_dtype(), not sl.get_shape())
-        if kind in seen:
+    and why), or "": a header the parser accepts can still name a dtype torch lacks
+    (``F6_E2M3``), a packed dtype with an odd last dimension (``F4``), or an empty tensor
+    whose shape overflows the reshape — all failing only in the loader. A small tensor
+    (empty ones included) is made by the loader itself; a large one (its shape's product
+    then fits its bytes) by :func:`_probe`, once per kind. Slicing (``[:0]``) is not the
+    loader: it refuses packed dtypes the loader reads."""
+    budget, probed = EXACT_FILE_BYTES, set()
+    for name, spec in header.items():
+        if name == "__metadata__":
             continue
-        seen.add(kind)
+        dtype, shape = spec["dtype"], list(spec["shape"])
+        start, end = spec["data_offsets"]
         try:
-            _ = sl[:0] if sl.get_shape() else w.get_tensor(name)
+            if end - start <= min(EXACT_TENSOR_BYTES, budget):
+                budget -= end - start
+                w.get_tensor(name)
+            elif (kind := (dtype, len(shape), shape[-1] % 8 if shape else -1)) not in probed:
+                probed.add(kind)
+                _probe(dtype, shape, end - start)
         except Exception as e:  # noqa: BLE001 - whatever the loader would raise is the reason
-            return f"{name!r} of dtype {sl.get_dtype()} ({type(e).__name__}: {str(e)[:120]})"
+            return f"{name!r} of dtype {dtype} ({type(e).__name__}: {str(e)[:120]})"
     return ""
+
+
+def _probe(dtype: str, shape: list[int], nbytes: int) -> None:
+    """Load, with safetensors' own loader, a one-tensor file of ``dtype`` shaped like
+    ``shape`` but small: leading dimensions 1, the last kept modulo 8 (the packing rules of
+    sub-byte dtypes are on the last dimension), its bytes in the same ratio to its values."""
+    import tempfile
+
+    from safetensors import safe_open
+
+    last = shape[-1] % 8 + 8
+    small = [1] * (len(shape) - 1) + [last]
+    size = -(-nbytes * last // math.prod(shape))
+    blob = json.dumps({"t": {"dtype": dtype, "shape": small, "data_offsets": [0, size]}})
+    # a file, as the loader reads files (``safetensors.torch.load`` from bytes knows fewer
+    # dtypes than ``safe_open``)
+    with tempfile.NamedTemporaryFile(suffix=".safetensors") as tmp:
+        tmp.write(struct.pack("<Q", len(blob)) + blob.encode() + bytes(size))
+        tmp.flush()
+        with safe_open(tmp.name, "pt") as w:
+            w.get_tensor("t")
 
 
 def _held(fh: IO[bytes], path: Path) -> str:

@@ -16,7 +16,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
 from flowzoo.tasks.base import Task, Verdict
@@ -51,8 +51,12 @@ _SANDBOXES: dict[tuple, Sandbox] = {}
 _SANDBOX_LOCK = threading.Lock()
 
 
-class VerdictMemo:
-    """Remembered verdicts, bounded (oldest out first) and safe to share between threads.
+V = TypeVar("V")
+
+
+class Memo(Generic[V]):
+    """Remembered values by key, bounded (oldest out first) and safe to share between
+    threads: the verdicts (:data:`_VERDICTS`) and each family's flags.
 
     Why shared: every env makes its own :class:`CodeFamily`, and the samples of one problem
     are played by different envs (an evaluation's 4 samples, a GRPO group's G), so a memo per
@@ -62,19 +66,23 @@ class VerdictMemo:
 
     def __init__(self, size: int = 16384) -> None:
         self.size = size
-        self._d: dict[str, Verdict] = {}
+        self._d: dict[str, V] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Verdict | None:
+    def get(self, key: str) -> V | None:
         with self._lock:
             return self._d.get(key)
 
-    def put(self, key: str, verdict: Verdict) -> None:
+    def put(self, key: str, value: V) -> None:
         with self._lock:
             self._d.pop(key, None)
             if len(self._d) >= self.size:
                 self._d.pop(next(iter(self._d)))
-            self._d[key] = verdict
+            self._d[key] = value
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._d.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
@@ -84,18 +92,28 @@ class VerdictMemo:
         return len(self._d)
 
     def __reduce__(self) -> tuple:
-        """A copy or a pickle of the process's memo is that process's memo; of a private
-        one, an empty one (a memo is a cache: what it forgets is scored again)."""
-        return (_shared_verdicts, ()) if self is _VERDICTS else (VerdictMemo, (self.size,))
+        """A copy or a pickle of the process's verdicts is that process's verdicts (in
+        another process, its own); of any other memo, the memo by value (an episode pickled
+        between scoring a turn and reading its flags keeps them)."""
+        if self is _VERDICTS:
+            return (_shared_verdicts, ())
+        with self._lock:
+            return (_memo_of, (self.size, tuple(self._d.items())))
 
 
 #: the verdicts of every family on a named backend in this process (a family given its own
 #: sandbox object keeps its own memo: an object's id may be reused once it is gone)
-_VERDICTS = VerdictMemo()
+_VERDICTS: Memo[Verdict] = Memo()
 
 
-def _shared_verdicts() -> VerdictMemo:
+def _shared_verdicts() -> Memo[Verdict]:
     return _VERDICTS
+
+
+def _memo_of(size: int, items: tuple) -> Memo:
+    memo: Memo = Memo(size)
+    memo._d.update(items)
+    return memo
 
 
 _SETTING = re.compile(r"_?[A-Z][A-Z0-9_]*")
@@ -257,8 +275,8 @@ class CodeFamily:
         self.case_timeout_s = float(case_timeout_s)
         self.time_budget_s = float(time_budget_s)
         self.early_stop = bool(early_stop)
-        self._memo = _VERDICTS if self._backend is not None else VerdictMemo(4096)
-        self._flagged: dict[str, list[str]] = {}
+        self._memo: Memo[Verdict] = _VERDICTS if self._backend is not None else Memo(4096)
+        self._flagged: Memo[list[str]] = Memo(4096)
 
     @property
     def sandbox(self) -> Sandbox:
@@ -432,7 +450,7 @@ class CodeFamily:
         program was caught writing to the judge's channel or faking its exit,
         ``judge_limit`` when replaying the tests on its answers was killed at the limit or
         replied past the judge's caps, ``bad_tests`` when the task's tests do not compile."""
-        return list(self._flagged.get(_digest([_digest([task.id, task.meta]), text]), ()))
+        return list(self._flagged.get(_digest([_digest([task.id, task.meta]), text])) or ())
 
     @staticmethod
     def _flags_of(v: Verdict) -> list[str]:
@@ -446,12 +464,10 @@ class CodeFamily:
         turn over before this episode asks: only flagged verdicts are kept (they are rare),
         the oldest out past 4,096; ``keys`` are (task digest, completion) digests."""
         for k, v in zip(keys, verdicts, strict=True):
-            got = self._flags_of(v)
-            self._flagged.pop(k, None)
-            if got:
-                if len(self._flagged) >= 4096:
-                    self._flagged.pop(next(iter(self._flagged)))
-                self._flagged[k] = got
+            if got := self._flags_of(v):
+                self._flagged.put(k, got)
+            else:
+                self._flagged.discard(k)
 
     def answer_class(self, task: Task, verdict: Verdict) -> Hashable | None:
         """Behaviour: the values (or error types) the program produced on every test case."""

@@ -773,27 +773,6 @@ def test_any_broken_weights_header_is_a_clear_error_naming_the_file(tmp_path, he
         checkpoint.check_weights(tmp_path)
 
 
-@pytest.mark.parametrize("dtype", ["F6_E2M3", "F6_E3M2"])
-def test_a_tensor_torch_cannot_make_is_named_before_anything_loads(tmp_path, dtype):
-    """A dtype safetensors' header parser knows and torch does not passed the header check
-    and failed only in the loader, naming no file; a tensor torch can make still passes."""
-    from safetensors import safe_open
-
-    from flowzoo.agents.train import checkpoint
-
-    f = tmp_path / "model.safetensors"
-    shape = {"shape": [4, 4], "data_offsets": [0, 12]}  # 16 six-bit values: 12 bytes
-    _weights_file(f, json.dumps({"w": {"dtype": dtype, **shape}}).encode(), data=12)
-    with safe_open(str(f), "pt") as w, pytest.raises(Exception, match=dtype):
-        w.get_tensor("w")  # what the loader meets
-    with pytest.raises(ValueError, match=f"model.safetensors holds .* 'w' of dtype {dtype}"):
-        checkpoint.check_weights(tmp_path)
-    ok = {"w": {"dtype": "F8_E8M0", "shape": [12], "data_offsets": [0, 12]}}
-    ok["s"] = {"dtype": "F32", "shape": [], "data_offsets": [12, 16]}  # a scalar
-    _weights_file(f, json.dumps(ok).encode(), data=16)
-    checkpoint.check_weights(tmp_path)
-
-
 def test_recording_weights_never_blocks_nor_reads_past_a_size(tmp_path, monkeypatch):
     """The run's record of its weights opens each file once and reads only its size: a FIFO
     (which blocked ``weights_identity``'s open) is refused by name; a folder holding more
