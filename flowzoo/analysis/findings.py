@@ -11,7 +11,7 @@ from collections import defaultdict
 from statistics import mean
 
 from flowzoo.analysis.readings import capture, norm_around_peak, readings_of, role_norms
-from flowzoo.analysis.stats import t_interval, welch
+from flowzoo.analysis.stats import fisher_exact, t_interval, welch
 
 #: the least evidence a claim is decided on: runs on each compared side, evaluations per run
 MIN_RUNS = 3
@@ -168,8 +168,8 @@ def _falls(pairs: list) -> str | None:
         verdict = gate
     elif fi == fs == 0:
         verdict = "inconclusive (no run rose then fell)"
-    elif abs(fi / ni - fs / ns) * max(ni, ns) <= 1:
-        verdict = "inconclusive (one run apart)"
+    elif (p := fisher_exact(fi, ni, fs, ns)) >= 0.05:
+        verdict = f"inconclusive (counts this far apart by chance: Fisher's exact p = {p:.2f})"
     else:
         verdict = "supported" if fi / ni > fs / ns else "contradicted"
     return (

@@ -107,8 +107,9 @@ def test_report_tables_cliffs_and_findings(tmp_path):
         "higher (95% interval over seeds above 0) in 1/1" in md
     )
     assert (
-        "rises then falls more often in Voting/Orch-Workers** — supported: rose then fell "
-        "isolated 3/3 runs vs shared 0/3" in md
+        "rises then falls more often in Voting/Orch-Workers** — inconclusive (counts this far "
+        "apart by chance: Fisher's exact p = 0.10): rose then fell isolated 3/3 runs vs shared "
+        "0/3" in md
     )
     # the solvers' share (0.8) does not grow: not capture, whatever its size
     assert (
@@ -152,7 +153,7 @@ def test_a_swept_setting_separates_cells_and_one_run_apart_is_inconclusive(tmp_p
     assert sorted(c.key[5] for c in cells) == ["lr=0.0001", "lr=0.0001", "lr=2e-05", "lr=2e-05"]
     md = build_report(tmp_path, window=2).read_text()
     assert "| voting | tiny-s | isolated | full | lr=0.0001 | 3 |" in md
-    assert "inconclusive (one run apart): rose then fell isolated 1/6 runs vs shared 0/6" in md
+    assert "Fisher's exact p = 1.00): rose then fell isolated 1/6 runs vs shared 0/6" in md
 
 
 def test_a_setting_recorded_later_does_not_split_cells(tmp_path):
@@ -444,3 +445,27 @@ def test_amplification_per_rollout_step_beside_per_adam_step(tmp_path):
     assert "per Adam step isolated 1.62e-03 vs shared 8.08e-04" in amp
     assert "per rollout step isolated 1.62e-03 vs shared 3.23e-03" in amp
     assert "(difference -1.62e-03" in amp
+
+
+def test_fall_counts_decide_only_past_chance(tmp_path):
+    """Counts of runs that fell decide the dynamics claim only when Fisher's exact test says
+    they are unlikely by chance: 3 of 3 against 0 of 3 did (a report said "supported" on it),
+    6 of 6 against 0 of 6 does."""
+    from flowzoo.analysis.stats import fisher_exact
+
+    assert fisher_exact(3, 3, 0, 3) == pytest.approx(0.1)  # scipy.stats.fisher_exact's values
+    assert fisher_exact(6, 6, 0, 6) == pytest.approx(0.0021645, rel=1e-4)
+    assert fisher_exact(2, 9, 4, 9) == pytest.approx(0.6199095, rel=1e-6)
+    assert fisher_exact(5, 9, 0, 9) == pytest.approx(0.0294118, rel=1e-5)
+    assert fisher_exact(1, 6, 0, 6) == fisher_exact(3, 6, 2, 6) == 1.0
+    cliff = [(0, 0.40), (3, 0.70), (6, 0.30), (9, 0.20)]
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    for seed in range(6):
+        _fake_run(tmp_path, f"i{seed}", "voting-math", "isolated", seed, rise, sh)
+        _fake_run(tmp_path, f"s{seed}", "voting-math", "shared", seed, cliff, sh)
+    md = build_report(tmp_path, window=2).read_text()
+    assert (
+        "rises then falls more often in Voting/Orch-Workers** — contradicted: rose then fell "
+        "isolated 0/6 runs vs shared 6/6" in md
+    )
