@@ -56,13 +56,7 @@ V = TypeVar("V")
 
 class Memo(Generic[V]):
     """Remembered values by key, bounded (oldest out first) and safe to share between
-    threads: the verdicts (:data:`_VERDICTS`) and each family's flags.
-
-    Why shared: every env makes its own :class:`CodeFamily`, and the samples of one problem
-    are played by different envs (an evaluation's 4 samples, a GRPO group's G), so a memo per
-    family ran the same program on the same tests once per env: at T=0.7 most of a tiny
-    model's programs for a problem are the same text. A verdict is keyed by everything that
-    decides it (:meth:`CodeFamily._memo_key`), so families on a named backend share one."""
+    threads: the verdicts (:data:`_VERDICTS`) and each family's flags."""
 
     def __init__(self, size: int = 16384) -> None:
         self.size = size
@@ -101,8 +95,12 @@ class Memo(Generic[V]):
             return (_memo_of, (self.size, tuple(self._d.items())))
 
 
-#: the verdicts of every family on a named backend in this process (a family given its own
-#: sandbox object keeps its own memo: an object's id may be reused once it is gone)
+#: the verdicts of every family on a named backend in this process. Why shared: every env
+#: makes its own :class:`CodeFamily` and a problem's samples (an evaluation's 4, a GRPO
+#: group's G) are played by different envs, so a memo per family ran the same program on the
+#: same tests once per env; a verdict is keyed by everything that decides it
+#: (:meth:`CodeFamily._memo_key`). A family given its own sandbox object keeps its own memo:
+#: an object's id may be reused once it is gone.
 _VERDICTS: Memo[Verdict] = Memo()
 
 
@@ -423,7 +421,7 @@ class CodeFamily:
             out[i] = self._verdict(pairs[i][0], programs[i], r)
         for i in todo:
             if out[i].details.get("status") != "sandbox_error":  # transient: not remembered
-                self._remember(keys[i], out[i])
+                self._memo.put(keys[i], out[i])
         for i, k in enumerate(keys):  # the repeats: their first row's verdict
             if out[i] is None:
                 out[i] = out[first[k]]
@@ -441,9 +439,6 @@ class CodeFamily:
             "cases": [(False, None, "bad_tests")] * n,
         }
         return Verdict(0.0, False, program, f"bad_tests:{why}"[:200], details)
-
-    def _remember(self, key: str, verdict: Verdict) -> None:
-        self._memo.put(key, verdict)
 
     def flags(self, task: Task, text: str) -> list[str]:
         """Flags of a completion already scored on ``task``: ``reward_tamper`` when its
