@@ -391,14 +391,24 @@ def _indexed(root: Path, index: Path) -> list[Path]:
             if size > HEADER_LIMIT:
                 raise ValueError(f"{size:,} bytes")
             shards = set(json.loads(fh.read(size))["weight_map"].values())
-        if not all(isinstance(x, str) for x in shards):
-            raise ValueError("a shard name that is not a string")
+        bad = [x for x in shards if not isinstance(x, str) or _not_a_file_name(x)]
+        if bad:
+            raise ValueError(f"a shard name that names no file: {bad[0]!r}")
     except OSError as e:
         raise ValueError(f"{index} cannot be read ({e})") from None
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"{index} is not a weights index ({type(e).__name__}: {e})") from None
-    inside = (Path(os.path.normpath(index.parent / x)) for x in sorted(shards))
-    return [p for p in inside if p.is_relative_to(root) and p != root]
+    # compared as the system resolves names: the root normalised too (a `..` in the folder the
+    # user named must not drop every shard); strings, not Paths, for a large index's sake
+    top = os.path.normpath(root) + os.sep
+    inside = (os.path.normpath(os.path.join(index.parent, x)) for x in sorted(shards))
+    return [root / p[len(top) :] for p in inside if p.startswith(top)]  # named from root
+
+
+def _not_a_file_name(name: str) -> bool:
+    """A shard name the loader cannot open as a file but normalising would make one of:
+    empty, ``.``, or ending in a separator (``a.bin/`` is "not a directory" to the system)."""
+    return not name or name.endswith(("/", os.sep)) or os.path.normpath(name) == "."
 
 
 def _is_folder(root: Path) -> bool:
@@ -527,7 +537,7 @@ def _unloadable(w: Any, header: dict) -> str:
         dtype, shape = spec["dtype"], list(spec["shape"])
         start, end = spec["data_offsets"]
         try:
-            if end - start <= min(EXACT_TENSOR_BYTES, budget):
+            if not shape or end - start <= min(EXACT_TENSOR_BYTES, budget):  # a scalar: exact
                 budget -= end - start
                 w.get_tensor(name)
             elif (kind := (dtype, len(shape), shape[-1] % 8 if shape else -1)) not in probed:

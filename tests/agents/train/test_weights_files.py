@@ -97,3 +97,29 @@ def test_a_shard_the_index_names_is_checked_wherever_it_lies(tmp_path, where):
     (model / "model.safetensors.index.json").write_text('{"weight_map": [1]}')
     with pytest.raises(ValueError, match="index.json is not a weights index"):
         checkpoint.check_weights(model)
+
+
+def test_red_team_round_5_scalars_dotted_roots_and_names_that_are_no_file(tmp_path):
+    """A scalar met after the exact-read budget went to the probe (IndexError); a model
+    folder named through `..` dropped every shard from the index; shard names the system
+    cannot open as files ('', '.', 'a.bin/') were tidied into ones it can."""
+    f = tmp_path / "model.safetensors"
+    big = {f"a{i}": ("F32", [16384], [65536 * i, 65536 * (i + 1)]) for i in range(1025)}
+    _file(f, {**big, "z": ("F32", [], [65536 * 1025, 65536 * 1025 + 4])}, 65536 * 1025 + 4)
+    assert _loader_says(f)
+    checkpoint.check_weights(tmp_path)
+    f.unlink()
+    model = tmp_path / "m"
+    model.mkdir()
+    save_file({"w": torch.zeros(2)}, str(model / "part.bin"))
+    (model / "part.bin").write_bytes((model / "part.bin").read_bytes()[:-4])  # truncated
+    (model / "model.safetensors.index.json").write_text('{"weight_map": {"w": "part.bin"}}')
+    dotted = tmp_path / "m" / ".." / "m"
+    with pytest.raises(ValueError, match="part.bin is truncated or corrupt"):
+        checkpoint.check_weights(dotted)
+    assert checkpoint.weights_identity(dotted)["sizes"]  # named from the folder as given
+    for name in ("", ".", "part.bin/"):
+        index = {"weight_map": {"w": name}}
+        (model / "model.safetensors.index.json").write_text(json.dumps(index))
+        with pytest.raises(ValueError, match="names no file"):
+            checkpoint.check_weights(model)
