@@ -11,6 +11,7 @@ from flowzoo.tasks.math import check, verify
 from flowzoo.tasks.math.exact import closed_form, composite, exact_check
 from flowzoo.tasks.math.extract import normalize
 from flowzoo.tasks.math.verify import get_checker
+from flowzoo.tasks.memo import Memo
 from tests.math_pairs import TRICKY_PAIRS, latex_pairs, varied_pairs
 
 
@@ -148,7 +149,7 @@ def test_settled_verdicts_and_timeouts_are_remembered(monkeypatch):
         return True, "symbolic"
 
     monkeypatch.setattr(checker, "check", counted)
-    monkeypatch.setattr(verify, "_MEMO", {})  # whatever earlier tests settled
+    monkeypatch.setattr(verify, "_MEMO", Memo(1 << 16))  # whatever earlier tests settled
     tower = ("\\sqrt{2}", "\\sqrt{2}^{10^{10}}")
     for _ in range(20):  # a group of samples with the same tower
         assert check(*tower, timeout_s=2.0).reason == "timeout"
@@ -163,11 +164,12 @@ def test_settled_verdicts_and_timeouts_are_remembered(monkeypatch):
 
 
 def test_the_memo_is_bounded(monkeypatch):
-    monkeypatch.setattr(verify, "_MEMO", {})
-    monkeypatch.setattr(verify, "_MEMO_MAX", 8)
+    monkeypatch.setattr(verify, "_MEMO", Memo(8))
     for k in range(30):
-        verify._remember((str(k), "x"), (False, "timeout", 3.0))
-    assert len(verify._MEMO) <= 8 and ("29", "x") in verify._MEMO
+        check("1", f"\\frac{{{k}}}{{7}} + \\sqrt{{2}}")  # symbolic verdicts, remembered
+    assert len(verify._MEMO) == 8
+    assert ("1", "\\frac{29}{7} + \\sqrt{2}") in verify._MEMO
+    assert ("1", "\\frac{0}{7} + \\sqrt{2}") not in verify._MEMO
 
 
 def test_exact_integer_arithmetic_is_bounded_in_the_parent():

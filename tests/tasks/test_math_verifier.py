@@ -15,6 +15,7 @@ from flowzoo.tasks.math import (
     verify,
 )
 from flowzoo.tasks.math.verify import SymbolicChecker, SymbolicPool
+from flowzoo.tasks.memo import Memo
 from tests.math_pairs import LOSSLESS_PAIRS, REDTEAM_PAIRS, TRICKY_PAIRS
 
 
@@ -380,7 +381,7 @@ def test_one_check_per_answer_at_a_time(monkeypatch):
         return False, "timeout"
 
     monkeypatch.setattr(verify.get_checker(), "check", slow)
-    monkeypatch.setattr(verify, "_MEMO", {})
+    monkeypatch.setattr(verify, "_MEMO", Memo(1 << 16))
     threads = [threading.Thread(target=verify.symbolic, args=("1", "2^{9^{9}}")) for _ in range(6)]
     threads[0].start()
     entered.wait(10)
@@ -444,7 +445,7 @@ def test_a_chain_shares_one_symbolic_budget(monkeypatch):
         return True, "symbolic"
 
     monkeypatch.setattr(checker, "check", slow)
-    monkeypatch.setattr(verify, "_MEMO", {})
+    monkeypatch.setattr(verify, "_MEMO", Memo(1 << 16))
     pred = " = ".join(f"7 + 0 \\cdot 3^{{{k + 40}}}" for k in range(12))
     t = time.perf_counter()
     v = check("7", pred, timeout_s=1.0)

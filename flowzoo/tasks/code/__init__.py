@@ -16,7 +16,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Hashable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
 from flowzoo.tasks.base import Task, Verdict
@@ -34,6 +34,7 @@ from flowzoo.tasks.code.harness import extract_program
 from flowzoo.tasks.code.judge import JudgeRun
 from flowzoo.tasks.code.stdio import StdioRun
 from flowzoo.tasks.code.testcode import judge_spec
+from flowzoo.tasks.memo import Memo
 
 __all__ = [
     "CodeFamily",
@@ -51,48 +52,12 @@ _SANDBOXES: dict[tuple, Sandbox] = {}
 _SANDBOX_LOCK = threading.Lock()
 
 
-V = TypeVar("V")
-
-
-class Memo(Generic[V]):
-    """Remembered values by key, bounded (oldest out first) and safe to share between
-    threads: the verdicts (:data:`_VERDICTS`) and each family's flags."""
-
-    def __init__(self, size: int = 16384) -> None:
-        self.size = size
-        self._d: dict[str, V] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> V | None:
-        with self._lock:
-            return self._d.get(key)
-
-    def put(self, key: str, value: V) -> None:
-        with self._lock:
-            self._d.pop(key, None)
-            if len(self._d) >= self.size:
-                self._d.pop(next(iter(self._d)))
-            self._d[key] = value
-
-    def discard(self, key: str) -> None:
-        with self._lock:
-            self._d.pop(key, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._d.clear()
-
-    def __len__(self) -> int:
-        return len(self._d)
+class _SharedVerdicts(Memo[str, Verdict]):
+    """The process's verdicts: a copy or a pickle of them is that process's verdicts (in
+    another process, its own), so an env pickled with its family keeps sharing."""
 
     def __reduce__(self) -> tuple:
-        """A copy or a pickle of the process's verdicts is that process's verdicts (in
-        another process, its own); of any other memo, the memo by value (an episode pickled
-        between scoring a turn and reading its flags keeps them)."""
-        if self is _VERDICTS:
-            return (_shared_verdicts, ())
-        with self._lock:
-            return (_memo_of, (self.size, tuple(self._d.items())))
+        return (_shared_verdicts, ())
 
 
 #: the verdicts of every family on a named backend in this process. Why shared: every env
@@ -101,17 +66,11 @@ class Memo(Generic[V]):
 #: same tests once per env; a verdict is keyed by everything that decides it
 #: (:meth:`CodeFamily._memo_key`). A family given its own sandbox object keeps its own memo:
 #: an object's id may be reused once it is gone.
-_VERDICTS: Memo[Verdict] = Memo()
+_VERDICTS: Memo[str, Verdict] = _SharedVerdicts()
 
 
-def _shared_verdicts() -> Memo[Verdict]:
+def _shared_verdicts() -> Memo[str, Verdict]:
     return _VERDICTS
-
-
-def _memo_of(size: int, items: tuple) -> Memo:
-    memo: Memo = Memo(size)
-    memo._d.update(items)
-    return memo
 
 
 _SETTING = re.compile(r"_?[A-Z][A-Z0-9_]*")
@@ -273,8 +232,8 @@ class CodeFamily:
         self.case_timeout_s = float(case_timeout_s)
         self.time_budget_s = float(time_budget_s)
         self.early_stop = bool(early_stop)
-        self._memo: Memo[Verdict] = _VERDICTS if self._backend is not None else Memo(4096)
-        self._flagged: Memo[list[str]] = Memo(4096)
+        self._memo: Memo[str, Verdict] = _VERDICTS if self._backend is not None else Memo(4096)
+        self._flagged: Memo[str, list[str]] = Memo(4096)
 
     @property
     def sandbox(self) -> Sandbox:

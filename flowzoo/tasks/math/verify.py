@@ -40,6 +40,7 @@ from flowzoo.tasks.math.extract import (
     to_number,
     unread,
 )
+from flowzoo.tasks.memo import Memo
 
 DEFAULT_TIMEOUT_S = 3.0
 #: Inputs longer than this are not sent to sympy at all (they are not answers).
@@ -495,22 +496,13 @@ def get_checker() -> SymbolicPool:
 #: G samples repeats its answers, and a problem is scored many times over a run. A timeout is
 #: kept too, so an answer built to exhaust the limit costs it once, not once per sample; it
 #: answers later checks whose limit is no longer than the one it ran out
-_MEMO: dict[tuple[str, str], tuple[bool, str, float]] = {}
-_MEMO_MAX = 1 << 16
+_MEMO: Memo[tuple[str, str], tuple[bool, str, float]] = Memo(1 << 16)
 _MEMO_REASONS = frozenset(
     {"symbolic", "symbolic_mismatch", "unparsed", "guard_magnitude", "timeout"}
 )
-_MEMO_LOCK = threading.Lock()
 #: checks in flight by key: a second asker waits for the first instead of taking a worker
 _PENDING: dict[tuple[str, str], threading.Event] = {}
-
-
-def _remember(key: tuple[str, str], verdict: tuple[bool, str, float]) -> None:
-    with _MEMO_LOCK:
-        if len(_MEMO) >= _MEMO_MAX:  # drop the oldest half (dicts keep insertion order)
-            for k in list(_MEMO)[: _MEMO_MAX // 2]:
-                del _MEMO[k]
-        _MEMO[key] = verdict
+_PENDING_LOCK = threading.Lock()
 
 
 def symbolic(gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool, str]:
@@ -519,7 +511,7 @@ def symbolic(gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool
     limit = checker.timeout_s if timeout_s is None else timeout_s
     key = (gold, pred)
     while True:
-        with _MEMO_LOCK:
+        with _PENDING_LOCK:  # a finished check is remembered before it leaves _PENDING
             hit = _MEMO.get(key)
             if hit is not None and (hit[1] != "timeout" or limit <= hit[2]):
                 return hit[0], hit[1]
@@ -531,10 +523,10 @@ def symbolic(gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool
     try:
         ok, reason = checker.check(gold, pred, timeout_s)
         if reason in _MEMO_REASONS:
-            _remember(key, (ok, reason, limit))
+            _MEMO.put(key, (ok, reason, limit))
         return ok, reason
     finally:
-        with _MEMO_LOCK:
+        with _PENDING_LOCK:
             del _PENDING[key]
         done.set()
 
