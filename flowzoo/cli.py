@@ -257,10 +257,12 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
     from flowzoo.agents.models.recipe import CODE_TESTBED, PretrainConfig, fast_config
+    from flowzoo.agents.models.threads import apply_threads
     from flowzoo.agents.models.tiny import ensure_tiny, ship
 
     if args.code_testbed and (args.fast or args.ship):  # the tests' model; the default recipe
         raise SystemExit("--code-testbed (recipe 11) goes with neither --fast nor --ship")
+    apply_threads(args.threads)  # a build keeps it (its own pick is only the default)
     levers = {"steps": args.steps} if args.steps else {}
     levers |= CODE_TESTBED if args.code_testbed else {}
     for scale in args.scale:
@@ -343,6 +345,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from flowzoo import __version__
+    from flowzoo.agents.models.threads import threads_option
 
     p = _Parser(prog="flowzoo", description=__doc__)
     p.add_argument("--version", action="version", version=f"flowzoo {__version__}")
@@ -403,13 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ones (ood: structure never trained), or both side by side",
     )
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="CPU threads torch may use (0: OMP_NUM_THREADS if set, else the cores this "
-        "process may use: its CPU affinity capped by the cgroup CPU quota)",
-    )
+    threads_option(ev)
     ev.add_argument(
         "--json", default=None, help="results file (default: runs/eval/eval-<time>.json)"
     )
@@ -432,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pt.add_argument("--steps", type=int, default=None)
     pt.add_argument("--cache-dir", default=None)
+    threads_option(pt)
     pt.set_defaults(fn=_cmd_pretrain)
 
     sw = sub.add_parser("sweep", help="run a matrix of training runs (resumable)")

@@ -174,7 +174,7 @@ def test_the_busy_benchmark_reads_the_trainers_thread_line(monkeypatch, capsys):
     from flowzoo.agents.models import threads
 
     before = torch.get_num_threads()
-    monkeypatch.setattr(threads, "_announced", None)
+    monkeypatch.setattr(threads, "_count", None)
     try:
         threads.apply_threads(2)
     finally:

@@ -12,6 +12,7 @@ training side and the model builds (which never import the training loop) use th
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
@@ -183,6 +184,17 @@ def pick_threads(
     return n, why
 
 
+def threads_option(parser: argparse.ArgumentParser) -> None:
+    """The commands' ``--threads`` (``eval``, ``pretrain-tiny``; ``train`` has its config's)."""
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads torch may use (0: OMP_NUM_THREADS if set, else the cores this "
+        "process may use: its CPU affinity capped by the cgroup CPU quota)",
+    )
+
+
 def automatic(requested: int = 0, environ: Mapping[str, str] | None = None) -> bool:
     """Whether :func:`pick_threads` chooses the count itself (no setting, no valid
     ``OMP_NUM_THREADS``): only then may a resume restore the count the run started with."""
@@ -191,16 +203,21 @@ def automatic(requested: int = 0, environ: Mapping[str, str] | None = None) -> b
     return requested == 0 and not (omp.isdigit() and int(omp) > 0)
 
 
-_announced: int | None = None
+#: the count this process set last (announced once)
+_count: int | None = None
 #: this process's automatic pick, (threads, why)
 _auto: tuple[int, str] | None = None
 
 
-def apply_threads(requested: int = 0, announce: bool = True) -> int:
+def apply_threads(requested: int = 0, announce: bool = True, keep: bool = False) -> int:
     """Set torch's thread count from :func:`pick_threads` before any parallel work, and say
     it once (a second call with the same count stays quiet); returns the count. The
-    automatic pick is made once per process (the CLI and the trainer both ask)."""
+    automatic pick is made once per process (the CLI and the trainer both ask). ``keep``:
+    a count this process has already set stands (a model built on first use inside a run
+    keeps the run's ``--threads``)."""
     global _auto
+    if keep and requested == 0 and _count is not None:
+        return _count
     if automatic(requested) and _auto is not None:
         return _set(*_auto, announce)
     n, why = pick_threads(requested)
@@ -216,12 +233,12 @@ def restore(n: int, announce: bool = True) -> int:
 
 
 def _set(n: int, why: str, announce: bool) -> int:
-    global _announced
+    global _count
     import torch
 
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
-    if announce and _announced != n:
+    if announce and _count != n:
         print(f"flowzoo: {n} CPU thread(s) for torch ({why}; --threads sets it)", file=sys.stderr)
-    _announced = n
+    _count = n
     return n

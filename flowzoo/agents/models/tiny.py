@@ -156,7 +156,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     picked up by the next call with the same ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    apply_threads(0, announce=progress)  # the cores this process may use (or OMP_NUM_THREADS)
+    apply_threads(0, announce=progress, keep=True)  # the count this process set, or the cores
     t0 = time.time()
     rows = make_corpus(cfg, progress=progress)
     corpus_s = time.time() - t0

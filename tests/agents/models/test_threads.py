@@ -97,6 +97,39 @@ def test_torch_takes_the_count_and_says_it_once():
     assert said == ["flowzoo: 2 CPU thread(s) for torch (threads setting; --threads sets it)"]
 
 
+@pytest.mark.parametrize("setting, count", [("apply_threads(3)", "3"), ("", "1")])
+def test_a_model_built_inside_a_run_keeps_the_runs_count(tmp_path, setting, count):
+    """A run that set its count (``--threads``, its config's) and then builds its model on
+    first use: the build (a real one, a few steps) keeps the run's count over
+    ``OMP_NUM_THREADS``; with nothing set, the build takes ``OMP_NUM_THREADS`` as before."""
+    pytest.importorskip("torch")
+    code = (
+        "import sys, torch\n"
+        "from flowzoo.agents.models.threads import apply_threads\n"
+        "from flowzoo.agents.models.recipe import fast_config\n"
+        "from flowzoo.agents.models.tiny import pretrain\n"
+        f"{setting}\n"
+        "cfg = fast_config('tiny-s', steps=2, episodes_per_env=5, code_testbed_episodes=5)\n"
+        "pretrain(cfg, sys.argv[1], progress=False)\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["OMP_NUM_THREADS"] = "1"
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True, text=True, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == count
+
+
+def test_pretrain_tiny_takes_threads():
+    """The line every build prints says ``--threads`` sets the count: the command has it."""
+    from flowzoo.cli import build_parser
+
+    args = build_parser().parse_args(["pretrain-tiny", "--scale", "tiny-s", "--threads", "1"])
+    assert args.threads == 1
+
+
 def test_cores_busy_with_other_work_are_left_to_it():
     """Automatic picks leave the cores other work keeps busy (at least one thread); a setting
     or OMP_NUM_THREADS is taken as given whatever the load."""
