@@ -216,8 +216,8 @@ def apply_threads(requested: int = 0, announce: bool = True, keep: bool = False)
     a count this process has already set stands (a model built on first use inside a run
     keeps the run's ``--threads``)."""
     global _auto
-    if keep and requested == 0 and _count is not None:
-        return _count
+    if keep and requested == 0 and _count is not None:  # re-set: torch may have been told since
+        return _set(_count, "the count this process set", announce)
     if automatic(requested) and _auto is not None:
         return _set(*_auto, announce)
     n, why = pick_threads(requested)

@@ -97,7 +97,10 @@ def test_torch_takes_the_count_and_says_it_once():
     assert said == ["flowzoo: 2 CPU thread(s) for torch (threads setting; --threads sets it)"]
 
 
-@pytest.mark.parametrize("setting, count", [("apply_threads(3)", "3"), ("", "1")])
+@pytest.mark.parametrize(
+    "setting, count",
+    [("apply_threads(3)", "3"), ("apply_threads(3); torch.set_num_threads(2)", "3"), ("", "1")],
+)
 def test_a_model_built_inside_a_run_keeps_the_runs_count(tmp_path, setting, count):
     """A run that set its count (``--threads``, its config's) and then builds its model on
     first use: the build (a real one, a few steps) keeps the run's count over
