@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 from pathlib import Path
 from statistics import mean
 
@@ -74,7 +75,8 @@ def main() -> None:
     label, overrides = FAMILY_DEFAULTS[args.family]
     if args.model:
         overrides = {**overrides, "model": args.model}
-        label += f" --model {args.model}"
+        named = re.sub(r"--model \S+", f"--model {args.model}", label)
+        label = named if named != label else f"{label} --model {args.model}"
     cfg = TrainConfig(seed=args.seed, out_dir=args.out, **overrides)
     s = Trainer(cfg).train()
     c, e = s["curve"], s.get("eval", {})
