@@ -75,7 +75,7 @@ def main() -> None:
     label, overrides = FAMILY_DEFAULTS[args.family]
     if args.model:
         overrides = {**overrides, "model": args.model}
-        named = re.sub(r"--model \S+", f"--model {args.model}", label)
+        named = re.sub(r"--model \S+", lambda _: f"--model {args.model}", label)  # no escapes
         label = named if named != label else f"{label} --model {args.model}"
     cfg = TrainConfig(seed=args.seed, out_dir=args.out, **overrides)
     s = Trainer(cfg).train()
