@@ -111,16 +111,17 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
 def drill_phases(cfg: PretrainConfig, env, family: str) -> list[tuple[int, frozenset[str]]]:
     """The drill episodes of ``env`` after its own, as (episodes, roles whose contested turns
     are kept): ``cfg.coordination_drills`` for the drill roles, then ``cfg.role_drills[r]``
-    for each role ``r`` of this env alone; a code env (guarded tasks) gets ``cfg.code_drills``
-    coordination drills and no per-role ones."""
+    for each role ``r`` of this env alone; a code env (guarded tasks only) gets
+    ``cfg.code_drills`` and ``cfg.code_role_drills`` in their place."""
     roles = {env.role_of(a) for a in env.possible_agents}
-    if family != "math":  # the code testbed's coordination drills, where it has any
-        n = cfg.code_drills if cfg.code_tasks == "guarded" else 0
-        return [(n, frozenset(cfg.drill_roles))] if n and set(cfg.drill_roles) & roles else []
+    shared, own = cfg.coordination_drills, cfg.role_drills
+    if family != "math":  # the code testbed's drills, where it has any
+        guarded = cfg.code_tasks == "guarded"
+        shared, own = (cfg.code_drills, cfg.code_role_drills) if guarded else (0, {})
     phases = []
-    if set(cfg.drill_roles) & roles and cfg.coordination_drills:
-        phases.append((cfg.coordination_drills, frozenset(cfg.drill_roles)))
-    phases += [(n, frozenset({r})) for r, n in sorted(cfg.role_drills.items()) if r in roles and n]
+    if set(cfg.drill_roles) & roles and shared:
+        phases.append((shared, frozenset(cfg.drill_roles)))
+    phases += [(n, frozenset({r})) for r, n in sorted(own.items()) if r in roles and n]
     return phases
 
 
@@ -191,6 +192,7 @@ def corpus_fingerprint(cfg: PretrainConfig, episodes: int = 2, pool: int = 200) 
         coordination_drills=min(cfg.coordination_drills, episodes),
         role_drills={r: min(n, episodes) for r, n in cfg.role_drills.items()},
         code_drills=min(cfg.code_drills, episodes),
+        code_role_drills={r: min(n, episodes) for r, n in cfg.code_role_drills.items()},
     )
     return corpus_digest(make_corpus(small))[:16]
 

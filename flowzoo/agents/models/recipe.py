@@ -143,6 +143,10 @@ class PretrainConfig:
     #: extra episodes per code env (where ``code_tasks`` is "guarded") whose contested turns
     #: of ``drill_roles`` are kept: the code side of ``coordination_drills``
     code_drills: int = 0
+    #: extra episodes per code env (where ``code_tasks`` is "guarded"), after ``code_drills``,
+    #: each keeping only that role's contested turns: the code side of ``role_drills``, for a
+    #: role the shared drills and rates leave outside the band (the aggregator)
+    code_role_drills: dict[str, int] = field(default_factory=dict)
     #: the code half of the pretrained base (``base()``): recipe 7's "funcs+stdio", so every
     #: stage since continues one pretrained base per scale and teaches the guarded tasks
     #: itself (a config without a stage, the tests' model, may pretrain on "guarded")
@@ -229,6 +233,7 @@ class PretrainConfig:
             code_tasks=self.base_code_tasks,
             code_shortcut_rates=None,
             code_drills=0,
+            code_role_drills={},
         )
 
     def key(self) -> str:
@@ -251,6 +256,8 @@ class PretrainConfig:
             del d["code_tasks"], d["code_shortcut_rates"], d["code_testbed_episodes"]
         if not d["code_drills"]:  # the keys of builds before code drills
             del d["code_drills"]
+        if not d["code_role_drills"]:  # ... and before per-role code drills
+            del d["code_role_drills"]
         if d["base_code_tasks"] == "funcs+stdio":
             del d["base_code_tasks"]
         # the architecture is part of the key: a changed scale must never load an old model

@@ -174,6 +174,27 @@ def test_code_drills_add_only_contested_coordinating_code_turns():
     assert _small(**kw).base().key() == _small(**kw, code_drills=40).base().key()
 
 
+def test_code_role_drills_add_only_that_roles_contested_turns():
+    """A per-role code drill adds the named role's contested turns after the shared code
+    drills (Eval-Opt's evaluator here, so rows of the other drill roles would show), names a
+    new stage on the same base, and an empty one keeps the recipe's key."""
+    kw = dict(envs=("eval-opt-code",), code_tasks="guarded", code_testbed_episodes=20)
+    plain = Counter(make_corpus(_small(**kw, code_drills=10)))
+    drilled = Counter(make_corpus(_small(**kw, code_drills=10, code_role_drills={"evaluator": 40})))
+    extra = drilled - plain
+    assert not plain - drilled and extra
+    assert all("Role: evaluator" in p for _, p, _ in extra.elements())
+    assert len({c for _, _, c in extra.elements()}) >= 2  # both sides of its menu
+    # a role the env does not have adds nothing
+    other = Counter(make_corpus(_small(**kw, code_drills=10, code_role_drills={"aggregator": 40})))
+    assert other == plain
+    assert _small(**kw).key() == _small(**kw, code_role_drills={}).key()
+    assert _small(**kw).key() != _small(**kw, code_role_drills={"evaluator": 40}).key()
+    assert (
+        _small(**kw).base().key() == _small(**kw, code_role_drills={"evaluator": 40}).base().key()
+    )
+
+
 def test_a_stage_lever_moves_the_stage_key_never_its_base():
     """The stage's own levers (its schedule here) name a new build of the stage and continue
     the same pretrained base: a lever must never send a build back to pretraining."""
