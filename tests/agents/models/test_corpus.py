@@ -176,8 +176,8 @@ def test_code_drills_add_only_contested_coordinating_code_turns():
 
 def test_code_role_drills_add_only_that_roles_contested_turns():
     """A per-role code drill adds the named role's contested turns after the shared code
-    drills (Eval-Opt's evaluator here, so rows of the other drill roles would show), names a
-    new stage on the same base, and an empty one keeps the recipe's key."""
+    drills (Eval-Opt's evaluator here: a drill keeping every contested turn would add the
+    optimizer's too), names a new stage on the same base, and an empty one keeps the key."""
     kw = dict(envs=("eval-opt-code",), code_tasks="guarded", code_testbed_episodes=20)
     plain = Counter(make_corpus(_small(**kw, code_drills=10)))
     drilled = Counter(make_corpus(_small(**kw, code_drills=10, code_role_drills={"evaluator": 40})))
