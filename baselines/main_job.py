@@ -75,8 +75,9 @@ def main() -> None:
     label, overrides = FAMILY_DEFAULTS[args.family]
     if args.model:
         overrides = {**overrides, "model": args.model}
-        named = re.sub(r"--model \S+", lambda _: f"--model {args.model}", label)  # no escapes
-        label = named if named != label else f"{label} --model {args.model}"
+        # counted, not compared: a --model equal to the label's own leaves it unchanged
+        named, n = re.subn(r"--model \S+", lambda _: f"--model {args.model}", label)  # no escapes
+        label = named if n else f"{label} --model {args.model}"
     cfg = TrainConfig(seed=args.seed, out_dir=args.out, **overrides)
     s = Trainer(cfg).train()
     c, e = s["curve"], s.get("eval", {})
