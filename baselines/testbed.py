@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from flowzoo.agents.models.policy import Policy
@@ -50,10 +51,10 @@ def main() -> None:
         }
     else:
         got = measure_base(policy, args.problems, args.family)
-    # testbed-tiny-s.json (math), testbed-tiny-s-code.json (the code family; for the code
-    # testbed's build, tiny-s-code: its code readings, and -math for its math ones)
+    # testbed-tiny-s.json (math), testbed-tiny-s-code.json (the code family; for a code
+    # testbed's build, tiny-s-code or tiny-s-code12: its code readings, -math its math ones)
     name = Path(args.model).name
-    if name.endswith("-code"):
+    if re.search(r"-code\d*$", name):
         name += "-math" if args.family == "math" else ""
     elif args.family == "code":
         name += "-code"

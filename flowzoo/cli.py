@@ -11,11 +11,12 @@ import contextlib
 import json
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from flowzoo.cli_help import Parser
 
 
 def _cmd_envs(args: argparse.Namespace) -> int:
@@ -256,15 +257,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.agents.models.recipe import CODE_TESTBED, PretrainConfig, fast_config
+    from flowzoo.agents.models.recipe import (
+        CODE_TESTBED,
+        CODE_TESTBED_12,
+        PretrainConfig,
+        fast_config,
+    )
     from flowzoo.agents.models.threads import apply_threads
     from flowzoo.agents.models.tiny import ensure_tiny, ship
 
     if args.code_testbed and (args.fast or args.ship):  # the tests' model; the default recipe
-        raise SystemExit("--code-testbed (recipe 11) goes with neither --fast nor --ship")
+        raise SystemExit("--code-testbed (recipe 11 or 12) goes with neither --fast nor --ship")
     apply_threads(args.threads)  # a build keeps it (its own pick is only the default)
     levers = {"steps": args.steps} if args.steps else {}
-    levers |= CODE_TESTBED if args.code_testbed else {}
+    levers |= {0: {}, 11: CODE_TESTBED, 12: CODE_TESTBED_12}[args.code_testbed]
     for scale in args.scale:
         cfg = fast_config(scale) if args.fast else PretrainConfig(scale=scale, **levers)
         t = time.time()
@@ -311,43 +317,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-#: reStructuredText markup of docstrings and config help: ``literal``, :role:`target`
-_RST = re.compile(r":[a-z]+:`~?([^`]+)`|``([^`]+)``")
-
-
-def plain(text: str) -> str:
-    """Help text as a terminal shows it: RST literals and roles (written for the docs) as
-    their bare text."""
-    return _RST.sub(lambda m: m.group(1) or m.group(2), text)
-
-
-class _Formatter(argparse.HelpFormatter):
-    """Every description and flag help goes through :func:`plain` here, the one place help
-    is rendered, whoever wrote it (a docstring, a ``TrainConfig`` field's metadata)."""
-
-    def _format_text(self, text: str) -> str:
-        return super()._format_text(plain(text))
-
-    def _expand_help(self, action: argparse.Action) -> str:
-        return plain(super()._expand_help(action))
-
-
-class _Parser(argparse.ArgumentParser):
-    """No abbreviated flags: ``--step 3`` is an error, not ``--steps 3``, so a new flag can
-    never silently change what an old command line meant; help without RST markup.
-    Subcommands inherit the class."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
-
-
 def build_parser() -> argparse.ArgumentParser:
     from flowzoo import __version__
     from flowzoo.agents.models.threads import threads_option
 
-    p = _Parser(prog="flowzoo", description=__doc__)
+    p = Parser(prog="flowzoo", description=__doc__)
     p.add_argument("--version", action="version", version=f"flowzoo {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("envs", help="list environment ids, PettingZoo ids and agents")
@@ -421,7 +395,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="repeatable; default: every scale (with --fast: tiny-s)",
     )
     pt.add_argument("--fast", action="store_true", help="seconds-scale run for tests")
-    pt.add_argument("--code-testbed", action="store_true", help="the code testbed (tiny-s-code)")
+    pt.add_argument(
+        "--code-testbed",
+        nargs="?",
+        type=int,
+        const=11,
+        default=0,
+        choices=(11, 12),
+        help="the code testbed: recipe 11 (tiny-s-code, the default) or 12 (tiny-s-code12)",
+    )
     pt.add_argument(
         "--ship",
         action="store_true",

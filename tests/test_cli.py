@@ -100,10 +100,29 @@ def test_help_shows_no_rst_markup():
     assert "flowzoo command line: train, eval," in " ".join(root.split())
 
 
+@pytest.mark.parametrize(("flags", "name"), [([], "tiny-s-code"), (["12"], "tiny-s-code12")])
+def test_pretrain_tiny_builds_the_code_recipe_it_names(flags, name, monkeypatch):
+    """`--code-testbed` builds recipe 11 (the config ``tiny-s-code`` names), `--code-testbed
+    12` recipe 12 (``tiny-s-code12``), whatever flag follows it."""
+    from flowzoo.agents.models import tiny
+    from flowzoo.agents.models.recipe import named_config
+
+    asked = []
+
+    def stop(cfg, **_):
+        asked.append(cfg)
+        raise KeyboardInterrupt  # before anything is built
+
+    monkeypatch.setattr(tiny, "ensure_tiny", stop)
+    main(["pretrain-tiny", "--code-testbed", *flags, "--scale", "tiny-s", "--threads", "1"])
+    assert [c.key() for c in asked] == [named_config(name).key()]
+
+
+@pytest.mark.parametrize("recipe", [[], ["12"]])
 @pytest.mark.parametrize("extra", [["--fast"], ["--ship"]])
-def test_the_code_testbed_is_neither_the_tests_model_nor_shipped(extra, capsys):
-    """`pretrain-tiny --code-testbed` builds recipe 11; with --fast it would silently build
-    the tests' model, with --ship it would replace the shipped default: both refused before
-    anything is built."""
+def test_the_code_testbed_is_neither_the_tests_model_nor_shipped(extra, recipe, capsys):
+    """`pretrain-tiny --code-testbed [12]` builds recipe 11 (or 12); with --fast it would
+    silently build the tests' model, with --ship it would replace the shipped default: both
+    refused before anything is built."""
     with pytest.raises(SystemExit, match="--code-testbed"):
-        main(["pretrain-tiny", "--scale", "tiny-s", "--code-testbed", *extra])
+        main(["pretrain-tiny", "--scale", "tiny-s", "--code-testbed", *recipe, *extra])

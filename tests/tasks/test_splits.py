@@ -147,6 +147,9 @@ def test_the_pretraining_corpus_holds_no_held_out_problem(family, spaces):
 
         tb = named_config("tiny-s-code")
         assert tb is not None and tb.code_tasks == "guarded"
+        r12 = named_config("tiny-s-code12")  # recipe 12 draws the same pool
+        assert r12 is not None
+        assert (r12.corpus_tasks, r12.seed, r12.code_tasks) == (tb.corpus_tasks, 0, "guarded")
         pool = corpus_tasks("code", tb.corpus_tasks, tb.seed, tb.code_tasks)
         names: tuple[str, ...] = ("guarded", "funcs", "stdio")
         family = "code"

@@ -71,7 +71,7 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
             pools[family] = corpus_tasks(family, cfg.corpus_tasks, cfg.seed, cfg.code_tasks)
         pool = pools[family]
         env = make_env(env_id, dataset=pool, **cfg.env_options.get(env_id, {}))
-        pseed = cfg.seed * 1000 + k
+        pseed = cfg.stage_seed * 1000 + k
         testbed = family == "math" or cfg.code_tasks == "guarded"
         rates = cfg.role_shortcut_rates if family == "math" else cfg.code_shortcut_rates
         pol = (
@@ -91,7 +91,9 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
             targets = getattr(pol, "targets", {})
             targets.clear()
             getattr(pol, "contested", set()).clear()
-            play_episode(env, pol, seed=cfg.seed * 1_000_003 + i, options={"task_id": task.id})
+            play_episode(
+                env, pol, seed=cfg.stage_seed * 1_000_003 + i, options={"task_id": task.id}
+            )
             log = env.turn_log()
             keep = (
                 range(len(log))

@@ -61,7 +61,7 @@ def train_loop(
     written by the same recipe (``cfg.key()``). Returns the per-step losses."""
     from tqdm import tqdm
 
-    rng = random.Random(cfg.seed)
+    rng = random.Random(cfg.stage_seed)
     start, losses = 0, []
     order: list[int] = []
     state: dict = {}

@@ -100,8 +100,23 @@ CODE_TESTBED: dict[str, Any] = {
         "worker": 0.3,
     },
 }
-#: the suffix of a model name that builds a scale with :data:`CODE_TESTBED`
-CODE_SUFFIX = "-code"
+#: recipe 12 (docs/testbed-code.md, "Recipe 12"): recipe 11 with the aggregator's rule
+#: drilled (2,500 episodes of its own contested turns, its corpus shortcut 0.27 -> 0.08:
+#: recipe 11's aggregator read 0.21) and the solver's and optimizer's rates nudged to hold
+#: them in band beside it (0.48, 0.47). A recipe of its own, ``<scale>-code12``, because every
+#: code result before it is recipe 11's and its name must keep building recipe 11
+CODE_TESTBED_12: dict[str, Any] = {
+    **CODE_TESTBED,
+    "code_shortcut_rates": {
+        **CODE_TESTBED["code_shortcut_rates"],
+        "aggregator": 0.08,
+        "solver": 0.48,
+        "optimizer": 0.47,
+    },
+    "code_role_drills": {"aggregator": 2500},
+}
+#: the suffix of a model name -> the code recipe it builds at that scale
+CODE_RECIPES: dict[str, dict[str, Any]] = {"-code": CODE_TESTBED, "-code12": CODE_TESTBED_12}
 #: what the code half of a corpus can be (``PretrainConfig.code_tasks``)
 CODE_TASKS = ("guarded", "funcs+stdio")
 CODE_ENVS = study_envs("code")
@@ -165,6 +180,10 @@ class PretrainConfig:
     #: a constant-lr stage wherever the last steps' noise left it, 0.24 or 0.57 from the same
     #: corpus rate; an annealed stage ends near the corpus's own mixture
     midtrain_decay: bool = True
+    #: the stage's own seed: its behaviour draws and batch order, not the pools and not the
+    #: base (0: the base's ``seed``, every build before it). Two builds of one recipe that
+    #: differ only here measure how far a role's base rate moves from stage to stage
+    midtrain_seed: int = 0
     #: per-role shortcut rates of the mid-training corpus over ``shortcut_rate`` (None: the
     #: expert's defaults, ``flowzoo.envs.scripted.SHORTCUT_RATES``; the default: the recipe's
     #: ``MIDTRAIN_SHORTCUT_RATES`` with the scale's ``MIDTRAIN_SCALE_RATES``)
@@ -201,6 +220,8 @@ class PretrainConfig:
         if self.scale not in SCALES:
             raise ValueError(f"unknown tiny scale {self.scale!r}; valid: {', '.join(SCALES)}")
         self.envs = tuple(self.envs)
+        if self.midtrain_seed and not self.midtrain_steps:  # it would re-seed pretraining
+            raise ValueError("midtrain_seed seeds a mid-training stage; this config has none")
         for name in ("code_tasks", "base_code_tasks"):
             if getattr(self, name) not in CODE_TASKS:
                 raise ValueError(
@@ -234,7 +255,14 @@ class PretrainConfig:
             code_shortcut_rates=None,
             code_drills=0,
             code_role_drills={},
+            midtrain_seed=0,
         )
+
+    @property
+    def stage_seed(self) -> int:
+        """The seed of the corpus's behaviour draws and of the batch order: ``seed`` unless
+        ``midtrain_seed`` asks for another stage of the same recipe."""
+        return self.seed + 7919 * self.midtrain_seed
 
     def key(self) -> str:
         d = dataclasses.asdict(self)
@@ -258,6 +286,8 @@ class PretrainConfig:
             del d["code_drills"]
         if not d["code_role_drills"]:  # ... and before per-role code drills
             del d["code_role_drills"]
+        if not d["midtrain_seed"]:
+            del d["midtrain_seed"]
         if d["base_code_tasks"] == "funcs+stdio":
             del d["base_code_tasks"]
         # the architecture is part of the key: a changed scale must never load an old model
@@ -269,13 +299,13 @@ class PretrainConfig:
 
 def named_config(name: str) -> PretrainConfig | None:
     """The recipe a tiny model name stands for: a scale (``tiny-s``: the default recipe) or a
-    scale with :data:`CODE_SUFFIX` (``tiny-s-code``: the code testbed); None for any other
-    name (a local path)."""
+    scale with a suffix of :data:`CODE_RECIPES` (``tiny-s-code``: the code testbed, recipe 11;
+    ``tiny-s-code12``: recipe 12); None for any other name (a local path)."""
     if name in SCALES:
         return PretrainConfig(scale=name)
-    scale = name.removesuffix(CODE_SUFFIX)
-    if name.endswith(CODE_SUFFIX) and scale in SCALES:
-        return PretrainConfig(scale=scale, **CODE_TESTBED)
+    for suffix, levers in CODE_RECIPES.items():
+        if name.endswith(suffix) and name.removesuffix(suffix) in SCALES:
+            return PretrainConfig(scale=name.removesuffix(suffix), **levers)
     return None
 
 

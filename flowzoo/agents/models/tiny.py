@@ -33,7 +33,7 @@ from flowzoo.agents.models.chat import CHAT_TEMPLATE, add_chat_template, has_cha
 from flowzoo.agents.models.corpus import corpus_digest, corpus_fingerprint, make_corpus
 from flowzoo.agents.models.pretrain_loop import train_loop
 from flowzoo.agents.models.recipe import (
-    CODE_SUFFIX,
+    CODE_RECIPES,
     RECIPE_VERSION,
     SCALES,
     PretrainConfig,
@@ -426,6 +426,6 @@ def resolve_model(model: str, fast: bool = False) -> str:
     if not Path(model).exists():
         raise FileNotFoundError(
             f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}), a scale's code "
-            f"testbed ({', '.join(s + CODE_SUFFIX for s in SCALES)}) nor a local path"
+            f"testbed ({', '.join(s + x for x in CODE_RECIPES for s in SCALES)}) nor a local path"
         )
     return model

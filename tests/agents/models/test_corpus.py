@@ -7,9 +7,11 @@ import dataclasses
 import re
 from collections import Counter
 
+import pytest
+
 import flowzoo
 from flowzoo.agents.models.corpus import make_corpus
-from flowzoo.agents.models.recipe import PretrainConfig
+from flowzoo.agents.models.recipe import PretrainConfig, named_config
 from flowzoo.envs.scripted import BehaviourPolicy, play_episode
 
 
@@ -205,6 +207,63 @@ def test_a_stage_lever_moves_the_stage_key_never_its_base():
     assert PretrainConfig(scale="tiny-s", midtrain_steps=0, midtrain_decay=True).key() == (
         PretrainConfig(scale="tiny-s", midtrain_steps=0, midtrain_decay=False).key()
     )
+
+
+def test_a_stage_seed_redraws_the_stage_on_the_same_pools_and_base():
+    """``midtrain_seed`` names another stage of the same recipe: its behaviour draws differ
+    on the same problems (the pools are the base's, so the split stays disjoint), the base
+    is unchanged, and 0 keeps every key built before it."""
+    one, two = _small(), _small(midtrain_seed=1)
+    assert one.key() == _small(midtrain_seed=0).key()
+    assert one.key() != two.key() and one.base().key() == two.base().key()
+    a, b = make_corpus(one), make_corpus(two)
+    assert a != b
+    problems = [
+        {m.group(1) for _, p, _ in c if (m := re.search(r"Problem: (.*)", p))} for c in (a, b)
+    ]
+    assert problems[0] == problems[1]  # the same problems, their behaviour drawn again
+
+
+def test_a_stage_seed_reorders_the_stage_batches(tmp_path):
+    """The stage's batch order follows ``stage_seed``: one step of the same initial model on
+    the same examples sees another first batch under another stage seed, the same one under
+    the same seed (a real tiny-s network, a handful of rows; no build)."""
+    import random
+
+    import torch
+
+    from flowzoo.agents.models.pretrain_loop import train_loop
+    from flowzoo.agents.models.tiny import build_model
+
+    rows = random.Random(0)
+    examples = [([rows.randrange(1, 40) for _ in range(12)], 4) for _ in range(32)]
+
+    def first_loss(midtrain_seed: int) -> float:
+        cfg = PretrainConfig(scale="tiny-s", batch_size=4, midtrain_seed=midtrain_seed)
+        model = build_model("tiny-s", 40, 16, seed=0)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return train_loop(
+            model, opt, examples, 0, cfg, 1, lambda _: 1e-3, tmp_path / "c.pt", False, ""
+        )[0]
+
+    assert first_loss(0) == first_loss(0)
+    assert first_loss(1) != first_loss(0)
+    with pytest.raises(ValueError, match="midtrain_seed"):  # no stage: it would re-seed pretraining
+        PretrainConfig(scale="tiny-s", midtrain_steps=0, midtrain_seed=1)
+
+
+def test_each_code_recipe_has_its_own_name_on_one_base():
+    """``tiny-s-code`` keeps building recipe 11 (every code result before recipe 12 names
+    it), ``tiny-s-code12`` builds recipe 12; both continue the same pretrained base, and a
+    name of neither form is a path."""
+    r11, r12 = named_config("tiny-s-code"), named_config("tiny-s-code12")
+    assert r11 is not None and r12 is not None
+    # the keys the committed calibration records name their builds by
+    assert (r11.key(), r12.key()) == ("ea95c21dfc63", "04dd371918a9")
+    assert dataclasses.replace(r12, midtrain_seed=1).key() == "122bf57e1f8d"
+    assert r12.base().key() == r11.base().key() == named_config("tiny-s").base().key()
+    assert r12.code_role_drills == {"aggregator": 2500} and not r11.code_role_drills
+    assert named_config("tiny-s-code13") is None and named_config("tiny-x-code12") is None
 
 
 def test_the_mid_training_stage_continues_its_base_and_resumes(tiny_model, tmp_path):
