@@ -104,7 +104,8 @@ class TrainConfig:
     model: str = _f(
         "tiny-s",
         "tiny-s | tiny-m | tiny-l | tiny-s-code (a scale's code testbed, built on first use; "
-        "tiny-s-code12: its recipe 12) | a local Hugging Face checkpoint path",
+        "tiny-s-code12: its recipe 12; any of these with -stageN: another behaviour stage of "
+        "its recipe) | a local Hugging Face checkpoint path",
     )
     param: str = _f("full", "train all weights, or a LoRA adapter per policy", ("full", "lora"))
     lora_r: int = _f(64, "LoRA rank", lo=1, hi=4096)

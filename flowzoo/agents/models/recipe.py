@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -300,13 +301,23 @@ class PretrainConfig:
 def named_config(name: str) -> PretrainConfig | None:
     """The recipe a tiny model name stands for: a scale (``tiny-s``: the default recipe) or a
     scale with a suffix of :data:`CODE_RECIPES` (``tiny-s-code``: the code testbed, recipe 11;
-    ``tiny-s-code12``: recipe 12); None for any other name (a local path)."""
-    if name in SCALES:
-        return PretrainConfig(scale=name)
+    ``tiny-s-code12``: recipe 12), either followed by ``-stageN``: another behaviour stage of
+    the same recipe (``midtrain_seed=N``; ``-stage0`` is the bare name). None for any other
+    name (a local path). Why a name: a sweep file that compares stages stays portable."""
+    stem, stage = name, 0
+    if (m := re.fullmatch(r"(.+)-stage(\d+)", name)) is not None:
+        stem, stage = m.group(1), int(m.group(2))
+    cfg = None
+    if stem in SCALES:
+        cfg = PretrainConfig(scale=stem)
     for suffix, levers in CODE_RECIPES.items():
-        if name.endswith(suffix) and name.removesuffix(suffix) in SCALES:
-            return PretrainConfig(scale=name.removesuffix(suffix), **levers)
-    return None
+        if stem.endswith(suffix) and stem.removesuffix(suffix) in SCALES:
+            cfg = PretrainConfig(scale=stem.removesuffix(suffix), **levers)
+    if cfg is None or not stage:
+        return cfg
+    if not cfg.midtrain_steps:
+        raise ValueError(f"{name!r}: the recipe of {stem!r} has no behaviour stage to re-seed")
+    return dataclasses.replace(cfg, midtrain_seed=stage)
 
 
 def fast_config(scale: str = "tiny-s", **kw) -> PretrainConfig:

@@ -417,7 +417,8 @@ def ensure_tiny(
 
 def resolve_model(model: str, fast: bool = False) -> str:
     """A model argument as the CLI takes it: a tiny scale name (built on first use), a
-    scale's code testbed (``tiny-s-code``, built on first use) or a local checkpoint path."""
+    scale's code testbed (``tiny-s-code``, built on first use), either with ``-stageN`` (another
+    behaviour stage of its recipe) or a local checkpoint path."""
     if model in SCALES:
         return str(ensure_tiny(model, fast=fast))
     cfg = None if fast else named_config(model)
@@ -426,6 +427,7 @@ def resolve_model(model: str, fast: bool = False) -> str:
     if not Path(model).exists():
         raise FileNotFoundError(
             f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}), a scale's code "
-            f"testbed ({', '.join(s + x for x in CODE_RECIPES for s in SCALES)}) nor a local path"
+            f"testbed ({', '.join(s + x for x in CODE_RECIPES for s in SCALES)}), either with "
+            "-stageN, nor a local path"
         )
     return model

@@ -11,7 +11,7 @@ import pytest
 
 import flowzoo
 from flowzoo.agents.models.corpus import make_corpus
-from flowzoo.agents.models.recipe import PretrainConfig, named_config
+from flowzoo.agents.models.recipe import CODE_RECIPES, PretrainConfig, named_config
 from flowzoo.envs.scripted import BehaviourPolicy, play_episode
 
 
@@ -264,6 +264,23 @@ def test_each_code_recipe_has_its_own_name_on_one_base():
     assert r12.base().key() == r11.base().key() == named_config("tiny-s").base().key()
     assert r12.code_role_drills == {"aggregator": 2500} and not r11.code_role_drills
     assert named_config("tiny-s-code13") is None and named_config("tiny-x-code12") is None
+
+
+def test_a_stage_name_is_another_stage_of_the_same_recipe():
+    """``tiny-s-code12-stage2`` is recipe 12 with ``midtrain_seed=2`` (the build the committed
+    stage records name), ``-stage0`` the bare name; a name's stem must be a recipe, and a
+    recipe with no behaviour stage has nothing to re-seed."""
+    r12 = named_config("tiny-s-code12")
+    assert named_config("tiny-s-code12-stage0") == r12
+    s2 = named_config("tiny-s-code12-stage2")
+    assert s2 == dataclasses.replace(r12, midtrain_seed=2) and s2.key() == "469116f8a307"
+    assert named_config("tiny-s-code-stage1").midtrain_seed == 1
+    assert named_config("tiny-s-code-stage1").key() != named_config("tiny-s-code").key()
+    assert named_config("tiny-x-code12-stage1") is None and named_config("my-stage1") is None
+    with pytest.raises(ValueError, match="no behaviour stage"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(CODE_RECIPES, "-flat", {"midtrain_steps": 0})
+            named_config("tiny-s-flat-stage1")
 
 
 def test_the_mid_training_stage_continues_its_base_and_resumes(tiny_model, tmp_path):
