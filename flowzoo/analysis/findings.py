@@ -11,7 +11,7 @@ from collections import defaultdict
 from statistics import mean
 
 from flowzoo.analysis.readings import capture, norm_around_peak, readings_of, role_norms
-from flowzoo.analysis.stats import fisher_exact, t_interval, welch
+from flowzoo.analysis.stats import stratified_exact, t_interval, welch
 
 #: the least evidence a claim is decided on: runs on each compared side, evaluations per run
 MIN_RUNS = 3
@@ -159,22 +159,46 @@ def _falls(pairs: list) -> str | None:
     par = [(i, s) for i, s in pairs if i.key[1] in ("voting", "orch-workers")]
     if not par:
         return None
-    fi = sum(i.count("rose then fell") for i, _ in par)
-    fs = sum(s.count("rose then fell") for _, s in par)
-    ni = sum(len(i.traj) for i, _ in par)
-    ns = sum(len(s.traj) for _, s in par)
+    tables = [
+        (i.count("rose then fell"), len(i.traj), s.count("rose then fell"), len(s.traj))
+        for i, s in par
+    ]
+    fi, ni, fs, ns = (sum(t[j] for t in tables) for j in range(4))
+    # each matched pair is a stratum: pooling cells of several builds into one table would
+    # compare the builds too (recipe 11 and 12 fell opposite ways at one lr)
+    strata = [(i, s, t) for (i, s), t in zip(par, tables, strict=True) if t[0] + t[2]]
+    p, expected = stratified_exact(tables)
+    test = "Fisher's exact" if len(strata) <= 1 else "the exact test stratified by cell:"
     gate = too_little([i for i, _ in par]) or too_little([s for _, s in par])
     if gate:
         verdict = gate
     elif fi == fs == 0:
         verdict = "inconclusive (no run rose then fell)"
-    elif (p := fisher_exact(fi, ni, fs, ns)) >= 0.05:
-        verdict = f"inconclusive (counts this far apart by chance: Fisher's exact p = {p:.2f})"
+    elif p >= 0.05:
+        verdict = f"inconclusive (counts this far apart by chance: {test} p = {p:.2f})"
     else:
-        verdict = "supported" if fi / ni > fs / ns else "contradicted"
+        verdict = "supported" if fi > expected else "contradicted"
+        verdict += "" if len(strata) <= 1 else f" ({test} p = {p:.3f})"
+    by_cell = ""
+    if len(strata) > 1:
+        more = sum(a * n2 > b * n1 for _, _, (a, n1, b, n2) in strata)
+        less = sum(a * n2 < b * n1 for _, _, (a, n1, b, n2) in strata)
+        by_cell = (
+            f"; by cell (isolated vs shared), isolated fell more often in {more} and less often "
+            f"in {less} of the {len(strata)} cells with a fall: "
+            + "; ".join(
+                " ".join(
+                    x
+                    for x in (f"{i.key[1]}-{i.key[0]}", *i.key[2:3], *i.key[4:6])
+                    if x not in ("", "-", "full")
+                )
+                + f" {a}/{n1} vs {b}/{n2}"
+                for i, _, (a, n1, b, n2) in strata
+            )
+        )
     return (
         f"**Isolated-Policy rises then falls more often in Voting/Orch-Workers** — {verdict}: "
-        f"rose then fell isolated {fi}/{ni} runs vs shared {fs}/{ns}."
+        f"rose then fell isolated {fi}/{ni} runs vs shared {fs}/{ns}{by_cell}."
     )
 
 

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from flowzoo.agents.train.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
+from flowzoo.analysis.findings import findings
 from flowzoo.analysis.records import read_metrics
 from flowzoo.analysis.report import build_report, cell_stats, load_runs
 
@@ -325,7 +326,6 @@ def test_the_control_is_decided_per_workflow_and_can_contradict(tmp_path, single
     """Voting trained to 0.60 against the single agent trained the same way: above a single
     agent that ends at 0.45 (supported), clearly below one that ends at 0.70 (contradicted,
     not merely "not supported"); paired by seed, with the numbers."""
-    from flowzoo.analysis.findings import findings
 
     sh = {"solver": 0.8, "aggregator": 0.2}
     for seed in range(3):
@@ -354,7 +354,6 @@ def test_the_compute_matched_control_is_the_single_agent_given_as_many_turns(
     """Voting samples 256 turns a step; the single agent trained the same way samples 64 and
     ends below it; the one given 4x the problems samples 256 and is the compute-matched
     control, whose verdict can come out either way."""
-    from flowzoo.analysis.findings import findings
 
     sh = {"solver": 0.8, "aggregator": 0.2}
     for seed in range(3):
@@ -407,7 +406,6 @@ def _amplification(tmp_path, iso_along: float, iso_steps=None, shared_steps=None
     """The amplification finding of 3 matched Voting seeds a side (Shared: update length
     1e-3 along the solvers' direction; Isolated: ``iso_along``), with each policy's Adam
     steps per rollout step where given."""
-    from flowzoo.analysis.findings import findings
 
     rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
     sh = {"solver": 0.8, "aggregator": 0.2}
@@ -469,3 +467,58 @@ def test_fall_counts_decide_only_past_chance(tmp_path):
         "rises then falls more often in Voting/Orch-Workers** — contradicted: rose then fell "
         "isolated 0/6 runs vs shared 6/6" in md
     )
+
+
+def test_the_stratified_test_is_the_exact_law_of_the_pooled_count():
+    """Checked against brute force: every outcome of two strata with their margins fixed,
+    weighted by the product of hypergeometric chances; p sums the outcomes (by first-side
+    total) no likelier than the one seen."""
+    import itertools
+    import math
+
+    from flowzoo.analysis.stats import stratified_exact
+
+    tables = [(5, 9, 2, 7), (1, 4, 3, 6)]
+
+    def hyper(a, n1, b, n2, x):
+        k = a + b
+        return math.comb(n1, x) * math.comb(n2, k - x) / math.comb(n1 + n2, k)
+
+    law: dict[int, float] = {}
+    ranges = [range(max(0, a + b - n2), min(a + b, n1) + 1) for a, n1, b, n2 in tables]
+    for xs in itertools.product(*ranges):
+        w = math.prod(hyper(*t, x) for t, x in zip(tables, xs, strict=True))
+        law[sum(xs)] = law.get(sum(xs), 0.0) + w
+    seen = law[6]
+    p, expected = stratified_exact(tables)
+    assert p == pytest.approx(sum(v for v in law.values() if v <= seen * (1 + 1e-9)))
+    assert expected == pytest.approx(7 * 9 / 16 + 4 * 4 / 10)
+    assert sum(law.values()) == pytest.approx(1.0)
+
+
+def test_falls_are_read_within_each_cell_not_pooled_across_builds(tmp_path):
+    """Two builds (models), each with Isolated falling *less* often than Shared, but one
+    build falls often and ran most of its Isolated runs there: pooled into one table the
+    counts say Isolated falls more (18/24 vs 6/24, Fisher p = 0.001); read within each build
+    they say nothing of the kind. The report stratifies and names each cell's counts."""
+    from flowzoo.analysis.stats import fisher_exact
+
+    assert fisher_exact(18, 24, 6, 24) < 0.01
+    cliff = [(0, 0.40), (3, 0.70), (6, 0.30), (9, 0.20)]
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    plan = {  # model: (isolated falls of runs, shared falls of runs)
+        "build-a": ((18, 20), (4, 4)),
+        "build-b": ((0, 4), (2, 20)),
+    }
+    for model, sides in plan.items():
+        for policy, (fell, runs) in zip(("isolated", "shared"), sides, strict=True):
+            for seed in range(runs):
+                _fake_run(tmp_path, f"{model}-{policy}-{seed}", "voting-math", policy, seed,
+                          cliff if seed < fell else rise, sh, model=model)  # fmt: skip
+    lines = findings(cell_stats(load_runs(tmp_path), window=2))
+    (falls,) = [x for x in lines if "rises then falls" in x]
+    assert "rose then fell isolated 18/24 runs vs shared 6/24" in falls
+    assert "— inconclusive (counts this far apart by chance: the exact test stratified" in falls
+    assert "isolated fell more often in 0 and less often in 2 of the 2 cells with a fall" in falls
+    assert "voting-math build-a 18/20 vs 4/4; voting-math build-b 0/4 vs 2/20" in falls
