@@ -65,12 +65,16 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
         disable=not progress,
         file=sys.stderr,
     )
-    for k, env_id in enumerate(cfg.envs):
+    envs = {}
+    for env_id in cfg.envs:
         family = env_id.rsplit("-", 1)[1]
         if family not in pools:
             pools[family] = corpus_tasks(family, cfg.corpus_tasks, cfg.seed, cfg.code_tasks)
-        pool = pools[family]
-        env = make_env(env_id, dataset=pool, **cfg.env_options.get(env_id, {}))
+        envs[env_id] = make_env(env_id, dataset=pools[family], **cfg.env_options.get(env_id, {}))
+    check_role_names(cfg, envs)
+    for k, env_id in enumerate(cfg.envs):
+        family = env_id.rsplit("-", 1)[1]
+        pool, env = pools[family], envs[env_id]
         pseed = cfg.stage_seed * 1000 + k
         testbed = family == "math" or cfg.code_tasks == "guarded"
         rates = cfg.role_shortcut_rates if family == "math" else cfg.code_shortcut_rates
@@ -108,6 +112,34 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
             bar.update()
     bar.close()
     return rows + fact_drills(cfg.fact_drills, seed=cfg.seed)
+
+
+def check_role_names(cfg: PretrainConfig, envs: dict) -> None:
+    """Refuse a rate or drill that names a role no env of the corpus plays (of its family:
+    math rates for math envs, code rates for code envs) and the recipe does not name by
+    default. Why: a misspelt role ("agregator") changes the build's key and nothing else,
+    and the build that comes out is silently the recipe without the lever."""
+    from flowzoo.agents.models.recipe import MIDTRAIN_ROLE_DRILLS, MIDTRAIN_SHORTCUT_RATES
+
+    roles: dict[str, set[str]] = {"math": set(), "code": set()}
+    for env_id, env in envs.items():
+        played = {env.role_of(a) for a in env.possible_agents}
+        roles.setdefault(env_id.rsplit("-", 1)[1], set()).update(played)
+    every = set().union(*roles.values())
+    defaults = {*MIDTRAIN_SHORTCUT_RATES, *MIDTRAIN_ROLE_DRILLS, *type(cfg)().drill_roles}
+    named = {
+        "role_shortcut_rates": (roles["math"], cfg.role_shortcut_rates or {}),
+        "role_drills": (roles["math"], cfg.role_drills),
+        "code_shortcut_rates": (roles["code"], cfg.code_shortcut_rates or {}),
+        "code_role_drills": (roles["code"], cfg.code_role_drills),
+        "drill_roles": (every, cfg.drill_roles),
+    }
+    for field_name, (played, names) in named.items():
+        if unknown := sorted(set(names) - played - defaults):
+            raise ValueError(
+                f"PretrainConfig.{field_name} names {', '.join(map(repr, unknown))}: no env of "
+                f"this corpus plays it (roles played: {', '.join(sorted(played)) or 'none'})"
+            )
 
 
 def drill_phases(cfg: PretrainConfig, env, family: str) -> list[tuple[int, frozenset[str]]]:

@@ -330,3 +330,24 @@ def test_the_mid_training_stage_continues_its_base_and_resumes(tiny_model, tmp_p
     assert calls[:2] == [2, 4]
     again = AutoModelForCausalLM.from_pretrained(resumed).state_dict()
     assert all(torch.equal(again[k], mid_w[k]) for k in mid_w)  # exactly where it would be
+
+
+def test_a_rate_or_drill_for_a_role_no_env_plays_is_refused():
+    """A misspelt role in a drill or rate dict would change the build's key and nothing else;
+    it is refused before a corpus row is written, naming the roles the corpus's envs play. The
+    shipped recipes pass (their default names cover roles a narrowed corpus may not play)."""
+    from flowzoo.agents.models.corpus import check_role_names
+    from flowzoo.agents.models.recipe import fast_config
+    from flowzoo.envs import make_env
+
+    narrow = dict(envs=("voting-math",), corpus_tasks=40)
+    with pytest.raises(ValueError, match=r"role_drills names 'agregator'.*played: aggregator, so"):
+        make_corpus(fast_config("tiny-s", role_drills={"agregator": 5}, **narrow))
+    with pytest.raises(ValueError, match=r"code_shortcut_rates names 'tester': .*played: none"):
+        make_corpus(fast_config("tiny-s", code_shortcut_rates={"tester": 0.4}, **narrow))
+    with pytest.raises(ValueError, match=r"drill_roles names 'critic'"):
+        make_corpus(fast_config("tiny-s", drill_roles=("aggregator", "critic"), **narrow))
+    assert make_corpus(fast_config("tiny-s", episodes_per_env=2, **narrow))  # defaults pass
+    for name in ("tiny-s", "tiny-s-code", "tiny-s-code12"):
+        cfg = named_config(name)
+        check_role_names(cfg, {e: make_env(e, n_tasks=4) for e in cfg.envs})
