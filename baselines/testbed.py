@@ -54,7 +54,7 @@ def main() -> None:
     # testbed-tiny-s.json (math), testbed-tiny-s-code.json (the code family; for a code
     # testbed's build, tiny-s-code or tiny-s-code12: its code readings, -math its math ones)
     name = Path(args.model).name
-    if re.search(r"-code\d*$", name):
+    if re.search(r"-code\d*(-stage\d+)?$", name):
         name += "-math" if args.family == "math" else ""
     elif args.family == "code":
         name += "-code"

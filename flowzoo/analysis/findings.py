@@ -166,9 +166,9 @@ def _falls(pairs: list) -> str | None:
     fi, ni, fs, ns = (sum(t[j] for t in tables) for j in range(4))
     # each matched pair is a stratum: pooling cells of several builds into one table would
     # compare the builds too (recipe 11 and 12 fell opposite ways at one lr)
-    strata = [(i, s, t) for (i, s), t in zip(par, tables, strict=True) if t[0] + t[2]]
     p, expected = stratified_exact(tables)
-    test = "Fisher's exact" if len(strata) <= 1 else "the exact test stratified by cell:"
+    several = len(par) > 1 and fi + fs > 0
+    test = "stratified exact test" if several else "Fisher's exact"
     gate = too_little([i for i, _ in par]) or too_little([s for _, s in par])
     if gate:
         verdict = gate
@@ -176,16 +176,16 @@ def _falls(pairs: list) -> str | None:
         verdict = "inconclusive (no run rose then fell)"
     elif p >= 0.05:
         verdict = f"inconclusive (counts this far apart by chance: {test} p = {p:.2f})"
-    else:
+    else:  # the first side's total against its expectation within the cells, not pooled
         verdict = "supported" if fi > expected else "contradicted"
-        verdict += "" if len(strata) <= 1 else f" ({test} p = {p:.3f})"
+        verdict += f" ({test} p = {p:.2g})" if several else ""
     by_cell = ""
-    if len(strata) > 1:
-        more = sum(a * n2 > b * n1 for _, _, (a, n1, b, n2) in strata)
-        less = sum(a * n2 < b * n1 for _, _, (a, n1, b, n2) in strata)
+    if several:
+        more = sum(a * n2 > b * n1 for a, n1, b, n2 in tables)
+        less = sum(a * n2 < b * n1 for a, n1, b, n2 in tables)
         by_cell = (
-            f"; by cell (isolated vs shared), isolated fell more often in {more} and less often "
-            f"in {less} of the {len(strata)} cells with a fall: "
+            f"; within each cell (isolated vs shared), isolated fell more often in {more} "
+            f"and less often in {less} of {len(par)}: "
             + "; ".join(
                 " ".join(
                     x
@@ -193,7 +193,7 @@ def _falls(pairs: list) -> str | None:
                     if x not in ("", "-", "full")
                 )
                 + f" {a}/{n1} vs {b}/{n2}"
-                for i, _, (a, n1, b, n2) in strata
+                for (i, _), (a, n1, b, n2) in zip(par, tables, strict=True)
             )
         )
     return (

@@ -82,6 +82,8 @@ def stratified_exact(tables: Sequence[tuple[int, int, int, int]]) -> tuple[float
     law = [1.0]  # law[x]: the chance of a first-side total x so far
     seen = expected = 0.0
     for a, n1, b, n2 in tables:
+        if not (0 <= a <= n1 and 0 <= b <= n2):
+            raise ValueError(f"stratified_exact: a table ({a} fell of {n1}, {b} fell of {n2})")
         k, n = a + b, n1 + n2
         lo, hi = max(0, k - n2), min(k, n1)
         q = [0.0] * lo + [

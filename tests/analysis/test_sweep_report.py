@@ -154,7 +154,8 @@ def test_a_swept_setting_separates_cells_and_one_run_apart_is_inconclusive(tmp_p
     assert sorted(c.key[5] for c in cells) == ["lr=0.0001", "lr=0.0001", "lr=2e-05", "lr=2e-05"]
     md = build_report(tmp_path, window=2).read_text()
     assert "| voting | tiny-s | isolated | full | lr=0.0001 | 3 |" in md
-    assert "Fisher's exact p = 1.00): rose then fell isolated 1/6 runs vs shared 0/6" in md
+    assert "stratified exact test p = 1.00): rose then fell isolated 1/6 runs vs shared 0/6" in md
+    assert "voting-math tiny-s lr=0.0001 1/3 vs 0/3; voting-math tiny-s lr=2e-05 0/3 vs 0/3" in md
 
 
 def test_a_setting_recorded_later_does_not_split_cells(tmp_path):
@@ -519,6 +520,43 @@ def test_falls_are_read_within_each_cell_not_pooled_across_builds(tmp_path):
     lines = findings(cell_stats(load_runs(tmp_path), window=2))
     (falls,) = [x for x in lines if "rises then falls" in x]
     assert "rose then fell isolated 18/24 runs vs shared 6/24" in falls
-    assert "— inconclusive (counts this far apart by chance: the exact test stratified" in falls
-    assert "isolated fell more often in 0 and less often in 2 of the 2 cells with a fall" in falls
+    assert (
+        "— inconclusive (counts this far apart by chance: stratified exact test p = 1.00" in falls
+    )
+    assert "isolated fell more often in 0 and less often in 2 of 2:" in falls
     assert "voting-math build-a 18/20 vs 4/4; voting-math build-b 0/4 vs 2/20" in falls
+
+
+def test_the_direction_of_a_stratified_fall_count_is_read_within_cells(tmp_path):
+    """Isolated falls in 10/10 runs of one cell against Shared's 4/8 there, and nowhere in a
+    second cell where it ran most of its runs: pooled, Isolated's rate is the lower (10/40
+    against 4/12, only because of where its runs were); within the cells it falls more, and
+    that is the verdict, with the cell that did not fall named too."""
+    from flowzoo.analysis.stats import stratified_exact
+
+    cliff = [(0, 0.40), (3, 0.70), (6, 0.30), (9, 0.20)]
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    plan = {"build-a": ((10, 10), (4, 8)), "build-b": ((0, 30), (0, 4))}
+    for model, sides in plan.items():
+        for policy, (fell, runs) in zip(("isolated", "shared"), sides, strict=True):
+            for seed in range(runs):
+                _fake_run(tmp_path, f"{model}-{policy}-{seed}", "voting-math", policy, seed,
+                          cliff if seed < fell else rise, sh, model=model)  # fmt: skip
+    p, expected = stratified_exact([(10, 10, 4, 8), (0, 30, 0, 4)])
+    assert p < 0.05 and 10 / 40 < 4 / 12 and 10 > expected
+    (falls,) = [x for x in findings(cell_stats(load_runs(tmp_path), window=2)) if "falls" in x]
+    assert (
+        f"— supported (stratified exact test p = {p:.2g}): rose then fell isolated 10/40" in falls
+    )
+    assert "more often in 1 and less often in 0 of 2:" in falls
+    assert "voting-math build-a 10/10 vs 4/8; voting-math build-b 0/30 vs 0/4" in falls
+
+
+def test_the_stratified_test_refuses_an_impossible_table():
+    """A count above its runs is a caller's error, named, not an IndexError deep inside."""
+    from flowzoo.analysis.stats import stratified_exact
+
+    for bad in [(5, 4, 0, 3), (0, 4, -1, 3), (1, -2, 0, 3)]:
+        with pytest.raises(ValueError, match="fell of"):
+            stratified_exact([(1, 3, 1, 3), bad])

@@ -116,26 +116,36 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
 
 def check_role_names(cfg: PretrainConfig, envs: dict) -> None:
     """Refuse a rate or drill that names a role no env of the corpus plays (of its family:
-    math rates for math envs, code rates for code envs) and the recipe does not name by
-    default. Why: a misspelt role ("agregator") changes the build's key and nothing else,
-    and the build that comes out is silently the recipe without the lever."""
-    from flowzoo.agents.models.recipe import MIDTRAIN_ROLE_DRILLS, MIDTRAIN_SHORTCUT_RATES
+    math rates for math envs, code rates for code envs), unless that field's default names
+    it (the default math rates name all seven roles, which a narrowed corpus need not play).
+    Why: a misspelt or misplaced role changes the build's key and nothing else, and the
+    build that comes out is silently the recipe without the lever."""
+    from flowzoo.agents.models.recipe import (
+        MIDTRAIN_ROLE_DRILLS,
+        MIDTRAIN_SCALE_RATES,
+        MIDTRAIN_SHORTCUT_RATES,
+    )
 
     roles: dict[str, set[str]] = {"math": set(), "code": set()}
     for env_id, env in envs.items():
         played = {env.role_of(a) for a in env.possible_agents}
         roles.setdefault(env_id.rsplit("-", 1)[1], set()).update(played)
-    every = set().union(*roles.values())
-    defaults = {*MIDTRAIN_SHORTCUT_RATES, *MIDTRAIN_ROLE_DRILLS, *type(cfg)().drill_roles}
-    named = {
-        "role_shortcut_rates": (roles["math"], cfg.role_shortcut_rates or {}),
-        "role_drills": (roles["math"], cfg.role_drills),
+    scale_rates = {r for rates in MIDTRAIN_SCALE_RATES.values() for r in rates}
+    named = {  # field: (roles that may be named, the names it holds)
+        "role_shortcut_rates": (
+            roles["math"] | set(MIDTRAIN_SHORTCUT_RATES) | scale_rates,
+            cfg.role_shortcut_rates or {},
+        ),
+        "role_drills": (roles["math"] | set(MIDTRAIN_ROLE_DRILLS), cfg.role_drills),
         "code_shortcut_rates": (roles["code"], cfg.code_shortcut_rates or {}),
         "code_role_drills": (roles["code"], cfg.code_role_drills),
-        "drill_roles": (every, cfg.drill_roles),
+        "drill_roles": (set().union(*roles.values(), type(cfg)().drill_roles), cfg.drill_roles),
     }
-    for field_name, (played, names) in named.items():
-        if unknown := sorted(set(names) - played - defaults):
+    for field_name, (allowed, names) in named.items():
+        if unknown := sorted(set(names) - allowed):
+            played = roles["code" if field_name.startswith("code") else "math"]
+            if field_name == "drill_roles":
+                played = set().union(*roles.values())
             raise ValueError(
                 f"PretrainConfig.{field_name} names {', '.join(map(repr, unknown))}: no env of "
                 f"this corpus plays it (roles played: {', '.join(sorted(played)) or 'none'})"

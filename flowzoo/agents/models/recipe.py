@@ -305,7 +305,7 @@ def named_config(name: str) -> PretrainConfig | None:
     the same recipe (``midtrain_seed=N``; ``-stage0`` is the bare name). None for any other
     name (a local path). Why a name: a sweep file that compares stages stays portable."""
     stem, stage = name, 0
-    if (m := re.fullmatch(r"(.+)-stage(\d+)", name)) is not None:
+    if (m := re.fullmatch(r"(.+)-stage(0|[1-9]\d*)", name)) is not None:
         stem, stage = m.group(1), int(m.group(2))
     cfg = None
     if stem in SCALES:

@@ -92,9 +92,10 @@ def test_role_drills_add_only_that_roles_contested_turns():
     assert extra and {e for e, _, _ in extra} == {"orch-workers-math"}
     assert all(re.fullmatch(r"\\boxed\{-?\d+\}", c) for _, _, c in extra), extra[:5]
     assert all("Role: synthesizer" in p for _, p, _ in extra)
-    # a role absent from an env adds nothing there; none at all where no env has it
-    none = dataclasses.replace(base, role_drills={"critic": 50})
-    assert Counter(make_corpus(none)) == plain
+    # a role absent from an env adds nothing there; one no env has is refused (it would
+    # change the key and nothing else)
+    with pytest.raises(ValueError, match="role_drills names 'critic'"):
+        make_corpus(dataclasses.replace(base, role_drills={"critic": 50}))
     recipe9 = dict(role_drills={}, code_tasks="funcs+stdio", midtrain_steps=600)
     assert PretrainConfig(scale="tiny-s", **recipe9).key() == "60eca4a422f1"  # recipe 9's
     assert base.key() != dataclasses.replace(base, role_drills={"synthesizer": 1}).key()
@@ -187,9 +188,9 @@ def test_code_role_drills_add_only_that_roles_contested_turns():
     assert not plain - drilled and extra
     assert all("Role: evaluator" in p for _, p, _ in extra.elements())
     assert len({c for _, _, c in extra.elements()}) >= 2  # both sides of its menu
-    # a role the env does not have adds nothing
-    other = Counter(make_corpus(_small(**kw, code_drills=10, code_role_drills={"aggregator": 40})))
-    assert other == plain
+    # a role the corpus's envs do not play is refused (it would change the key, nothing else)
+    with pytest.raises(ValueError, match="code_role_drills names 'aggregator'"):
+        make_corpus(_small(**kw, code_drills=10, code_role_drills={"aggregator": 40}))
     assert _small(**kw).key() == _small(**kw, code_role_drills={}).key()
     assert _small(**kw).key() != _small(**kw, code_role_drills={"evaluator": 40}).key()
     assert (
@@ -277,6 +278,7 @@ def test_a_stage_name_is_another_stage_of_the_same_recipe():
     assert named_config("tiny-s-code-stage1").midtrain_seed == 1
     assert named_config("tiny-s-code-stage1").key() != named_config("tiny-s-code").key()
     assert named_config("tiny-x-code12-stage1") is None and named_config("my-stage1") is None
+    assert named_config("tiny-s-code12-stage02") is None  # one name per stage, not two
     with pytest.raises(ValueError, match="no behaviour stage"):
         with pytest.MonkeyPatch.context() as mp:
             mp.setitem(CODE_RECIPES, "-flat", {"midtrain_steps": 0})
@@ -347,6 +349,12 @@ def test_a_rate_or_drill_for_a_role_no_env_plays_is_refused():
         make_corpus(fast_config("tiny-s", code_shortcut_rates={"tester": 0.4}, **narrow))
     with pytest.raises(ValueError, match=r"drill_roles names 'critic'"):
         make_corpus(fast_config("tiny-s", drill_roles=("aggregator", "critic"), **narrow))
+    # a real role placed where the corpus does not play it: the worker has no Voting turn
+    with pytest.raises(ValueError, match=r"role_drills names 'worker'"):
+        make_corpus(fast_config("tiny-s", role_drills={"worker": 50}, **narrow))
+    code = dict(envs=("voting-code",), corpus_tasks=40, code_tasks="guarded")
+    with pytest.raises(ValueError, match=r"code_role_drills names 'synthesizer'.*aggregator"):
+        make_corpus(fast_config("tiny-s", code_role_drills={"synthesizer": 5}, **code))
     assert make_corpus(fast_config("tiny-s", episodes_per_env=2, **narrow))  # defaults pass
     for name in ("tiny-s", "tiny-s-code", "tiny-s-code12"):
         cfg = named_config(name)
