@@ -266,11 +266,12 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     from flowzoo.agents.models.threads import apply_threads
     from flowzoo.agents.models.tiny import ensure_tiny, ship
 
-    if args.code_testbed and (args.fast or args.ship):  # the tests' model; the default recipe
-        raise SystemExit("--code-testbed (recipe 11 or 12) goes with neither --fast nor --ship")
+    if (args.code_testbed or args.stage) and (args.fast or args.ship):  # tests'; the default
+        raise SystemExit("--code-testbed and --stage go with neither --fast nor --ship")
     apply_threads(args.threads)  # a build keeps it (its own pick is only the default)
     levers = {"steps": args.steps} if args.steps else {}
     levers |= {0: {}, 11: CODE_TESTBED, 12: CODE_TESTBED_12}[args.code_testbed]
+    levers |= {"midtrain_seed": args.stage} if args.stage else {}
     for scale in args.scale:
         cfg = fast_config(scale) if args.fast else PretrainConfig(scale=scale, **levers)
         t = time.time()
@@ -343,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--model",
         default="tiny-s",
-        help="tiny-s | tiny-m | tiny-l | a local checkpoint path | a training run dir (its "
+        help="tiny-s | tiny-m | tiny-l (-code, -code12, -stageN: see train) | a local checkpoint path | a training run dir (its "
         "trained policies, routed as in training: shared, isolated, LoRA, frozen roles) | "
         "openai:<base url>#<model> (chat API) | openai-completions:<base url>#<model>",
     )
@@ -405,6 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the code testbed: recipe 11 (tiny-s-code, the default) or 12 (tiny-s-code12)",
     )
     pt.add_argument(
+        "--stage",
+        type=int,
+        default=0,
+        metavar="N",
+        help="another behaviour stage of the recipe (what --model <name>-stageN loads)",
+    )
+    pt.add_argument(
         "--ship",
         action="store_true",
         help="copy the built model into the package (flowzoo/agents/models/weights) with its hashes",
@@ -432,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve a model (a tiny scale or a local path) with vLLM, OpenAI-compatible, on "
         "127.0.0.1 (needs FLOWZOO_VLLM_PYTHON: bash .ci/vllm-env.sh)",
     )
-    sv.add_argument("--model", default="tiny-s", help="tiny-s | tiny-m | tiny-l | a local path")
+    sv.add_argument(
+        "--model", default="tiny-s", help="a tiny model name (as train's --model) or a local path"
+    )
     sv.add_argument("--name", default="tiny", help="the served model name (the spec's #name)")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument(

@@ -100,10 +100,19 @@ def test_help_shows_no_rst_markup():
     assert "flowzoo command line: train, eval," in " ".join(root.split())
 
 
-@pytest.mark.parametrize(("flags", "name"), [([], "tiny-s-code"), (["12"], "tiny-s-code12")])
+@pytest.mark.parametrize(
+    ("flags", "name"),
+    [
+        ([], "tiny-s-code"),
+        (["12"], "tiny-s-code12"),
+        (["12", "--stage", "2"], "tiny-s-code12-stage2"),
+        (["--stage", "1"], "tiny-s-code-stage1"),
+    ],
+)
 def test_pretrain_tiny_builds_the_code_recipe_it_names(flags, name, monkeypatch):
     """`--code-testbed` builds recipe 11 (the config ``tiny-s-code`` names), `--code-testbed
-    12` recipe 12 (``tiny-s-code12``), whatever flag follows it."""
+    12` recipe 12 (``tiny-s-code12``), whatever flag follows it; `--stage N` the build
+    ``<name>-stageN`` loads."""
     from flowzoo.agents.models import tiny
     from flowzoo.agents.models.recipe import named_config
 
@@ -126,3 +135,5 @@ def test_the_code_testbed_is_neither_the_tests_model_nor_shipped(extra, recipe, 
     refused before anything is built."""
     with pytest.raises(SystemExit, match="--code-testbed"):
         main(["pretrain-tiny", "--scale", "tiny-s", "--code-testbed", *recipe, *extra])
+    with pytest.raises(SystemExit, match="--stage go with neither"):
+        main(["pretrain-tiny", "--scale", "tiny-s", "--stage", "1", *extra])
