@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from statistics import mean
 
-from flowzoo.analysis.findings import _pairs, paired_by_seed
+from flowzoo.analysis.findings import matched_pairs, paired_by_seed
 from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.readings import evals_of
 
@@ -64,7 +64,7 @@ def behaviour_rows(stats: list) -> list[str]:
         "",
     ]
     versus = []
-    for i, s in _pairs([c for c in stats if c.key[1] != "single"]):
+    for i, s in matched_pairs([c for c in stats if c.key[1] != "single"]):
         li, ls = lasts[id(i)], lasts[id(s)]
         for role in sorted(set(li) & set(ls)):
             d, h, paired = paired_by_seed(

@@ -69,7 +69,7 @@ def too_little(cells: list, min_runs: int = MIN_RUNS) -> str | None:
     return None
 
 
-def _pairs(multi: list) -> list[tuple]:
+def matched_pairs(multi: list) -> list[tuple]:
     """(isolated cell, shared cell) pairs that differ only by policy."""
     by = {(c.key[0], c.key[1], c.key[2], c.key[4], c.key[5], c.key[3]): c for c in multi}
     out = []
@@ -373,7 +373,7 @@ def findings(stats: list) -> list[str]:
     if not multi:
         return []
     lines = [_improves(multi)]
-    pairs = _pairs(multi)
+    pairs = matched_pairs(multi)
     if pairs:
         lines += [x for x in (_peaks(pairs), _falls(pairs), _amplification(pairs)) if x]
     else:

@@ -560,3 +560,27 @@ def test_the_stratified_test_refuses_an_impossible_table():
     for bad in [(5, 4, 0, 3), (0, 4, -1, 3), (1, -2, 0, 3)]:
         with pytest.raises(ValueError, match="fell of"):
             stratified_exact([(1, 3, 1, 3), bad])
+
+
+def test_falls_by_build_reads_each_build_from_the_records(tmp_path, capsys):
+    """The cross-build reading: one row per matched cell with its counts and Fisher's p,
+    the stratified test over them, and a plot; counts recomputed from the run records."""
+    from baselines.falls_by_build import main
+
+    cliff = [(0, 0.40), (3, 0.70), (6, 0.30), (9, 0.20)]
+    rise = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+    sh = {"solver": 0.8, "aggregator": 0.2}
+    plan = {"build-a": (3, 0), "build-b": (1, 2)}  # isolated fell, shared fell, of 3 each
+    for model, (fi, fs) in plan.items():
+        for seed in range(3):
+            for policy, fell in (("isolated", fi), ("shared", fs)):
+                _fake_run(tmp_path / "runs", f"{model}-{policy}-{seed}", "voting-math", policy,
+                          seed, cliff if seed < fell else rise, sh, model=model)  # fmt: skip
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "f.png")]) == 0
+    out = capsys.readouterr().out
+    assert "| voting build-a | 3/3 | 0/3 | 0.100 |" in out
+    assert "| voting build-b | 1/3 | 2/3 | 1.000 |" in out
+    assert (
+        "stratified exact test over 2 cells: p = " in out and "isolated fell 4 against 3.0" in out
+    )
+    assert (tmp_path / "f.png").stat().st_size > 0
