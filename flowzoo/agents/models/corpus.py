@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def check_role_names(cfg: PretrainConfig, envs: dict) -> None:
         played = {env.role_of(a) for a in env.possible_agents}
         roles.setdefault(env_id.rsplit("-", 1)[1], set()).update(played)
     scale_rates = {r for rates in MIDTRAIN_SCALE_RATES.values() for r in rates}
-    named = {  # field: (roles that may be named, the names it holds)
+    named: dict[str, tuple[set[str], Iterable[str]]] = {  # field: (may be named, named)
         "role_shortcut_rates": (
             roles["math"] | set(MIDTRAIN_SHORTCUT_RATES) | scale_rates,
             cfg.role_shortcut_rates or {},
