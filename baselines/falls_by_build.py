@@ -71,7 +71,8 @@ def _plot(rows: list, out: Path) -> None:
             lo, hi = wilson(f, n)
             ax.errorbar(k + dx, f / n, yerr=[[f / n - lo], [hi - f / n]], fmt="o", color=colour,
                         capsize=3, label=name if k == 0 else None)  # fmt: skip
-    ax.set_xticks(range(len(rows)), [r[0].replace(" ", "\n") for r in rows], fontsize=8)
+    ticks = [r[0].replace(" ", "\n") + f"\n{r[2]} vs {r[4]} runs" for r in rows]
+    ax.set_xticks(range(len(rows)), ticks, fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("runs that rose then fell")
     ax.set_title("Fall rate by build (95% Wilson intervals)", fontsize=10)
