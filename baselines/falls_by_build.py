@@ -34,7 +34,7 @@ def fall_tables(dirs: list[str]) -> list[tuple[str, int, int, int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("dirs", nargs="+", help="run directories (a sweep's out_dir or runs/)")
     ap.add_argument("--out", default=None, help="the plot (PNG); none if not given")
     args = ap.parse_args(argv)
