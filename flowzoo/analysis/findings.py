@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import mean
 
+from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.readings import capture, norm_around_peak, readings_of, role_norms
 from flowzoo.analysis.stats import stratified_exact, t_interval, welch
 
@@ -187,12 +188,7 @@ def _falls(pairs: list) -> str | None:
             f"; within each cell (isolated vs shared), isolated fell more often in {more} "
             f"and less often in {less} of {len(par)}: "
             + "; ".join(
-                " ".join(
-                    x
-                    for x in (f"{i.key[1]}-{i.key[0]}", *i.key[2:3], *i.key[4:6])
-                    if x not in ("", "-", "full")
-                )
-                + f" {a}/{n1} vs {b}/{n2}"
+                f"{cell_label(i.key, policy=False)} {a}/{n1} vs {b}/{n2}"
                 for (i, _), (a, n1, b, n2) in zip(par, tables, strict=True)
             )
         )

@@ -155,7 +155,10 @@ def test_a_swept_setting_separates_cells_and_one_run_apart_is_inconclusive(tmp_p
     md = build_report(tmp_path, window=2).read_text()
     assert "| voting | tiny-s | isolated | full | lr=0.0001 | 3 |" in md
     assert "stratified exact test p = 1.00): rose then fell isolated 1/6 runs vs shared 0/6" in md
-    assert "voting-math tiny-s lr=0.0001 1/3 vs 0/3; voting-math tiny-s lr=2e-05 0/3 vs 0/3" in md
+    assert (
+        "voting-math tiny-s full lr=0.0001 1/3 vs 0/3; voting-math tiny-s full lr=2e-05 0/3 vs 0/3"
+        in md
+    )
 
 
 def test_a_setting_recorded_later_does_not_split_cells(tmp_path):
@@ -524,7 +527,9 @@ def test_falls_are_read_within_each_cell_not_pooled_across_builds(tmp_path):
         "— inconclusive (counts this far apart by chance: stratified exact test p = 1.00" in falls
     )
     assert "isolated fell more often in 0 and less often in 2 of 2:" in falls
-    assert "voting-math build-a 18/20 vs 4/4; voting-math build-b 0/4 vs 2/20" in falls
+    assert (
+        "voting-math build-a full - 18/20 vs 4/4; voting-math build-b full - 0/4 vs 2/20" in falls
+    )
 
 
 def test_the_direction_of_a_stratified_fall_count_is_read_within_cells(tmp_path):
@@ -550,7 +555,9 @@ def test_the_direction_of_a_stratified_fall_count_is_read_within_cells(tmp_path)
         f"— supported (stratified exact test p = {p:.2g}): rose then fell isolated 10/40" in falls
     )
     assert "more often in 1 and less often in 0 of 2:" in falls
-    assert "voting-math build-a 10/10 vs 4/8; voting-math build-b 0/30 vs 0/4" in falls
+    assert (
+        "voting-math build-a full - 10/10 vs 4/8; voting-math build-b full - 0/30 vs 0/4" in falls
+    )
 
 
 def test_the_stratified_test_refuses_an_impossible_table():

@@ -132,21 +132,24 @@ def check_role_names(cfg: PretrainConfig, envs: dict) -> None:
         played = {env.role_of(a) for a in env.possible_agents}
         roles.setdefault(env_id.rsplit("-", 1)[1], set()).update(played)
     scale_rates = {r for rates in MIDTRAIN_SCALE_RATES.values() for r in rates}
-    named: dict[str, tuple[set[str], Iterable[str]]] = {  # field: (may be named, named)
+    # field: (the roles its envs play, the roles its default names, the roles it names)
+    named: dict[str, tuple[set[str], set[str], Iterable[str]]] = {
         "role_shortcut_rates": (
-            roles["math"] | set(MIDTRAIN_SHORTCUT_RATES) | scale_rates,
+            roles["math"],
+            {*MIDTRAIN_SHORTCUT_RATES, *scale_rates},
             cfg.role_shortcut_rates or {},
         ),
-        "role_drills": (roles["math"] | set(MIDTRAIN_ROLE_DRILLS), cfg.role_drills),
-        "code_shortcut_rates": (roles["code"], cfg.code_shortcut_rates or {}),
-        "code_role_drills": (roles["code"], cfg.code_role_drills),
-        "drill_roles": (set().union(*roles.values(), type(cfg)().drill_roles), cfg.drill_roles),
+        "role_drills": (roles["math"], set(MIDTRAIN_ROLE_DRILLS), cfg.role_drills),
+        "code_shortcut_rates": (roles["code"], set(), cfg.code_shortcut_rates or {}),
+        "code_role_drills": (roles["code"], set(), cfg.code_role_drills),
+        "drill_roles": (
+            set().union(*roles.values()),
+            set(type(cfg)().drill_roles),
+            cfg.drill_roles,
+        ),
     }
-    for field_name, (allowed, names) in named.items():
-        if unknown := sorted(set(names) - allowed):
-            played = roles["code" if field_name.startswith("code") else "math"]
-            if field_name == "drill_roles":
-                played = set().union(*roles.values())
+    for field_name, (played, default, names) in named.items():
+        if unknown := sorted(set(names) - played - default):
             raise ValueError(
                 f"PretrainConfig.{field_name} names {', '.join(map(repr, unknown))}: no env of "
                 f"this corpus plays it (roles played: {', '.join(sorted(played)) or 'none'})"
