@@ -14,22 +14,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flowzoo.analysis.findings import matched_pairs
+from flowzoo.analysis.findings import fall_counts, matched_pairs
 from flowzoo.analysis.report import cell_stats, load_runs
 from flowzoo.analysis.stats import stratified_exact, wilson
-
-FELL = "rose then fell"
 
 
 def fall_tables(dirs: list[str]) -> list[tuple[str, int, int, int, int]]:
     """(cell label, isolated fell, isolated runs, shared fell, shared runs) per matched cell
     of a parallel workflow, in the report's cell order."""
-    cells = [c for c in cell_stats(load_runs(dirs)) if c.key[1] in ("voting", "orch-workers")]
     rows = []
-    for i, s in matched_pairs(cells):
+    for i, _, counts in fall_counts(matched_pairs(cell_stats(load_runs(dirs)))):
         _task, wf, model, _policy, _param, levers = i.key
         label = f"{wf} {model}" + (f" {levers}" if levers not in ("", "-") else "")
-        rows.append((label, i.count(FELL), len(i.traj), s.count(FELL), len(s.traj)))
+        rows.append((label, *counts))
     return rows
 
 

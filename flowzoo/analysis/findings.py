@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from statistics import mean
+from typing import Any
 
 from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.readings import capture, norm_around_peak, readings_of, role_norms
@@ -156,21 +157,28 @@ def _peaks(pairs: list) -> str:
     )
 
 
-def _falls(pairs: list) -> str | None:
-    par = [(i, s) for i, s in pairs if i.key[1] in ("voting", "orch-workers")]
-    if not par:
-        return None
-    tables = [
-        (i.count("rose then fell"), len(i.traj), s.count("rose then fell"), len(s.traj))
-        for i, s in par
+def fall_counts(pairs: list) -> list[tuple[Any, Any, tuple[int, int, int, int]]]:
+    """Per matched pair of a parallel workflow (Voting, Orch-Workers): the isolated and the
+    shared cell and (isolated runs that rose then fell, isolated runs, shared ones, runs)."""
+    return [
+        (i, s, (i.count("rose then fell"), len(i.traj), s.count("rose then fell"), len(s.traj)))
+        for i, s in pairs
+        if i.key[1] in ("voting", "orch-workers")
     ]
+
+
+def _falls(pairs: list) -> str | None:
+    counted = fall_counts(pairs)
+    if not counted:
+        return None
+    tables = [t for *_, t in counted]
     fi, ni, fs, ns = (sum(t[j] for t in tables) for j in range(4))
     # each matched pair is a stratum: pooling cells of several builds into one table would
     # compare the builds too (recipe 11 and 12 fell opposite ways at one lr)
     p, expected = stratified_exact(tables)
-    several = len(par) > 1 and fi + fs > 0
+    several = len(counted) > 1 and fi + fs > 0
     test = "stratified exact test" if several else "Fisher's exact"
-    gate = too_little([i for i, _ in par]) or too_little([s for _, s in par])
+    gate = too_little([i for i, *_ in counted]) or too_little([s for _, s, _ in counted])
     if gate:
         verdict = gate
     elif fi == fs == 0:
@@ -186,10 +194,10 @@ def _falls(pairs: list) -> str | None:
         less = sum(a * n2 < b * n1 for a, n1, b, n2 in tables)
         by_cell = (
             f"; within each cell (isolated vs shared), isolated fell more often in {more} "
-            f"and less often in {less} of {len(par)}: "
+            f"and less often in {less} of {len(counted)}: "
             + "; ".join(
                 f"{cell_label(i.key, policy=False)} {a}/{n1} vs {b}/{n2}"
-                for (i, _), (a, n1, b, n2) in zip(par, tables, strict=True)
+                for i, _, (a, n1, b, n2) in counted
             )
         )
     return (
