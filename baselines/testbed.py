@@ -38,19 +38,32 @@ def main() -> None:
     ap.add_argument(
         "--samples", type=int, default=2, help="with --envs: samples per problem at T=0.7"
     )
+    ap.add_argument(
+        "--conflict",
+        action="store_true",
+        help="read the envs as the role-conflict testbed (env option conflict=true; "
+        "docs/testbed-conflict.md), as a -conflict build is trained",
+    )
     ap.add_argument("--out", default="", help="default: baselines/results/testbed-<model>.json")
     args = ap.parse_args()
+    opts = {"conflict": True} if args.conflict else None
+    if opts and args.family != "math":
+        ap.error("--conflict is a math testbed: drop --family code")
     apply_threads()
     path = resolve_model(args.model)
     policy = Policy(path)
     if args.envs:
         got = {
             "envs": behaviour_rates(
-                policy, tuple(args.envs), n_problems=args.problems, samples=args.samples
+                policy,
+                tuple(args.envs),
+                n_problems=args.problems,
+                samples=args.samples,
+                env_options=opts,
             )
         }
     else:
-        got = measure_base(policy, args.problems, args.family)
+        got = measure_base(policy, args.problems, args.family, env_options=opts)
     # testbed-tiny-s.json (math), testbed-tiny-s-code.json (the code family; for a code
     # testbed's build, tiny-s-code or tiny-s-code12: its code readings, -math its math ones)
     name = Path(args.model).name
@@ -62,6 +75,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     # which build was measured (a scale name names a recipe, and recipes are rebuilt)
     record = {"model": args.model, "weights": weights_identity(path), **got}
+    if opts:
+        record["env_options"] = opts
     out.write_text(json.dumps(record, indent=1) + "\n")
     s = got.get("step_accuracy")
     if s is not None:

@@ -1,5 +1,5 @@
 """``flowzoo`` command line: ``train``, ``eval``, ``serve``, ``sweep``, ``report``,
-``pretrain-tiny``, ``envs``, ``demo``.
+``pretrain-tiny``, ``models``, ``envs``, ``demo``.
 
 Subcommands that need torch import it lazily, so ``flowzoo envs`` works on a plain install.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from flowzoo.cli_eval import _cmd_eval
 from flowzoo.cli_help import Parser
 
 
@@ -125,95 +125,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
-    import time
-
-    from flowzoo.envs.registry import has_ood, list_envs, study_envs
-
-    bad = [e for e in args.env or [] if e not in list_envs()]
-    if bad:  # before torch is imported or any model is built or loaded
-        raise ValueError(f"unknown env {bad[0]!r}; valid: {', '.join(list_envs())}")
-    t = args.temperature
-    if not math.isfinite(t) or t < 0:  # -1 means something only to a training config
-        raise ValueError(f"--temperature must be a finite number >= 0 (0: greedy), got {t}")
-    if args.samples < 1 or args.episodes < 0:
-        raise ValueError("--samples must be >= 1 and --episodes >= 0")
-    from flowzoo.agents.models.threads import apply_threads
-    from flowzoo.agents.train.checkpoint import check_weights
-    from flowzoo.agents.train.evaluate import evaluate_env, is_run_dir, model_policies
-
-    check_weights(args.model)  # a truncated weights file named, before anything loads it
-
-    apply_threads(args.threads)  # before a model is loaded (torch's default: every core)
-
-    role_models = {}
-    for item in args.role_model or []:
-        role, _, spec = item.partition("=")
-        if not role or not spec:
-            raise ValueError(f"bad --role-model {item!r}; expected role=spec")
-        role_models[role.strip()] = spec.strip()
-    endpoint = dict(concurrency=args.concurrency, timeout_s=args.timeout, on_error=args.on_error)
-    run_env, env_options, policy_for = model_policies(args.model, role_models, **endpoint)
-    test_options = env_options
-    if is_run_dir(args.model) and not args.env:  # the run's own held-out set, as it measured it
-        from flowzoo.agents.train.heldout import for_run
-        from flowzoo.config import TrainConfig
-
-        cfg = TrainConfig.from_dict(
-            json.loads((Path(args.model) / "config.json").read_text()), source=args.model
-        )
-        held = for_run(cfg)
-        print(f"flowzoo eval: {held.line()}")
-        test_options = {**env_options, "dataset": held.tasks}
-    envs = args.env or ([run_env] if run_env else list(study_envs("math")))
-    what = "run " if is_run_dir(args.model) else ""
-    print(
-        f"flowzoo eval: {what}{args.model} in every role"
-        + "".join(f"; {r}: {s}" for r, s in role_models.items())
-    )
-    out = (
-        Path(args.json)
-        if args.json
-        else Path("runs/eval") / f"eval-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
-    rows = []
-    for env_id in envs:
-        row: dict = {}
-        splits = ["test", "ood"] if args.split == "both" else [args.split]
-        for split in splits:
-            if split == "ood" and not has_ood(env_id, **env_options):
-                print(f"{env_id:<20} ood: this dataset has no out-of-distribution split")
-                continue
-            r = evaluate_env(
-                env_id,
-                policy_for,
-                n_episodes=args.episodes,
-                temperature=args.temperature,
-                samples=args.samples,
-                seed=args.seed,
-                env_options=test_options if split == "test" else env_options,
-                split=split,
-                progress=f"{env_id} {split}",
-            )
-            fails = ", ".join(f"{k} {v:.2f}" for k, v in r.parse_fail.items())
-            lo, hi = r.ci
-            print(
-                f"{env_id:<20} {split:<4} accuracy {r.accuracy:.3f} [{lo:.3f}, {hi:.3f}] "
-                f"({r.episodes} problems x {r.samples} at T={r.temperature})  "
-                f"parse failures: {fails}"
-            )
-            d = {"split": split, **r.as_dict()}
-            if row:
-                row[split] = d
-            else:
-                row = d
-        rows.append(row)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1))
-    print(f"results (accuracy, CI, per-problem counts, parse failures): {out}")
-    return 0
-
-
 def _cmd_serve(args: argparse.Namespace) -> int:
     from flowzoo.agents.models.serve import VLLMServer
     from flowzoo.agents.models.tiny import resolve_model
@@ -309,6 +220,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    from flowzoo.agents.models.tiny import model_table
+
+    rows = model_table()
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for r in rows:
+        print(f"{r['name']:<20} key {r['key']}  parent {r['parent']:<12}  {r['status']}")
+        print(f"{'':<20} {r['what']} ({r['docs']})")
+    print("any name + -stageN: another behaviour stage of its recipe; a local path: any checkpoint")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from flowzoo.analysis.report import build_report
 
@@ -321,6 +246,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from flowzoo import __version__
     from flowzoo.agents.models.threads import threads_option
+    from flowzoo.agents.train.sweep import WORKERS
+    from flowzoo.analysis.inputs import KNOBS
+    from flowzoo.config import FIELD_DOMAINS, MAX_STEPS
+    from flowzoo.config.fields import Domain, bound_flag
 
     p = Parser(prog="flowzoo", description=__doc__)
     p.add_argument("--version", action="version", version=f"flowzoo {__version__}")
@@ -344,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--model",
         default="tiny-s",
-        help="tiny-s | tiny-m | tiny-l (-code, -code12, -stageN: see train) | a local checkpoint path | a training run dir (its "
+        help="tiny-s | tiny-m | tiny-l (-code, -code12, -conflict, -stageN: see train) | a local checkpoint path | a training run dir (its "
         "trained policies, routed as in training: shared, isolated, LoRA, frozen roles) | "
         "openai:<base url>#<model> (chat API) | openai-completions:<base url>#<model>",
     )
@@ -383,8 +312,23 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     threads_option(ev)
     ev.add_argument(
-        "--json", default=None, help="results file (default: runs/eval/eval-<time>.json)"
+        "--json",
+        default=None,
+        help="results file, made new (an existing name is refused; default: a new "
+        "runs/eval/eval-<time>-<model>-<build>.json); each row records the model, its weights "
+        "digest and the role overrides",
     )
+    # the numbers' domains: training's own fields (one declaration, one check)
+    for flag, name in (
+        ("--samples", "eval_samples"),
+        ("--episodes", "eval_episodes"),
+        ("--temperature", "temperature"),
+        ("--seed", "seed"),
+        ("--concurrency", "endpoint_concurrency"),
+        ("--timeout", "endpoint_timeout_s"),
+        ("--threads", "threads"),
+    ):
+        bound_flag(ev, flag, FIELD_DOMAINS[name])
     ev.set_defaults(fn=_cmd_eval)
 
     pt = sub.add_parser("pretrain-tiny", help="build and pretrain the tiny base models (cached)")
@@ -417,11 +361,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="copy the built model into the package (flowzoo/agents/models/weights) with its hashes",
     )
-    pt.add_argument("--steps", type=int, default=None)
+    pt.add_argument(
+        "--steps", type=int, default=None, help="pretraining steps (default: the scale's budget)"
+    )
     pt.add_argument("--cache-dir", default=None)
     threads_option(pt)
+    # refused as parsed, before any build starts (a build takes minutes to hours)
+    bound_flag(pt, "--steps", Domain(int, lo=1, hi=MAX_STEPS))
+    bound_flag(pt, "--stage", Domain(int, lo=0, hi=2**32 - 1))  # the stage's seed
+    bound_flag(pt, "--threads", FIELD_DOMAINS["threads"])
     pt.set_defaults(fn=_cmd_pretrain)
 
+    md = sub.add_parser("models", help="list the tiny model names, their recipe keys and status")
+    md.add_argument("--json", action="store_true", help="print the table as JSON")
+    md.set_defaults(fn=_cmd_models)
     sw = sub.add_parser("sweep", help="run a matrix of training runs (resumable)")
     sw.add_argument("config", help="sweep file (.toml/.yaml) with [base], [grid], [[extra]]")
     sw.add_argument("--backend", choices=["local", "ray"], default="local")
@@ -433,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("--subset", default=None, help="only runs matching key=value[,key=value]")
     sw.add_argument("--out-dir", default=None)
+    bound_flag(sw, "--workers", WORKERS)
     sw.set_defaults(fn=_cmd_sweep)
 
     sv = sub.add_parser(
@@ -469,6 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="a margin under every interval when reading rises and falls (0: the 95%% CI alone)",
     )
     rp.add_argument("--no-plots", action="store_true")
+    for name, dom in KNOBS.items():  # the report's own check, at parse time too
+        bound_flag(rp, f"--{name}", dom)
     rp.set_defaults(fn=_cmd_report)
     return p
 

@@ -460,3 +460,90 @@ REDTEAM_PAIRS: list[tuple[str, str, bool]] = [
     ("9 \\text{ kg}", "9 \\text{ marbles}", False),
     ("9", "9 \\quad 8", False),
 ]
+
+
+# ------------------------------- issue 64: words that change a value, free-form answers
+
+#: (word, multiplier) in the case, plural and spelling variants a completion writes
+MULTIPLIER_WORDS = [("thousand", 1000), ("Thousand", 1000), ("THOUSAND", 1000), ("hundred", 100),
+                    ("hundreds", 100), ("million", 10**6), ("millions", 10**6), ("billion", 10**9),
+                    ("dozen", 12), ("dozens", 12), ("score", 20), ("lakh", 10**5),
+                    ("crore", 10**7), ("trillion", 10**12), ("quintillion", 10**18)]  # fmt: skip
+FRACTION_WORDS = {2: "halves", 3: "thirds", 4: "quarters", 5: "fifths", 6: "sixths", 8: "eighths",
+                  10: "tenths", 30: "thirtieths", 100: "hundredths"}  # fmt: skip
+
+
+def value_word_golds(r: random.Random) -> list[tuple[str, list[str], list[str]]]:
+    """(gold, [right], [wrong]) with fresh numbers for issue 64's class: multipliers, powers,
+    fractions, percent and operator words after a number, in case, plural, hyphen, LaTeX-text
+    and Unicode variants. A wrong form is never the bare number's answer (``3 thousand`` is not
+    3); a right one is the value the words give (``3 thousand`` is 3000); unit words, percent (a
+    unit the question asked for) and area words still answer the bare number."""
+    n, e, p = r.randint(2, 60), r.randint(2, 6), r.randint(2, 9)
+    a, b = r.randint(2, 40), r.randint(2, 40)
+    w, m = r.choice(MULTIPLIER_WORDS)
+    d = r.choice(sorted(FRACTION_WORDS))
+    dw = FRACTION_WORDS[d]
+    return [
+        (str(n), [f"{n}"], [f"{n} {w}", f"{n}-{w}", f"{n} \\text{{ {w}}}", f"{n}\\text{{{w}}}",
+                            f"\\${n} {w}", f"{n} {w} dollars"]),
+        (str(n * m), [f"{n} {w}", f"{n} \\text{{ {w}}}", f"{n}-{w}", f"{n} {w} apples"],
+         [f"{n}", f"{n + 1} {w}"]),
+        (str(p), [f"{p}"], [f"{p} squared", f"{p} cubed", f"{p} to the power of {e}", f"{p}²",
+                            f"{p} raised to the {e}th power", f"{p} Squared", f"{p + 1} factorial"]),
+        (str(p**e), [f"{p} to the power of {e}", f"{p} raised to the {e}th power", f"{p}^{{{e}}}"],
+         [f"{p} to the power of {e + 1}", f"{p}", f"{p} to the power of"]),
+        (str(p * p), [f"{p} squared", f"{p}²", f"{p} Squared"], [f"{p}", f"{p} cubed"]),
+        (str(n), [f"{n}"], [f"{n} and a half", f"{n} {dw}", f"{n}½", f"{n} and 1/2",
+                            f"{n}-and-a-half", f"{n} percent of 50", f"half of {n}"]),
+        (f"\\frac{{{2 * n + 1}}}{{2}}", [f"{n} and a half", f"{n}½", f"{n} and 1/2",
+                                         f"{n}-and-a-half"], [f"{n}", f"{n} halves"]),
+        (f"\\frac{{{n}}}{{{d}}}", [f"{n} {dw}", f"{n}-{dw}"], [f"{n}", f"{n + 1} {dw}"]),
+        (str(a + b), [f"{a} plus {b}", f"{a} Plus {b}"], [f"{a}", f"{b}", f"{a} minus {b}"]),
+        (str(a), [f"{a}"], [f"{a} plus", f"{a} times", f"{a} divided by", f"{a} over",
+                            f"{a} minus", f"{a} plus {b}", f"{a} times {b}", f"{a} over {b}",
+                            f"{a} times {b} times 2"]),
+        (str(n), [f"{n}"], [f"{n} fold", f"{n}-fold", f"{n} threefold", f"{n} gazillion",
+                            f"{n} grand", f"about {n}", f"{n} approximately",
+                            f"{n} per mille", f"{n} ppm", f"{n} square", f"{n} root 2"]),
+        (str(n), [f"{n} percent", f"{n} per cent", f"{n} Percent", f"{n}\\%"], [f"{n + 1} percent"]),
+        (f"{n} \\text{{ cm}}", [f"{n} cm", f"{n}"], [f"{n} thousand cm", f"{n} km"]),
+        (str(n), [f"{n} apples", f"{n} \\text{{ square units}}", f"{n} meters squared",
+                  f"{n} seconds", f"{n}\\text{{ eggs}}"], [f"{n + 1} apples"]),
+        (str(n * 6), [f"half of {n * 12}", f"half a dozen times {n}", f"{n} half dozens"],
+         [f"half of {n}", f"{n * 12}"]),
+    ]  # fmt: skip
+
+
+def freeform_golds(r: random.Random) -> list[tuple[str, list[str], list[str]]]:
+    """(gold, [right], [wrong]) for answers written as a completion writes them: GSM8K's
+    ``#### 18``, markdown bold, an answer boxed twice (nested, or two boxes with one answer),
+    a mixed number written plain or with ``\\frac``; the wrong ones are the hedges these
+    wrappers could hide (two answers boxed or bold, an unclosed box, another number)."""
+    n = r.randint(2, 999)
+    b = r.randint(2, 9)
+    a, w = r.randint(1, b - 1), r.randint(1, 9)
+    mixed = f"\\frac{{{w * b + a}}}{{{b}}}"
+    return [
+        (str(n), [f"#### {n}", f"**{n}**", f"The answer is **{n}**.", f"__{n}__",
+                  f"\\boxed{{\\boxed{{{n}}}}}", f"\\boxed{{{n}}} \\boxed{{{n}}}",
+                  f"The final answer is $\\boxed{{{n}}}$.", f"Answer: {n}", f"**\\boxed{{{n}}}**"],
+         [f"#### {n + 1}", f"**{n}** or **{n + 1}**", f"\\boxed{{{n}}} \\boxed{{{n + 1}}}",
+          f"\\boxed{{\\boxed{{{n + 1}}}}}", f"#### {n} or {n + 1}", f"\\boxed{{{n}",
+          f"\\boxed{{{n} \\boxed{{{n + 1}}}}}", f"**{n + 1}**"]),
+        (mixed, [f"{w} {a}/{b}", f"{w}\\frac{{{a}}}{{{b}}}", f"**{w} {a}/{b}**",
+                 f"#### {w} {a}/{b}", f"\\boxed{{{w}\\frac{{{a}}}{{{b}}}}}"],
+         [f"{w}{a}/{b}", f"{w}", f"{a}/{b}", f"{w + 1} {a}/{b}"]),
+    ]  # fmt: skip
+
+
+def golds_pairs(make, n: int, seed: int = 0) -> list[tuple[str, str, bool]]:
+    """``n`` (gold, prediction, expected) pairs from a ``make(r)`` of (gold, [right],
+    [wrong]) lists, every gold with fresh numbers, half right where both kinds exist."""
+    r = random.Random(seed)
+    out: list[tuple[str, str, bool]] = []
+    while len(out) < n:
+        g, right, wrong = r.choice(make(r))
+        forms = right if (r.random() < 0.5 or not wrong) and right else wrong
+        out.append((g, r.choice(forms), forms is right))
+    return out

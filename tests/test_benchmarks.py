@@ -19,7 +19,7 @@ from benchmarks.isolate import HERE, TreeError, has_commit, run_code, worktree
 PROBE = r"""
 import subprocess
 try:
-    import flowzoo.config as only_here
+    import flowzoo.cli_help as only_here
     only_here = only_here.__file__
 except ImportError as e:
     only_here = f"{type(e).__name__}"
@@ -61,7 +61,7 @@ def test_the_hazard_isolation_removes_is_real_here(tmp_path):
     """Control: with the tree only on ``PYTHONPATH`` (the harness before), an editable install
     of this checkout fills in what the tree lacks; skipped where flowzoo is not installed so."""
     tree = _tree(tmp_path)
-    code = "import flowzoo, flowzoo.config; print(flowzoo.__file__); print(flowzoo.config.__file__)"
+    code = "import flowzoo, flowzoo.cli_help; print(flowzoo.__file__); print(flowzoo.cli_help.__file__)"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     got = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
@@ -72,7 +72,7 @@ def test_the_hazard_isolation_removes_is_real_here(tmp_path):
     # where the editable install points (this checkout in CI; another one when the tests
     # run from a second worktree): the module the tree lacks comes from there
     where = subprocess.run(
-        [sys.executable, "-c", "import flowzoo.config as c; print(c.__file__)"],
+        [sys.executable, "-c", "import flowzoo.cli_help as c; print(c.__file__)"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

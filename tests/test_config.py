@@ -200,11 +200,14 @@ def test_valid_env_options_pass():
     assert cfg.env_options["partial_credit"] is True
 
 
-def test_eval_temperature_flag_of_eval_is_checked(tmp_path):
+def test_eval_temperature_flag_of_eval_is_checked(tmp_path, capsys):
     from flowzoo.cli import main
 
-    for bad in ("-1", "nan", "inf"):
-        assert main(["eval", "--model", "tiny-s", "--temperature", bad]) != 0
+    for bad in ("-1", "nan", "inf"):  # refused as the command line is parsed
+        with pytest.raises(SystemExit) as e:
+            main(["eval", "--model", "tiny-s", "--temperature", bad])
+        assert e.value.code == 2
+        assert "--temperature: must be a finite number >= 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -393,12 +396,13 @@ def test_help_groups_the_flags_by_section_and_states_each_range():
     sections = [
         line[:-1] for line in text.splitlines() if line and line[0] != " " and line.endswith(":")
     ]
-    assert sections[-7:] == [
+    assert sections[-8:] == [
         "roles",
         "rollout",
         "algorithm",
         "optimisation",
         "evaluation",
+        "early warning",
         "logging and checkpoints",
         "deprecated",
     ]
@@ -415,6 +419,8 @@ _KEPT_DEFAULT = {
     "max_new_tokens_per_role": "folded",
     # resample_rounds > 0 (set below) needs filter_groups=True, its default
     "filter_groups": "tied to resample_rounds",
+    # critic_input="central" needs whole episodes, and rollout is "tree" below
+    "critic_input": "tied to rollout",
 }
 
 
@@ -539,3 +545,16 @@ def test_the_agents_extra_is_an_alias_of_the_torch_extra():
     reqs = {name: sorted(extras[name].split()) for name in ("torch", "agents")}
     assert reqs["torch"] and reqs["torch"] == reqs["agents"]
     assert any(r.startswith("torch") for r in reqs["torch"])
+
+
+def test_fields_added_later_keep_the_identity_of_runs_written_before_them():
+    """A run directory written before a field existed resumes: at the default every earlier
+    run ran with, a later field leaves the identity as it was (pinned: the identity of the
+    default config before update_matched, critic_input and baseline_decay existed); away
+    from it, the identity changes (another trajectory)."""
+    from flowzoo.config import LATER_FIELDS
+
+    assert TrainConfig().identity() == "148e800bc3841c4e"
+    for k, default in LATER_FIELDS.items():
+        assert getattr(TrainConfig(), k) == default
+    assert TrainConfig(update_matched=True).identity() != TrainConfig().identity()

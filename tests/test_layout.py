@@ -20,7 +20,7 @@ FORBIDDEN = {
     "tasks": TRAINING + HEAVY + ("flowzoo.envs",),
     "sandbox": TRAINING + HEAVY + ("flowzoo.envs", "flowzoo.tasks"),
     "analysis": TRAINING + HEAVY,
-    "config.py": TRAINING + HEAVY,
+    "config": TRAINING + HEAVY,
     "agents/models": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
     "agents/train": ("flowzoo.integrations", "flowzoo.cli"),
 }

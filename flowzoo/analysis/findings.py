@@ -25,7 +25,11 @@ RULES = [
     "(Bonferroni-corrected over the run's evaluations, so picking the best evaluation does not "
     "make a flat run rise); *fell* = the interval of the final window's evaluations that "
     "come after the peak, against the peak, is below 0; classes: never rose / rose and held / rose then fell; a "
-    "*cliff* = rose then fell to at most the base.",
+    "*cliff* = rose then fell to at most the base. A bootstrap bound whose Monte-Carlo band "
+    "(the order statistics where another resampling seed could put it) holds the rule's "
+    "threshold is resampled with 20,000 and then 200,000 draws; if it still does, the "
+    "reading is *undecided* (the run is left out of the fall counts, and a gain so read "
+    "counts as neither improved nor worsened).",
     "**Gain**: final - base with its 95% CI; a run *improved* (or *worsened*) when the CI "
     "excludes 0.",
     "**Capture** (shared policy): the role with the largest mean gradient-mass share captures "
@@ -84,8 +88,8 @@ def matched_pairs(multi: list) -> list[tuple]:
 def _improves(multi: list) -> str:
     traj = [t for c in multi for t in c.traj]
     n = len(traj)
-    up = sum(t.gain_ci[0] > 0 for t in traj)
-    down = sum(t.gain_ci[1] < 0 for t in traj)
+    up = sum(t.improved for t in traj)
+    down = sum(t.worsened for t in traj)
     rose = sum(t.klass != "never rose" for t in traj)
     if up > n / 2:
         verdict = "supported"
@@ -159,9 +163,15 @@ def _peaks(pairs: list) -> str:
 
 def fall_counts(pairs: list) -> list[tuple[Any, Any, tuple[int, int, int, int]]]:
     """Per matched pair of a parallel workflow (Voting, Orch-Workers): the isolated and the
-    shared cell and (isolated runs that rose then fell, isolated runs, shared ones, runs)."""
+    shared cell and (isolated runs that rose then fell, isolated runs, shared ones, runs);
+    a run whose class is undecided (a bound within its Monte-Carlo error of the rule's
+    threshold) is counted on neither side of the table."""
+
+    def decided(c: Any) -> int:
+        return len(c.traj) - c.count("undecided")
+
     return [
-        (i, s, (i.count("rose then fell"), len(i.traj), s.count("rose then fell"), len(s.traj)))
+        (i, s, (i.count("rose then fell"), decided(i), s.count("rose then fell"), decided(s)))
         for i, s in pairs
         if i.key[1] in ("voting", "orch-workers")
     ]

@@ -23,7 +23,7 @@ import math
 from dataclasses import asdict, dataclass
 from statistics import mean
 
-from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_diff_ci, t_interval, welch
+from flowzoo.analysis.stats import bootstrap_ci, mean_of, paired_decided_ci, t_interval, welch
 
 #: capture: how far a role's gradient share must exceed its token share
 CAPTURE_EXCESS = 0.05
@@ -70,24 +70,54 @@ class Trajectory:
     klass: str
     cliff: bool
     paired: bool
+    #: the readings ("gain", "rise", "fall") whose bootstrap bound stayed within its
+    #: Monte-Carlo error of the threshold at every resample count: not decided either way
+    undecided: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not self.undecided:  # records of decided runs read as they always did
+            d.pop("undecided")
+        else:
+            d["undecided"] = list(self.undecided)
+        return d
+
+    @property
+    def improved(self) -> bool:
+        """The gain's interval lies above 0, and not by the luck of one resampling seed."""
+        return self.gain_ci[0] > 0 and "gain" not in self.undecided
+
+    @property
+    def worsened(self) -> bool:
+        """The gain's interval lies below 0, and not by the luck of one resampling seed."""
+        return self.gain_ci[1] < 0 and "gain" not in self.undecided
 
 
-def _diff(a: list[Point], b: list[Point], level: float) -> tuple[float, float, float, bool]:
-    """mean(b) - mean(a) over evaluations (per problem when all have scores), with a CI."""
+def _diff(
+    a: list[Point],
+    b: list[Point],
+    level: float,
+    lo_at: tuple[float, ...] = (),
+    hi_at: tuple[float, ...] = (),
+) -> tuple[float, float, float, bool, bool]:
+    """mean(b) - mean(a) over evaluations (per problem when all have scores), with a CI,
+    whether it was paired, and whether the low bound's comparisons with ``lo_at`` and the
+    high bound's with ``hi_at`` are decided (:func:`~flowzoo.analysis.stats.decided_ci`)."""
     if all(p.per_problem for p in a + b) and len({len(p.per_problem) for p in a + b}) == 1:
-        d, lo, hi = paired_diff_ci(
-            mean_of([p.per_problem for p in a]), mean_of([p.per_problem for p in b]), level
+        d, lo, hi, decided = paired_decided_ci(
+            mean_of([p.per_problem for p in a]),
+            mean_of([p.per_problem for p in b]),
+            lo_at,
+            hi_at,
+            level,
         )
-        return d, lo, hi, True
+        return d, lo, hi, True, decided
     d = mean(p.acc for p in b) - mean(p.acc for p in a)
     z = _z(level) / 1.96
     ha = mean((p.hi - p.lo) / 2 for p in a) * z
     hb = mean((p.hi - p.lo) / 2 for p in b) * z
     h = math.hypot(ha, hb)
-    return d, d - h, d + h, False
+    return d, d - h, d + h, False, True
 
 
 def _z(level: float) -> float:
@@ -109,15 +139,24 @@ def trajectory(evals: list[tuple[int, dict]], window: int = 3, floor: float = 0.
     if len(pts) > 1 and tail[0] is base:
         tail = tail[1:]
     level = 1 - 0.05 / max(1, len(pts) - 1)
-    gain, glo, ghi, paired = _diff([base], tail, 0.95)
-    _, rlo, rhi, _ = _diff([base], [peak], level)
+    gain, glo, ghi, paired, gain_ok = _diff([base], tail, 0.95, (0.0,), (0.0,))
+    _, rlo, rhi, _, rise_ok = _diff([base], [peak], level, lo_at=(floor,))
     # a fall is read on the final window's evaluations that come after the peak (a run that
     # peaks at its last evaluation has not fallen, whatever the window's mean)
     after = [p for p in tail if p.step > peak.step]
-    flo, fhi = (_diff([peak], after, level)[1:3]) if after else (0.0, 0.0)
+    flo, fhi, fall_ok = 0.0, 0.0, True
+    if after:
+        _, flo, fhi, _, fall_ok = _diff([peak], after, level, hi_at=(-floor,))
     rose = rlo > floor and peak is not base
     fell = bool(after) and fhi < -floor
+    undecided = tuple(
+        name
+        for name, ok in (("gain", gain_ok), ("rise", rise_ok or peak is base), ("fall", fall_ok))
+        if not ok and (name != "fall" or rose)
+    )
     klass = "never rose" if not rose else ("rose then fell" if fell else "rose and held")
+    if "rise" in undecided or "fall" in undecided:
+        klass = "undecided"
     if tail[0].per_problem and all(p.per_problem for p in tail):
         fm, flo_, fhi_ = bootstrap_ci(mean_of([p.per_problem for p in tail]))
     else:
@@ -138,6 +177,7 @@ def trajectory(evals: list[tuple[int, dict]], window: int = 3, floor: float = 0.
         klass=klass,
         cliff=klass == "rose then fell" and fm <= base.acc,
         paired=paired,
+        undecided=undecided,
     )
 
 

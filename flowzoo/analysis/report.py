@@ -12,6 +12,7 @@ numbers behind it. No torch needed.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -21,7 +22,17 @@ from pathlib import Path
 from statistics import mean, pstdev, stdev
 
 from flowzoo.analysis.behaviour import behaviour_rows
+from flowzoo.analysis.builds import build_label, run_build
+from flowzoo.analysis.decompose import gain_rows
 from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
+from flowzoo.analysis.inputs import (
+    check_knobs,
+    check_out,
+    config_fault,
+    make_out,
+    record_fault,
+    write_out,
+)
 from flowzoo.analysis.protocol import protocol_rows
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
 from flowzoo.config import NOT_SHAPING, TrainConfig, eval_temperature
@@ -29,6 +40,7 @@ from flowzoo.config import NOT_SHAPING, TrainConfig, eval_temperature
 __all__ = ["build_report", "cell_stats", "findings", "load_runs", "mean_ci"]
 from flowzoo.analysis.records import read_metrics
 from flowzoo.analysis.stats import t95
+from flowzoo.analysis.warning import warning_rows
 
 LEVER_KEYS = ("role_weighting", "adv_norm", "kl_per_role", "kl_coef", "damper_lambda", "algo")
 #: every setting's default, from the one definition of a run's settings: a run recorded
@@ -51,6 +63,9 @@ class Run:
     #: other config keys whose values differ between the runs loaded together (a sweep's
     #: learning rates, say): they separate cells as the named levers do
     varying: tuple[str, ...] = ()
+    #: the model as cells name it: its name, with its build where the runs loaded together
+    #: hold runs of several builds of that name (:func:`label_builds`)
+    model_label: str = ""
 
     @property
     def evals(self) -> list[tuple[int, dict]]:
@@ -85,7 +100,13 @@ class Run:
     @property
     def cell(self) -> tuple:
         c = self.config
-        return (self.task, self.workflow, str(c["model"]), c["policy"], c["param"], self.levers)
+        model = self.model_label or str(c["model"])
+        return (self.task, self.workflow, model, c["policy"], c["param"], self.levers)
+
+    @property
+    def build(self) -> str | None:
+        """The digest of the weights build the run started from (None: not recorded)."""
+        return run_build(self.summary)
 
 
 def read_record(path: Path, skipped: list[str]) -> dict | None:
@@ -120,6 +141,9 @@ def load_runs(root: str | Path | list[str | Path], left_out: list[str] | None = 
         summary, config = read_record(s, skipped), read_record(cfg_p, skipped)
         if summary is None or config is None:
             continue
+        if why := config_fault(config):  # wrong-typed, out of domain: named, not a traceback
+            skipped.append(f"{cfg_p}: unreadable ({why})")
+            continue
         status = summary.get("status")
         if status != "completed":
             skipped.append(
@@ -128,6 +152,9 @@ def load_runs(root: str | Path | list[str | Path], left_out: list[str] | None = 
             )
             continue
         metrics = read_metrics(d / "metrics.jsonl")
+        if why := record_fault(summary, metrics):  # never averaged in, never a traceback
+            skipped.append(f"{d}: unreadable ({why})")
+            continue
         try:
             curve = [(int(x[0]), float(x[1])) for x in summary.get("eval_curve", [])]
         except (TypeError, ValueError, IndexError):
@@ -149,7 +176,46 @@ def load_runs(root: str | Path | list[str | Path], left_out: list[str] | None = 
     )
     for r in runs:
         r.varying = varying
+    label_builds(runs)
     return runs
+
+
+def builds_kept_apart(runs: list[Run]) -> list[str]:
+    """The report's lines saying which model names held several builds, kept apart as
+    separate cells (none when every name held one build: the report reads as before)."""
+    notes = label_builds(runs)
+    if not notes:
+        return []
+    return [
+        "Builds kept apart: runs of one model name with different weights digests are "
+        "different models, never seeds of one cell; the model column names the build (the "
+        "first 12 hex digits of the sha256 over its weights files; `build unknown`: a record "
+        "without the digest). " + "; ".join(notes) + ".",
+        "",
+    ]
+
+
+def label_builds(runs: list[Run]) -> list[str]:
+    """Keep builds apart: where runs of one model name hold two or more weights digests (a
+    recipe rebuilt, another pretraining), each run's model is labelled with its build, so
+    builds never pool as seeds of one cell; a run without a recorded digest is then its own
+    ``build unknown``. Where at most one digest is recorded, nothing is labelled (a record
+    from before digests pools as it always did). Returns one line per model kept apart."""
+    by_model: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        by_model[str(r.config["model"])].append(r)
+    notes = []
+    for model, rs in sorted(by_model.items()):
+        if len({r.build for r in rs} - {None}) < 2:
+            for r in rs:
+                r.model_label = model
+            continue
+        counts: dict[str, int] = defaultdict(int)
+        for r in rs:
+            r.model_label = f"{model} ({build_label(r.build)})"
+            counts[build_label(r.build)] += 1
+        notes.append(f"{model}: " + ", ".join(f"{b} ({n} runs)" for b, n in sorted(counts.items())))
+    return notes
 
 
 def _pm(g: float, h: float, n: int) -> str:
@@ -220,6 +286,7 @@ class CellStats:
 
 def cell_stats(runs: list[Run], window: int = 3, floor: float = 0.0) -> list[CellStats]:
     """Runs that differ only by seed, pooled; each run read by :func:`trajectory`."""
+    check_knobs(window=window, floor=floor)
     cells: dict[tuple, list[Run]] = defaultdict(list)
     for r in runs:
         cells[r.cell].append(r)
@@ -328,7 +395,9 @@ def _plot_group(cells: list[CellStats], path: Path) -> tuple[float, float, str]:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    write_out(path, png.getvalue())  # whole, never through a link planted at its name
     plt.close(fig)
     return lo, hi, note
 
@@ -389,12 +458,14 @@ def build_report(
 ) -> Path:
     """Write ``report.md`` (and PNGs) for the runs below ``root`` (one dir or several, e.g.
     a math and a code sweep in one map); returns its path."""
-    if plots:  # before anything is read or written
+    check_knobs(window=window, floor=floor)  # before anything is read or written
+    if plots:
         _need_matplotlib()
     roots = [Path(r) for r in (root if isinstance(root, (list, tuple)) else [root])]
     root = roots[0] if len(roots) == 1 else Path(" + ".join(str(r) for r in roots))
     out = Path(out) if out else roots[0] / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    check_out(out, ("report.md", "cells.json"))  # a link planted there: refused, named
+    make_out(out)
     left_out: list[str] = []
     runs = load_runs(roots, left_out)
     if not runs:
@@ -419,6 +490,7 @@ def build_report(
         "",
         sample_sizes(runs, stats),
         "",
+        *builds_kept_apart(runs),
         "Rules:",
         "",
         *[f"- {r}" for r in RULES],
@@ -436,11 +508,11 @@ def build_report(
             peak = f"{_ms(c.peak)} ({'/'.join(str(s) for s in c.peak_step)})"
             g, h = mean_ci(c.delta)
             n = len(c.runs)
-            up = sum(t.gain_ci[0] > 0 for t in c.traj)
-            down = sum(t.gain_ci[1] < 0 for t in c.traj)
+            up = sum(t.improved for t in c.traj)
+            down = sum(t.worsened for t in c.traj)
             classes = "/".join(
                 str(c.count(k)) for k in ("never rose", "rose and held", "rose then fell")
-            )
+            ) + (f" ({c.count('undecided')} undecided)" if c.count("undecided") else "")
             md.append(
                 f"| {wf} | {model} | {pol} | {param} | {lev} | {c.seeds_cell} | {_ms(c.base)} | {peak} | "
                 f"{_ms(c.final)} | {_ms(c.ood_final)} | {_pm(g, h, n)} | {up}/{down} of {n} | "
@@ -460,9 +532,18 @@ def build_report(
     ]
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
     md += behaviour_rows(stats)
+    md += warning_rows(runs, DEFAULTS)  # the early warnings, per run
+    md += gain_rows(stats)
     if left_out:
-        md += ["## Runs left out", "", "Only completed runs are read; these are not:", ""]
+        md += [
+            "## Runs left out",
+            "",
+            "Only completed runs whose records are readable (every accuracy a number in "
+            "[0, 1], every setting of its type) are read; these are not:",
+            "",
+        ]
         md += [f"- {x}" for x in left_out] + [""]
+    check_out(out, ["report.md", "cells.json"] + [plot_name(c.key) for c in stats if plots])
     if plots:
         md += ["## Curves", ""]
         groups: dict[tuple, list[CellStats]] = defaultdict(list)
@@ -476,8 +557,9 @@ def build_report(
                 md += ["", f"*{name[:-4]}: {note}.*", ""]
         md.append("")
     p = out / "report.md"
-    p.write_text("\n".join(md))
-    (out / "cells.json").write_text(
+    write_out(p, "\n".join(md))
+    write_out(
+        out / "cells.json",
         json.dumps(
             [
                 {
@@ -490,6 +572,6 @@ def build_report(
                 for c in stats
             ],
             indent=1,
-        )
+        ),
     )
     return p

@@ -506,7 +506,7 @@ class WorkflowEnv(AECEnv):
                 team_reward=team,
                 role_reward=role_sig,
                 turn_rewards=turn_r,
-                flags=info.get("flags", []),
+                flags=sorted(set(info.get("flags", [])) | set(flags_by_agent[a])),
                 flags_by_agent=flags_by_agent,
                 n_flags=parse_failures,
             )

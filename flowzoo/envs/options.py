@@ -313,6 +313,63 @@ def check_sandbox_options(sandbox: Any, options: Any, where: str = "") -> dict[s
     return {k: keys[k].validate(v, f"{where}sandbox_options: ") for k, v in options.items()}
 
 
+#: the options that decide where and how untrusted code runs (the backend, its mechanism,
+#: ``allow_weak_isolation``, its limits): set only by the user's own config (``make_env``'s
+#: caller, ``TrainConfig.env_options``, an integration's env config), never by a data row
+SANDBOX_CHOICE = ("sandbox", "sandbox_options")
+#: what else a row may not set: the split it is read from (a red-team round moved a SkyRL
+#: row to "test", which would put training rows in the held-out set)
+ROW_OWNED = ("split",)
+
+
+def row_env_options(options: Any, where: str) -> dict[str, Any]:
+    """The env options a data row carries (a SkyRL row's ``flowzoo.options``, a verifiers
+    task's ``info["options"]``), refused when they choose the sandbox. Why refused, not
+    dropped: a data file that asks for ``mechanism="none"`` or another backend is either
+    hostile or a user's mistake, and either way a run must not go on as if it had not asked;
+    the error names the row and where the setting belongs."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(
+            f"{where}: a row's options must be a JSON object, got {short_repr(options)}"
+        )
+    chosen = sorted((k for k in options if k in SANDBOX_CHOICE), key=repr)
+    if chosen:
+        raise ValueError(
+            f"{where}: a data row may not choose the sandbox (it sets {chosen}); the sandbox "
+            f"({', '.join(SANDBOX_CHOICE)}) is set only by your own config: make_env's "
+            "arguments, TrainConfig.env_options, or the integration's env config"
+        )
+    owned = sorted((k for k in options if k in ROW_OWNED), key=repr)
+    if owned:
+        raise ValueError(
+            f"{where}: a data row may not set {owned} (which split a row is read from is "
+            "your own config's, as the sandbox is)"
+        )
+    return dict(options)
+
+
+def user_sandbox_choice(config: Any) -> dict[str, Any]:
+    """The :data:`SANDBOX_CHOICE` keys of a user's own config (a dict, a pydantic model's
+    dict, an OmegaConf ``DictConfig``): the only place an integration takes them from."""
+    if config is None:
+        return {}
+    get = getattr(config, "get", None)
+    if not callable(get):
+        raise TypeError(
+            f"an env config must be a mapping (dict or DictConfig), got {type(config).__name__}"
+        )
+    out: dict[str, Any] = {}
+    for key in SANDBOX_CHOICE:
+        value = get(key, None)
+        if value is None:
+            continue
+        items = getattr(value, "items", None)
+        out[key] = {str(k): v for k, v in items()} if callable(items) else value
+    return out
+
+
 #: ``reset(options=...)`` keys; at most one of them picks the problem
 RESET = (
     Opt("task", "Task", "the problem itself (a flowzoo Task of this env's family)"),

@@ -158,6 +158,20 @@ def has_ood(env_id: str, **options: Any) -> bool:
     return isinstance(dataset, str) and dataset.partition(":")[0] in fam.ood_datasets
 
 
+def env_agents(env_id: str, **options: Any) -> dict[str, str]:
+    """Each agent of ``make_env(env_id, **options)`` and its role, in first-turn order, with
+    the options checked as ``make_env`` checks them but no problems loaded: a config asks
+    whether an estimator applies (a per-role one needs two roles) before any model loads."""
+    spec = _resolve_id(env_id)
+    checked, wf_options = _checked(spec, options, f"make_env({spec.id!r}): ")
+    opts = {**spec.defaults, **checked}
+    fam = family_spec(spec.family)
+    wf = _workflow_cls(spec.workflow)(
+        wf_options, fam.make(**{k: opts[k] for k in fam.options if k in opts})
+    )
+    return {a: wf.role_of(a) for a in wf.agents()}
+
+
 def valid_options(env_id: str) -> list[str]:
     """Every keyword ``make_env(env_id, ...)`` accepts."""
     spec = _resolve_id(env_id)

@@ -22,6 +22,7 @@ from skyrl_gym import register
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.registration import registry
 
+from flowzoo.envs.options import SANDBOX_CHOICE, row_env_options, user_sandbox_choice
 from flowzoo.envs.registry import make_env
 from flowzoo.envs.wrappers.single_agent import SingleAgentEnv
 
@@ -46,7 +47,10 @@ class FlowzooTextEnv(BaseTextEnv):
         for key in ("env", "task_id", "controlled"):
             if key not in spec:
                 raise ValueError(f"extras['flowzoo'] lacks {key!r}; skyrl_rows() writes it")
-        opts = {"split": spec.get("split", "train"), **_table(spec.get("options"))}
+        # the row's options may not choose the sandbox: only the user's env_config does
+        where = f"SkyRL row {spec.get('task_id')!r} (extras['flowzoo']['options'])"
+        row = row_env_options(_table(spec.get("options")), where)
+        opts = {"split": spec.get("split", "train"), **row, **user_sandbox_choice(env_config)}
         env = make_env(spec["env"], **opts)
         others = _table(spec.get("others"))
         if others:  # keyed by role or agent: each gets its role's token budget
@@ -103,7 +107,15 @@ def skyrl_rows(
 ) -> list[dict[str, Any]]:
     """SkyRL dataset rows (``prompt``, ``env_class``, ``flowzoo``) for ``n`` problems of a
     split (0: all); problem j's episode resets with ``seed + j``. Every field is a string,
-    number or list, so the rows write to parquet as they are (SkyRL's dataset format)."""
+    number or list, so the rows write to parquet as they are (SkyRL's dataset format).
+    ``sandbox``/``sandbox_options`` are refused here: rows never choose the sandbox, SkyRL's
+    ``env_config`` for the ``flowzoo`` env class does (read by :class:`FlowzooTextEnv`)."""
+    given = sorted(k for k in options if k in SANDBOX_CHOICE)
+    if given:
+        raise ValueError(
+            f"skyrl_rows: {given} would be written into every row, and rows may not choose the "
+            "sandbox; set them in SkyRL's env_config for the flowzoo env class instead"
+        )
     env = make_env(env_id, split=split, **options)
     tasks = env.tasks[:n] if n else env.tasks
     rows = []

@@ -25,6 +25,7 @@ from typing import Any
 
 import verifiers.v1 as vf
 
+from flowzoo.envs.options import SANDBOX_CHOICE, row_env_options, user_sandbox_choice
 from flowzoo.envs.registry import make_env
 from flowzoo.envs.wrappers.single_agent import live_agent, partner_action, turn_flags
 
@@ -65,8 +66,11 @@ class FlowzooTaskset(vf.Taskset[FlowzooTask, FlowzooTasksetConfig]):
         for j, t in enumerate(env.tasks):
             # problem j resets with seed + j, as flowzoo's own evaluation does
             env.reset(seed=c.seed + j, options={"task_id": t.id})
+            # the sandbox stays in the config: a task's info is data (it may come back from
+            # a saved dataset), and data never chooses the sandbox
+            row_opts = {k: v for k, v in c.options.items() if k not in SANDBOX_CHOICE}
             info = {"env": c.env, "task_id": t.id, "split": c.split, "n_tasks": c.n_tasks,
-                    "options": dict(c.options), "seed": c.seed + j}  # fmt: skip
+                    "options": row_opts, "seed": c.seed + j}  # fmt: skip
             prompt = env.observe(env.agent_selection)["prompt"]
             yield FlowzooTask(FlowzooData(name=t.id, prompt=prompt, info=info), self.config.task)
 
@@ -102,10 +106,21 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
 
         return partners(others, env.turn_tokens())
 
+    def env_for(self, info: dict[str, Any]):
+        """The flowzoo env a task's ``info`` names, reset to its problem. The info is data (a
+        saved dataset's row can carry it), so its options may not choose the sandbox; the
+        sandbox comes from the taskset's config, the user's own."""
+        where = f"verifiers task {info.get('task_id')!r} (info['options'])"
+        opts = row_env_options(info.get("options"), where)
+        user = getattr(getattr(self, "taskset", None), "config", None)
+        opts |= user_sandbox_choice(getattr(user, "options", None))
+        env = _make(info["env"], info["split"], info.get("n_tasks", 0), opts)
+        env.reset(seed=info["seed"], options={"task_id": info["task_id"]})
+        return env
+
     async def run(self, task: FlowzooTask, agents: vf.Agents) -> None:
         info = task.data.info
-        env = _make(info["env"], info["split"], info.get("n_tasks", 0), info.get("options", {}))
-        env.reset(seed=info["seed"], options={"task_id": info["task_id"]})
+        env = self.env_for(info)
         players = self._partners(env)
         # (agent, its turn index, the turn's trace, a model error)
         played: list[tuple[str, int, vf.Trace | None, str | None]] = []

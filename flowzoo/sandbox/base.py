@@ -3,6 +3,11 @@ tasks or environments."""
 
 from __future__ import annotations
 
+import os
+import selectors
+import signal
+import subprocess
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -165,3 +170,62 @@ def checked_files(source: str, files: dict[str, str]) -> dict[str, str]:
             raise ValueError(f"file {name!r} must be a str, got {type(text).__name__}")
         out["/".join(p.parts)] = text
     return out
+
+
+def collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    """Read stdout/stderr until both close, the program exits, or the deadline passes.
+
+    Output beyond ``cap`` bytes per stream is read and dropped (so a flood cannot block the
+    program on a full pipe, nor fill our memory). Moved here from ``process.py``."""
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None  # popen_isolated pipes both
+    sel = selectors.DefaultSelector()
+    bufs = {stdout.fileno(): bytearray(), stderr.fileno(): bytearray()}
+    for f in (stdout, stderr):
+        sel.register(f.fileno(), selectors.EVENT_READ)
+    truncated = timed_out = False
+    exited_at: float | None = None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = proc.poll() is None
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > 0.2:
+                break  # the program is gone; something it left behind holds the pipes
+            for key, _ in sel.select(min(deadline - now, 0.05)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                buf = bufs[key.fd]
+                room = cap - len(buf)
+                if room > 0:
+                    buf += chunk[:room]
+                if len(chunk) > max(room, 0):
+                    truncated = True
+    finally:
+        sel.close()
+    if not timed_out:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    out, err = bytes(bufs[stdout.fileno()]), bytes(bufs[stderr.fileno()])
+    stdout.close()
+    stderr.close()
+    return out, err, truncated, timed_out
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill the program's whole process group (its own session), then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pass

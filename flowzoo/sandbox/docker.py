@@ -55,6 +55,7 @@ from flowzoo.sandbox.base import (
     checked_files,
     classify,
 )
+from flowzoo.sandbox.forksafe import ForkLock, track
 from flowzoo.sandbox.forkserver import GUARD_SOURCE
 from flowzoo.sandbox.runtime import runtime_dir, sandbox_python
 
@@ -230,13 +231,41 @@ class DockerSandbox(ConcurrentRunMixin):
         self._servers: dict[str, object] = {}
         self._pool: queue.Queue = queue.Queue()
         self._all: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = ForkLock()
         self._closed = False
+        #: the pool, servers and client are a forked parent's (renewed on the first run)
+        self._stale = False
+        self._renew_lock = ForkLock()
         _LIVE.add(self)
+        track(self)
         for _ in range(pool_size):
             self._pool.put(self._start())
         if self.forkserver:
             self._check_isolation()
+
+    def _forked(self) -> None:
+        """In a forked child (``forksafe.py``): the containers, their fork-servers and the
+        engine connection are the parent's (runs in them would mix with the parent's, and
+        removing them at the child's exit broke the parent). The child forgets them, never
+        removes them, and its first run starts a pool of its own."""
+        for srv in self._servers.values():
+            srv.forget()
+        self._servers = {}
+        self._pool = queue.Queue()
+        self._all = set()
+        self._lock = ForkLock()
+        self._stale = True
+
+    def _renew(self) -> None:
+        """A forked child's own engine connection and pool (see :meth:`_forked`)."""
+        with self._renew_lock:
+            if not self._stale:
+                return
+            self.client = _client()
+            self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            for _ in range(self.pool_size):
+                self._pool.put(self._start())
+            self._stale = False
 
     def _check_isolation(self) -> None:
         """Start one server now: where it cannot give runs namespaces of their own, switch to
@@ -398,6 +427,12 @@ class DockerSandbox(ConcurrentRunMixin):
 
         if self._closed:
             return ExecResult("sandbox_error", None, "", "sandbox is closed", backend="docker")
+        if self._stale:
+            try:
+                self._renew()
+            except Exception as e:
+                msg = f"cannot start this process's sandbox containers: {type(e).__name__}: {e}"
+                return ExecResult("sandbox_error", None, "", msg, backend="docker")
         lim = self.limits
         timeout = float(timeout_s if timeout_s is not None else lim.timeout_s)
         mem = int(memory_mb if memory_mb is not None else lim.memory_mb)

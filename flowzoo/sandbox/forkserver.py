@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import ExecResult, classify, popen_isolated
+from flowzoo.sandbox.forksafe import ForkLock, track
 
 #: the jail (unshare's file system, a no-op elsewhere), the guard (seccomp), then the server:
 #: its run side first (``forkserver_main.py`` imports it when imported as a module)
@@ -50,7 +51,14 @@ class _Spawner:
     def __init__(self) -> None:
         self._q: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._lock = ForkLock()
+        track(self)
+
+    def _forked(self) -> None:
+        """In a forked child: the parent's thread and whatever its queue held are not ours
+        (the queue's own locks may be held); the child's first spawn starts a thread."""
+        self._q = queue.Queue()
+        self._thread = None
 
     def call(self, fn: Callable[[], T]) -> T:
         with self._lock:
@@ -156,6 +164,9 @@ class ForkServer:
         self.memory_mb = memory_mb
         self.group = group
         self.owned_dir = owned_dir
+        #: the process that started it: only that process may kill it (a forked child that
+        #: inherited this object forgets it instead, ``flowzoo/sandbox/forksafe.py``)
+        self.owner_pid = os.getpid()
         strict = any(os.path.basename(a) in NAMESPACED for a in argv)
         cmd = [*server_argv(argv), "-c", SERVER_SOURCE, *server_args]
         self.proc = _SPAWNER.call(lambda: popen_isolated(cmd, subprocess.PIPE, env, owned_dir))
@@ -230,9 +241,13 @@ class ForkServer:
             "cap": cap,
         }
         try:
-            self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as e:
+            # straight to the pipe, not through the buffered file: a buffered write holds a
+            # lock, and a child forked meanwhile could never close its copy (forksafe.py)
+            data = memoryview(json.dumps(msg).encode() + b"\n")
+            fd = self.proc.stdin.fileno()
+            while data:
+                data = data[os.write(fd, data) :]
+        except (BrokenPipeError, OSError, ValueError) as e:
             raise ServerDied(f"cannot send the program: {e}") from None
         # the server enforces the timeout itself; the margin covers clean-up after a run
         raw = self._read_line(time.monotonic() + timeout_s + 10.0)
@@ -250,8 +265,23 @@ class ForkServer:
             r.get("failed"),
         )
 
+    def forget(self) -> None:
+        """Drop this process's copies of the server's pipes without touching the server: what
+        a forked child does with its parent's servers (they keep serving the parent)."""
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+        self.group = None
+        self.owned_dir = None
+
     def close(self) -> None:
-        """Kill the server and everything in its sandbox; remove its dirs and cgroup."""
+        """Kill the server and everything in its sandbox; remove its dirs and cgroup. In a
+        process other than the one that started it (a forked child), only :meth:`forget`."""
+        if os.getpid() != self.owner_pid:
+            self.forget()
+            return
         try:
             os.killpg(self.proc.pid, 9)
         except (ProcessLookupError, PermissionError):

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 
 from flowzoo.sandbox.base import ConcurrentRunMixin, ExecResult, SandboxUnavailable
+from flowzoo.sandbox.forksafe import track
 
 ENV_URL = "FLOWZOO_SANDBOX_FUSION_URL"
 RETRY_HTTP = (502, 503, 504)
@@ -65,6 +66,12 @@ class SandboxFusion(ConcurrentRunMixin):
         self.retries, self.request_slack_s = retries, request_slack_s
         self.default_workers = max_concurrency
         self._sem = threading.Semaphore(max_concurrency)
+        track(self)
+
+    def _forked(self) -> None:
+        """In a forked child: requests the parent's threads had in flight never end here,
+        so their slots would stay taken (``forksafe.py``)."""
+        self._sem = threading.Semaphore(self.default_workers)
 
     @property
     def isolation(self) -> tuple[str, ...]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
-from flowzoo.sandbox.runtime import bwrap_binds
+from flowzoo.sandbox.base import SandboxUnavailable
+from flowzoo.sandbox.runtime import bwrap_binds, public_runtime_dir, runtime_dir
 
 NOBODY = 65534
 
@@ -132,3 +133,24 @@ ISOLATION = {
     ),
     "none": ("rlimits", "clean-env", "own-session"),
 }
+
+
+def runtime_for(mechanism: str) -> str:
+    """The runtime a mechanism's programs run from. ``none`` started as root drops the
+    program to uid 65534 with no mount namespace, so it reads the runtime at its host path:
+    where the private cache is closed to that uid, the shared copy (``public_runtime_dir``).
+    Where that cannot be made safely the sandbox refuses to start (never a run that keeps
+    root's uid, never one that cannot read its stdlib)."""
+    rt = runtime_dir()
+    if mechanism != "none" or os.geteuid() != 0 or _traversable_by_others(rt):
+        return rt
+    try:
+        return public_runtime_dir()
+    except OSError as e:
+        raise SandboxUnavailable(
+            "sandbox mechanism 'none' started as root runs each program as uid 65534, which "
+            f"cannot read the interpreter runtime at {rt}, and the shared copy cannot be "
+            f"made ({e}). Use mechanism='bwrap' (or 'unshare'), which work as root, run "
+            "flowzoo as a non-root user, or set FLOWZOO_SANDBOX_RUNTIME_DIR to a root-owned "
+            "dir every user may traverse."
+        ) from None

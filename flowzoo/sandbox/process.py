@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import functools
 import os
-import selectors
 import shutil
-import signal
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 import warnings
 import weakref
@@ -54,8 +52,11 @@ from flowzoo.sandbox.base import (
     SandboxUnavailable,
     checked_files,
     classify,
+    collect,
+    kill_group,
     popen_isolated,
 )
+from flowzoo.sandbox.forksafe import ForkLock, track
 from flowzoo.sandbox.forkserver import GUARD_SOURCE
 from flowzoo.sandbox.guard import namespace_filter
 from flowzoo.sandbox.mechanisms import (
@@ -65,8 +66,9 @@ from flowzoo.sandbox.mechanisms import (
     _bwrap_prefix,
     _traversable_by_others,
     _unshare_prefix,
+    runtime_for,
 )
-from flowzoo.sandbox.runtime import runtime_dir, sandbox_python, version_dir
+from flowzoo.sandbox.runtime import sandbox_python, version_dir
 
 MECHANISMS = ("auto", "bwrap", "unshare", "none")
 #: mechanisms that leave the host's files and other runs reachable: only on explicit opt-in
@@ -140,16 +142,16 @@ def _rlimits(lim: ProcessLimits) -> list[tuple[int, int]]:
 @functools.lru_cache(maxsize=8)
 def probe(mechanism: str) -> bool:
     """Whether ``mechanism`` actually works here (a real run of the interpreter inside it)."""
-    if mechanism == "none":
-        return True
-    tool = "bwrap" if mechanism == "bwrap" else "unshare"
-    if shutil.which(tool) is None:
+    tool = {"bwrap": "bwrap", "unshare": "unshare"}.get(mechanism)
+    if tool is not None and shutil.which(tool) is None:
         return False
-    sbx = ProcessSandbox(
-        mechanism=mechanism, forkserver=False, allow_weak_isolation=True, _probe=False
-    )
-    try:
-        res = sbx.run("print(6 * 7)", timeout_s=20)
+    with warnings.catch_warnings():  # the weak mode's warning is for the user's sandbox
+        warnings.simplefilter("ignore")
+        sbx = ProcessSandbox(
+            mechanism=mechanism, forkserver=False, allow_weak_isolation=True, _probe=False
+        )
+    try:  # a module no mode preloads: the program reads the stdlib as the run's own user
+        res = sbx.run("import textwrap\nprint(6 * 7)", timeout_s=20)
     finally:
         sbx.close()
     return res.status == "ok" and res.stdout.strip() == "42"
@@ -205,25 +207,63 @@ class ProcessSandbox(ConcurrentRunMixin):
                 "isolation), as allowed by allow_weak_isolation=True.",
                 stacklevel=2,
             )
-        if _probe and mechanism != "none" and not probe(mechanism):
+        self._runtime = runtime_for(mechanism)
+        if _probe and not probe(mechanism):
+            why = ""
+            if mechanism == "none" and os.geteuid() == 0:
+                why = (
+                    f": started as root, a trial program run as uid 65534 from {self._runtime} "
+                    "failed; use mechanism='bwrap' (or 'unshare'), which work as root, or run "
+                    "flowzoo as a non-root user"
+                )
             raise SandboxUnavailable(
-                f"sandbox mechanism {mechanism!r} does not work on this machine"
+                f"sandbox mechanism {mechanism!r} does not work on this machine{why}"
             )
         self.mechanism = mechanism
         self.default_workers = workers or max(2, os.cpu_count() or 2)
         # every mechanism runs the minimal runtime's interpreter (runtime.py): no site-packages
         # on any path; bubblewrap (and unshare's jail) show nothing else of the host
-        self._runtime = runtime_dir()
         host_exe = os.path.join(self._runtime, "usr", "bin", version_dir())
         self._exe = sandbox_python() if mechanism == "bwrap" else host_exe
         self._stdlib_public = mechanism == "unshare" or _traversable_by_others(self._runtime)
         self._cgroups = cgroups.available() if use_cgroups else ()
         self.forkserver = bool(forkserver)
         self._idle: list = []
-        self._pool_lock = threading.Lock()
+        self._pool_lock = ForkLock()
         self._closed = False
         # servers still idle when the sandbox is dropped are killed with it
         self._finalizer = weakref.finalize(self, _close_servers, self._idle)
+        #: the process whose servers ``_idle`` holds (a forked child starts its own)
+        self._pid = os.getpid()
+        self._mp_finalizer = False
+        track(self)
+
+    def _forked(self) -> None:
+        """In a forked child (``forksafe.py``): the idle servers are the parent's, talked to
+        over pipes the parent reads too. The child closes its copies, never kills them, and
+        starts servers of its own on first use; the parent's keep serving the parent."""
+        if self._pid == os.getpid():
+            return
+        inherited = list(self._idle)
+        self._idle.clear()  # the child's copy of the list: an inherited finalizer finds none
+        self._finalizer.detach()
+        self._idle = []
+        self._pool_lock = ForkLock()
+        for srv in inherited:
+            srv.forget()
+        self._finalizer = weakref.finalize(self, _close_servers, self._idle)
+        self._pid = os.getpid()
+        self._mp_finalizer = False
+
+    def _exit_cleanup(self) -> None:
+        """A ``multiprocessing`` child ends with ``os._exit`` after its own finalizers (no
+        atexit, so no ``weakref.finalize``): its servers go with those (registered in the
+        child, after multiprocessing cleared the ones it inherited)."""
+        mp_util = sys.modules.get("multiprocessing.util")
+        if self._mp_finalizer or mp_util is None:
+            return
+        self._mp_finalizer = True
+        mp_util.Finalize(self, _close_servers, args=(self._idle,), exitpriority=10)
 
     @property
     def isolation(self) -> tuple[str, ...]:
@@ -397,9 +437,9 @@ class ProcessSandbox(ConcurrentRunMixin):
         finally:
             if has_stdin:
                 stdin_f.close()
-        out, err, truncated, timed_out = _collect(proc, t0 + lim.timeout_s, lim.max_output_bytes)
+        out, err, truncated, timed_out = collect(proc, t0 + lim.timeout_s, lim.max_output_bytes)
         wall = time.monotonic() - t0
-        _kill_group(proc)
+        kill_group(proc)
         rc = proc.returncode
         sig = None
         if rc is not None and rc < 0:
@@ -459,6 +499,9 @@ class ProcessSandbox(ConcurrentRunMixin):
             raise
 
     def _take_server(self, lim: ProcessLimits):
+        if self._pid != os.getpid():  # a fork the at-fork hook did not see (a raw fork)
+            self._forked()
+        self._exit_cleanup()
         with self._pool_lock:
             for i, srv in enumerate(self._idle):
                 if srv.memory_mb >= lim.memory_mb:
@@ -525,59 +568,3 @@ def _close_servers(servers: list) -> None:
     for srv in list(servers):
         srv.close()
     servers.clear()
-
-
-def _collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
-    """Read stdout/stderr until both close, the program exits, or the deadline passes.
-
-    Output beyond ``cap`` bytes per stream is read and dropped (so a flood cannot block the
-    program on a full pipe, nor fill our memory)."""
-    sel = selectors.DefaultSelector()
-    bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-    for f in (proc.stdout, proc.stderr):
-        sel.register(f.fileno(), selectors.EVENT_READ)
-    truncated = timed_out = False
-    exited_at: float | None = None
-    try:
-        while sel.get_map():
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = proc.poll() is None
-                break
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > 0.2:
-                break  # the program is gone; something it left behind holds the pipes
-            for key, _ in sel.select(min(deadline - now, 0.05)):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    sel.unregister(key.fd)
-                    continue
-                buf = bufs[key.fd]
-                room = cap - len(buf)
-                if room > 0:
-                    buf += chunk[:room]
-                if len(chunk) > max(room, 0):
-                    truncated = True
-    finally:
-        sel.close()
-    if not timed_out:
-        try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    out, err = bytes(bufs[proc.stdout.fileno()]), bytes(bufs[proc.stderr.fileno()])
-    proc.stdout.close()
-    proc.stderr.close()
-    return out, err, truncated, timed_out
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        pass

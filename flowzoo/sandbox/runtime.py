@@ -36,6 +36,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -187,8 +188,64 @@ def _cache_root() -> str:
 @functools.lru_cache(maxsize=1)
 def runtime_dir() -> str:
     """The runtime dir for this interpreter (built on first use; see the module doc)."""
+    return _runtime_in(_cache_root())
+
+
+#: where :func:`public_runtime_dir` builds (root-owned, every user may traverse it)
+PUBLIC_ROOT = "/var/cache/flowzoo/sandbox-runtime"
+
+
+def _chain(path: str) -> list[str]:
+    """``/``, then every dir down to ``path`` (absolute)."""
+    chain = [os.sep]
+    for part in os.path.normpath(path).split(os.sep)[1:]:
+        chain.append(os.path.join(chain[-1], part))
+    return chain
+
+
+def _unsafe_ancestor(path: str) -> str | None:
+    """The first dir from ``/`` down to ``path`` that is a link, not root's, or writable by
+    group or others (then another user could swap what a run executes); None if none is."""
+    for d in _chain(path):
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:  # not made yet: made below one checked, by root, 0755
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+            return d
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def public_runtime_dir() -> str:
+    """The runtime in :data:`PUBLIC_ROOT`, which uid 65534 can read (``0755`` dirs, ``0644``
+    files, every ancestor root's and writable by root only). Why: under ``mechanism="none"``
+    started as root the program drops to uid 65534 with no mount namespace, so it reads the
+    runtime at its host path, and the private cache (``0700`` parents, e.g. under
+    ``/root``) is closed to it: every stdlib import past the few preloaded ones failed, and so
+    did every call-judge verdict. The copy holds only the interpreter, its libraries and the
+    stdlib, which that mode shows a run anyway (it hides no host file). An ``OSError`` says
+    why it cannot be made safely (the caller refuses to start)."""
+    if os.geteuid() != 0:
+        raise OSError(f"only root can make the shared runtime dir {PUBLIC_ROOT}")
+    bad = _unsafe_ancestor(PUBLIC_ROOT)  # before anything is made under it
+    if bad is None:
+        for d in _chain(PUBLIC_ROOT):  # the dirs it makes: 0755 whatever the umask
+            if not os.path.lexists(d):
+                os.mkdir(d, 0o755)
+                os.chmod(d, 0o755)
+        bad = _unsafe_ancestor(PUBLIC_ROOT)
+    if bad is not None:
+        raise OSError(
+            f"{bad} is a link, not owned by root, or writable by others: {PUBLIC_ROOT} would "
+            "not be safe for a run to execute from"
+        )
+    return _runtime_in(PUBLIC_ROOT)
+
+
+def _runtime_in(root: str) -> str:
+    """The runtime for this interpreter under ``root``, built there if absent."""
     exe, stdlib, dynload = _sources()
-    root = _cache_root()
     final = os.path.join(root, f"py-{_digest(exe, stdlib, dynload)}")
     if os.path.isfile(os.path.join(final, ".complete")):
         return final

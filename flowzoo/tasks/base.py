@@ -13,6 +13,22 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+#: the most characters a problem statement may hold: past any model's context (128k tokens
+#: are ~0.5 MB of text), so a longer one could only be cut to fit; refused where it loads
+MAX_STATEMENT_CHARS = 1 << 20
+
+
+def check_statement(text: Any, where: str) -> None:
+    """A ValueError naming ``where`` (the file and row) when a problem statement holds more
+    than :data:`MAX_STATEMENT_CHARS` characters (a 30 MB field once loaded silently)."""
+    if isinstance(text, str) and len(text) > MAX_STATEMENT_CHARS:
+        raise ValueError(
+            f"{where}: its problem statement holds {len(text):,} characters, past the limit "
+            f"of {MAX_STATEMENT_CHARS:,} (more than any model's context: it could only be "
+            "cut); shorten it or remove the row, or raise "
+            "flowzoo.tasks.base.MAX_STATEMENT_CHARS"
+        )
+
 
 @dataclass(frozen=True)
 class Task:
@@ -23,6 +39,10 @@ class Task:
     answer: str = ""
     family: str = "math"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        # every loader builds its tasks here; the code loaders name the row around this
+        check_statement(self.question, f"task {str(self.id)[:60]!r}")
 
 
 @dataclass(frozen=True)

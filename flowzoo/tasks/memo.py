@@ -3,9 +3,10 @@ code's sandbox runs) are one idea, so one piece of code."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from typing import Generic, TypeVar
+
+from flowzoo.sandbox.forksafe import ForkLock
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -20,7 +21,7 @@ class Memo(Generic[K, V]):
             raise ValueError(f"a memo holds at least one value, got size={size}")
         self.size = size
         self._d: dict[K, V] = {}
-        self._lock = threading.Lock()
+        self._lock = ForkLock()  # a forked child gets it free (``forksafe.py``)
 
     def get(self, key: K) -> V | None:
         with self._lock:

@@ -68,3 +68,105 @@ def test_a_curve_without_a_band_is_drawn_on_the_whole_accuracy_axis(tmp_path):
     assert note == "" and lo > 0.2 and hi < 0.6  # a band shows the noise: zoomed is fair
     md = build_report(tmp_path / "one", window=2).read_text()
     assert "voting-math_tiny-s_full: shared: one run, no 95% band" in md
+
+
+# ------------------------------------------------------------------ builds kept apart
+
+CALIBRATION = "baselines/results/code-testbed-calibration"
+
+
+def _built(root, name, seed, digest=None, files=None, model="tiny-s"):
+    """A fake run with a build: a ``weights_digest`` (a new record), or per-file digests
+    only (``base_model.sha256``: a record written before the single digest)."""
+    _fake_run(root, name, "voting-math", "shared", seed, RISE, SH, model=model)
+    p = root / name / "summary.json"
+    s = json.loads(p.read_text())
+    if digest is not None:
+        s["weights_digest"] = digest
+    if files is not None:
+        s["base_model"] = {"path": "/m", "sizes": dict.fromkeys(files, 1), "sha256": files}
+    p.write_text(json.dumps(s))
+
+
+def test_two_committed_builds_of_one_model_name_are_kept_apart_not_pooled_as_seeds(tmp_path):
+    """The committed main jobs of the first and the second tiny-s-code build (seeds 0-2
+    each), given one configuration (they differ in lr_decay_steps too): they pooled into one
+    cell of "3 (6 runs)" as if seeds; each build is now its own cell, labelled with its
+    build, and the report says so. Each set alone reads as it did."""
+    import shutil
+
+    from flowzoo.analysis.builds import build_digest
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(f"{CALIBRATION}/first-build-main-job-runs", first)
+    shutil.copytree(f"{CALIBRATION}/second-build-amd-main-job-runs", second)
+    for seed in range(3):  # the first build's config, seed for seed
+        shutil.copy(first / f"code-tb-s{seed}/config.json", second / f"code-tb-b2-s{seed}")
+    runs = load_runs([first, second])
+    assert len(runs) == 6 and runs[0].varying == ()
+    cells = cell_stats(runs)
+    want = {f"tiny-s-code (build {build_digest(r.summary['base_model'])[:12]})" for r in runs}
+    assert len(cells) == 2 and {c.key[2] for c in cells} == want and len(want) == 2
+    assert all(c.seeds == [0, 1, 2] and c.seeds_cell == "3" for c in cells)
+    md = build_report([first, second], out=tmp_path / "rep", plots=False).read_text()
+    assert "Builds kept apart" in md and "tiny-s-code: build " in md
+    for d in (first, second):  # each alone: one build, nothing labelled
+        alone = load_runs([d])
+        assert len(cell_stats(alone)) == 1 and alone[0].cell[2] == "tiny-s-code"
+
+
+def test_builds_are_labelled_only_where_one_model_name_holds_several(tmp_path):
+    """Variants: two builds and a record without a digest (three cells: the unknown one is
+    never pooled into either); one build beside records without a digest (pooled as
+    before, no note); the same build recorded as a digest or as per-file digests (one
+    build); two model names with a build each (nothing labelled)."""
+    from flowzoo.analysis.builds import build_digest
+
+    files_a, files_b = {"model.safetensors": "a" * 64}, {"model.safetensors": "b" * 64}
+    da, db = build_digest({"sha256": files_a}), build_digest({"sha256": files_b})
+    mixed = tmp_path / "mixed"
+    for seed in range(2):
+        _built(mixed, f"a{seed}", seed, da)
+        _built(mixed, f"b{seed}", seed, files=files_b)
+        _built(mixed, f"u{seed}", seed)  # no digest
+    cells = cell_stats(load_runs(mixed), window=2)
+    assert sorted(c.key[2] for c in cells) == [
+        f"tiny-s (build {da[:12]})",
+        f"tiny-s (build {db[:12]})",
+        "tiny-s (build unknown)",
+    ]
+    assert all(len(c.runs) == 2 for c in cells)
+    md = build_report(mixed, window=2, plots=False).read_text()
+    assert "Builds kept apart" in md and f"build {db[:12]} (2 runs)" in md
+    assert f"| voting | tiny-s (build {da[:12]}) | shared | full | - | 2 |" in md
+
+    one = tmp_path / "one"  # a digest given two ways, and records without one: one cell
+    _built(one, "a0", 0, da)
+    _built(one, "a1", 1, files=files_a)
+    _built(one, "u2", 2)
+    (cell,) = cell_stats(load_runs(one), window=2)
+    assert cell.key[2] == "tiny-s" and len(cell.runs) == 3
+    assert "Builds kept apart" not in build_report(one, window=2, plots=False).read_text()
+
+    names = tmp_path / "names"  # another name is another cell already: nothing to label
+    _built(names, "s", 0, da)
+    _built(names, "m", 0, db, model="tiny-m")
+    assert sorted(c.key[2] for c in cell_stats(load_runs(names))) == ["tiny-m", "tiny-s"]
+
+
+def test_committed_run_records_read_as_before_one_build_per_report():
+    """Every committed set of run records (most from before the digest, some with per-file
+    digests only) loads with no build label: the committed reports do not change."""
+    from pathlib import Path
+
+    from flowzoo.analysis.report import builds_kept_apart
+
+    roots = sorted(Path("baselines/results").glob("*/runs"))
+    roots += sorted(Path("baselines/results").glob("archive/*/runs"))  # superseded, still read
+    roots += sorted(Path("baselines/results").glob("**/*-main-job-runs"))
+    roots += sorted(Path("baselines/results").glob("main-job*-runs"))
+    assert len(roots) >= 20
+    for root in roots:
+        runs = load_runs([root])
+        assert runs and builds_kept_apart(runs) == [], root
+        assert all(r.cell[2] == str(r.config["model"]) for r in runs), root

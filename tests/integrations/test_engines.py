@@ -10,7 +10,9 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,11 @@ from flowzoo.agents.models.backends import vllm_python
 from flowzoo.agents.models.endpoint import EndpointPolicy
 from flowzoo.agents.train.evaluate import evaluate_env
 from tests.agents.models.test_endpoint import serve_with_template
+from tests.integrations.offline import (
+    PROXY_VARS,
+    harness_could_not_fetch,
+    vf_harness_offline_reason,
+)
 
 #: a chat template that renders the user's text as the tiny models were trained on it
 PLAIN_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
@@ -41,8 +48,43 @@ def plain_served(tmp_path_factory):
     srv.stop()
 
 
+# ------------------------------------------------------------------ offline: what vf downloads
+
+
+def test_offline_detection_without_a_route():
+    """In a network namespace with no interface up (as on a machine without network) the
+    reason names the missing route and uv, which a fresh HOME does not hold."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a network namespace of its own")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from tests.integrations.offline import vf_harness_offline_reason as r\n"
+        "print(r())"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    clean = {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
+    for home, has_uv in (("/nonexistent-home", False), (os.path.expanduser("~"), None)):
+        env = {**clean, "HOME": home, "PATH": "/usr/bin:/bin"}
+        r = subprocess.run(["unshare", "-n", sys.executable, "-c", code, root],
+                           capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        out = r.stdout.strip()
+        assert out.startswith("offline (no default network route)"), out
+        assert "package index" in out
+        if has_uv is False:
+            assert "uv (pip install --user uv" in out
+    proxied = subprocess.run(["unshare", "-n", sys.executable, "-c", code, root],
+                             capture_output=True, text=True, timeout=120,
+                             env={**clean, "HTTPS_PROXY": "http://127.0.0.1:3128"})  # fmt: skip
+    assert proxied.stdout.strip() == "None"
+
+
 def _vf_eval(tmp_path, base_url, *args, n=16):
-    """Run verifiers' own evaluation entry point; its episodes (traces.jsonl rows)."""
+    """Run verifiers' own evaluation entry point; its episodes (traces.jsonl rows). Skipped
+    with the reason where verifiers' harness cannot fetch what it downloads at run time."""
+    why = vf_harness_offline_reason()
+    if why:
+        pytest.skip(why)
     out = tmp_path / "vf"
     cmd = [
         shutil.which("vf-eval") or "vf-eval", "flowzoo-vf", "-m", "tiny",
@@ -53,7 +95,11 @@ def _vf_eval(tmp_path, base_url, *args, n=16):
                        env={**os.environ, "OPENAI_API_KEY": "none"})  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (f,) = out.glob("*/traces.jsonl")
-    return [json.loads(x) for x in f.read_text().splitlines()]
+    rows = [json.loads(x) for x in f.read_text().splitlines()]
+    why = harness_could_not_fetch(rows)
+    if why:
+        pytest.skip(why)
+    return rows
 
 
 def _team(rows) -> dict[str, float]:
@@ -147,6 +193,7 @@ def test_vf_garbage_and_a_dying_endpoint_score_zero_with_flags(tmp_path):
         srv.shutdown()
     (row,) = rows
     traces = row["traces"]
+    assert all("team" in t["rewards"] for t in traces), [t.get("errors") for t in traces]
     assert [t["rewards"]["team"]["score"] for t in traces] == [0.0] * 4
     errors = [t["metrics"]["model_error"] for t in traces]
     assert errors[:2] == [0.0, 0.0] and errors[2:] == [1.0, 1.0]
@@ -294,3 +341,32 @@ def test_textarena_two_player_game():
     assert rewards == {0: 0.0, 1: 0.0} and game_info[0]["correct"] is False
     with pytest.raises(ValueError, match="two-agent"):
         FlowzooArena("voting-math")
+
+
+# the harness's own errors, as verifiers 0.4 writes them on a trace (seen offline)
+_NO_DNS = (
+    "harness setup: RuntimeError: failed to prepare uv script: error: Request failed after 3 "
+    "retries in 4.6s\n  cause: Failed to fetch: https://pypi.org/simple/certifi/\n  cause: dns "
+    "error\n  cause: failed to lookup address information: Temporary failure in name resolution"
+)
+_NO_HOST = (
+    "harness setup: RuntimeError: failed to prepare uv script: curl: (6) Could not resolve "
+    "host: astral.sh"
+)
+
+
+def _rows_with(*messages):
+    traces = [{"errors": [{"type": "HarnessError", "message": m}] if m else []} for m in messages]
+    return [{"traces": traces}]
+
+
+def test_a_harness_that_could_not_fetch_is_told_apart_from_other_failures():
+    for msg in (_NO_DNS, _NO_HOST):
+        why = harness_could_not_fetch(_rows_with(msg, msg))
+        assert why and why.startswith("verifiers' null harness could not fetch")
+    other = "harness setup: RuntimeError: failed to prepare uv script: No solution found"
+    assert harness_could_not_fetch(_rows_with(other, other)) is None  # not a fetch
+    assert harness_could_not_fetch(_rows_with(_NO_DNS, None)) is None  # one episode ran
+    assert harness_could_not_fetch(_rows_with(_NO_DNS, "upstream 500: engine dead")) is None
+    assert harness_could_not_fetch(_rows_with(None, None)) is None
+    assert harness_could_not_fetch([]) is None

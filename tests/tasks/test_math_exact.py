@@ -150,6 +150,7 @@ def test_settled_verdicts_and_timeouts_are_remembered(monkeypatch):
 
     monkeypatch.setattr(checker, "check", counted)
     monkeypatch.setattr(verify, "_MEMO", Memo(1 << 16))  # whatever earlier tests settled
+    monkeypatch.setattr(verify, "_VERDICTS", Memo(1 << 13))
     tower = ("\\sqrt{2}", "\\sqrt{2}^{10^{10}}")
     for _ in range(20):  # a group of samples with the same tower
         assert check(*tower, timeout_s=2.0).reason == "timeout"
@@ -165,6 +166,7 @@ def test_settled_verdicts_and_timeouts_are_remembered(monkeypatch):
 
 def test_the_memo_is_bounded(monkeypatch):
     monkeypatch.setattr(verify, "_MEMO", Memo(8))
+    monkeypatch.setattr(verify, "_VERDICTS", Memo(1 << 13))
     for k in range(30):
         check("1", f"\\frac{{{k}}}{{7}} + \\sqrt{{2}}")  # symbolic verdicts, remembered
     assert len(verify._MEMO) == 8

@@ -53,6 +53,7 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
     episode ``i`` of every env plays a different problem of the pool (offset per env)."""
     from tqdm import tqdm
 
+    from flowzoo.agents.models.copydrills import copy_drill_rows
     from flowzoo.envs import make_env
     from flowzoo.envs.scripted import BehaviourPolicy, expert_policy, play_episode
 
@@ -111,6 +112,8 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
             )
             rows.extend((env_id, log[j].prompt, targets.get(j, log[j].action)) for j in keep)
             bar.update()
+        if family == "math" and cfg.copy_drills:
+            rows += copy_drill_rows(env_id, env, pool, cfg.copy_drills, pseed, offset)
     bar.close()
     return rows + fact_drills(cfg.fact_drills, seed=cfg.seed)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -23,6 +24,84 @@ if TYPE_CHECKING:
     from flowzoo.agents.models.backends import VLLMBackend, VLLMLoraBackend
 
 PRECISIONS = ("fp32", "bf16")
+#: the fewest prompt tokens a role's budget must leave in the model's context: a prompt cut
+#: to fewer holds neither its problem nor its instruction (refused at config time)
+MIN_PROMPT_TOKENS = 64
+#: of a prompt cut to fit, one part in this many of the room is kept from its tail (the
+#: role's instruction and the chat template's turn marker); the rest is its head (the
+#: chat template's opening and the problem statement)
+TAIL_PARTS = 3
+
+
+class PromptCutWarning(UserWarning):
+    """A prompt did not fit the model's context and was cut in its middle."""
+
+
+def prompt_room(context: int, max_new_tokens: int, model: str = "the model") -> int:
+    """The prompt tokens that fit beside ``max_new_tokens`` in a ``context``-token model; a
+    budget that leaves none is a ValueError naming both (a prompt cut to nothing, or to
+    one token, ran as if nothing had happened)."""
+    room = context - max_new_tokens
+    if room < 1:
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} leaves no room for a prompt in {model}'s "
+            f"context of {context} tokens; give max_new_tokens below {context} (at most "
+            f"{context - MIN_PROMPT_TOKENS} leaves a prompt {MIN_PROMPT_TOKENS} tokens)"
+        )
+    return room
+
+
+def cut_middle(ids: list[int], room: int) -> list[int]:
+    """``ids`` cut to ``room`` tokens from the middle: the first ``room - room // 3``
+    tokens (the chat template's opening and the problem statement) and the last
+    ``room // 3`` (:data:`TAIL_PARTS`: the role's instruction and the template's turn
+    marker) kept. A prompt that fits is returned unchanged (the same list)."""
+    if len(ids) <= room:
+        return ids
+    tail = room // TAIL_PARTS
+    head = room - tail
+    return ids[:head] + (ids[len(ids) - tail :] if tail else [])
+
+
+def check_room(limits: dict[str, int], context: int, model: str) -> None:
+    """Refuse, before a model is built, a role whose token budget leaves fewer than
+    :data:`MIN_PROMPT_TOKENS` of the model's context for its prompt (every prompt would be
+    cut to almost nothing); names the role, its budget, the context and the largest valid
+    budget."""
+    bad = {r: n for r, n in limits.items() if context - n < MIN_PROMPT_TOKENS}
+    if bad:
+        shown = ", ".join(f"{r}: {n}" for r, n in sorted(bad.items()))
+        raise ValueError(
+            f"max_new_tokens ({shown}) leaves fewer than {MIN_PROMPT_TOKENS} of {model}'s "
+            f"{context}-token context for the prompt; give at most "
+            f"{context - MIN_PROMPT_TOKENS} (role_settings {{ROLE: {{max_new_tokens: N}}}} "
+            "or max_new_tokens)"
+        )
+
+
+def check_budgets(
+    limits: dict[str, int], path: str | os.PathLike, model: str, other: set[str] | None = None
+) -> None:
+    """:func:`check_room` for the roles the local model at ``path`` plays (those in
+    ``other``, played by another model, are checked by their own policy when it samples);
+    nothing for a folder without a readable config (a served model)."""
+    context = model_context(path)
+    if context is not None:
+        check_room({r: n for r, n in limits.items() if r not in (other or set())}, context, model)
+
+
+def model_context(path: str | os.PathLike) -> int | None:
+    """A local model's context length as :class:`Policy` reads it (its config.json's
+    ``max_position_embeddings``, 2048 when it has none); None when ``path`` holds no
+    readable config.json (a served model, a scripted player)."""
+    import json
+
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+        n = cfg.get("max_position_embeddings", 2048) if isinstance(cfg, dict) else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 def check_device(device: str | torch.device) -> torch.device:
@@ -60,6 +139,8 @@ class Generation:
     finished: bool
     #: why no completion came (a served model that failed for good); None when one did
     error: str | None = None
+    #: prompt tokens cut from the prompt's middle to fit the context (0: it fit whole)
+    prompt_cut: int = 0
 
 
 def _cache_of(out):
@@ -159,12 +240,12 @@ class Policy:
         return ([self.bos_id] if self.bos_id is not None else []) + list(ids)
 
     def fit_prompt(self, ids: list[int], max_new_tokens: int) -> list[int]:
-        """Keep the prompt's tail so that prompt + completion fit the model's context."""
-        room = self.max_context - max_new_tokens
-        if len(ids) <= room:
-            return ids
-        head = ids[:1] if (self.bos_id is not None and ids and ids[0] == self.bos_id) else []
-        return head + ids[len(ids) - room + len(head) :]
+        """The prompt's ids made to fit the model's context beside ``max_new_tokens``: a
+        prompt that fits is returned as it is; a longer one is cut in its middle
+        (:func:`cut_middle`: the head with the problem statement and the tail with the
+        role's instruction kept). Why not the tail alone: a role then lost the problem it
+        was asked about. A budget that leaves no room is a ValueError (:func:`prompt_room`)."""
+        return cut_middle(ids, prompt_room(self.max_context, max_new_tokens, self.path))
 
     def decode(self, ids: list[int]) -> str:
         return cast(str, self.tokenizer.decode(ids, skip_special_tokens=True))  # one sequence
@@ -184,19 +265,44 @@ class Policy:
             return []
         if generator is None and seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(seed)
-        memo: dict[str, list[int]] = {}  # a problem's samples and roles repeat prompts
+        memo: dict[str, tuple[list[int], int]] = {}  # samples and roles repeat prompts
         for p in prompts:
             if p not in memo:
-                memo[p] = self.fit_prompt(self.encode_prompt(p), max_new_tokens)
-        encoded = [list(memo[p]) for p in prompts]
+                ids = self.encode_prompt(p)
+                fit = self.fit_prompt(ids, max_new_tokens)
+                memo[p] = fit, len(ids) - len(fit)
+        encoded = [list(memo[p][0]) for p in prompts]
+        cut = [memo[p][1] for p in prompts]
+        if any(cut):
+            self._say_cut(max(cut), max_new_tokens)
         if self.backend is not None:
-            return self._from_backend(encoded, max_new_tokens, temperature, generator)
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            return self._sample_fitting(encoded, max_new_tokens, temperature, generator)
-        finally:
-            self.model.train(was_training)
+            gens = self._from_backend(encoded, max_new_tokens, temperature, generator)
+        else:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                gens = self._sample_fitting(encoded, max_new_tokens, temperature, generator)
+            finally:
+                self.model.train(was_training)
+        for g, n in zip(gens, cut, strict=True):
+            g.prompt_cut = n
+        return gens
+
+    def _say_cut(self, n: int, max_new_tokens: int) -> None:
+        """Warn once per policy that prompts were cut (each turn's count is on its
+        :class:`Generation`, and the trainer's metrics and evaluations count them)."""
+        if getattr(self, "_cut_said", False):
+            return
+        self._cut_said = True
+        warnings.warn(
+            f"{self.path}: a prompt longer than the room its {self.max_context}-token context "
+            f"leaves beside max_new_tokens={max_new_tokens} was cut in its middle ({n} tokens "
+            "dropped; its head with the problem and its tail with the instruction kept); "
+            "counted per turn as prompt_cut. Lower max_new_tokens or use a model with a "
+            "longer context",
+            PromptCutWarning,
+            stacklevel=3,
+        )
 
     def _from_backend(self, encoded, max_new_tokens, temperature, generator) -> list[Generation]:
         assert self.backend is not None  # the caller checked

@@ -118,6 +118,44 @@ CODE_TESTBED_12: dict[str, Any] = {
 }
 #: the suffix of a model name -> the code recipe it builds at that scale
 CODE_RECIPES: dict[str, dict[str, Any]] = {"-code": CODE_TESTBED, "-code12": CODE_TESTBED_12}
+#: the envs whose final role answers briefly in the role-conflict testbed (their option)
+CONFLICT_ENV_OPTIONS: dict[str, dict[str, Any]] = {
+    "voting-math": {"conflict": True},
+    "orch-workers-math": {"conflict": True},
+}
+#: the role-conflict testbed (docs/testbed-conflict.md): a stage on the scale's default build
+#: (the shipped tiny-s: its primitives and priors measured), its corpus re-written with
+#: Voting's and Orch-Workers' final roles answering briefly (a bare answer: the opposite of
+#: the solvers' and workers' worked steps, on the same surface) and both final roles' menus
+#: played by the expert at a re-work rate of 0.95 with 1,000 drill episodes each of their
+#: own (every turn of theirs is contested), since 4,000 copy drills each add bare answers
+#: only: about half of their rows are bare (a build's rate followed its rows' share: 0.59 /
+#: 0.57 at 0.59 bare rows). The copying primitive: the shipped tiny-s's synthesizer wrote an
+#: answer no worker gave in 76% of episodes, two earlier builds (1,000 and 4,000 drills)
+#: copied 0.56-0.61 and 0.74-0.78, so the final role's prompt also names each candidate's
+#: answer (``Workflow.candidate_line``); 1,200 steps (the answer-mode prompt is new)
+CONFLICT_TESTBED: dict[str, Any] = {
+    "env_options": CONFLICT_ENV_OPTIONS,
+    "stage_parent": "default",
+    "midtrain_steps": 1200,
+    "role_shortcut_rates": {**MIDTRAIN_SHORTCUT_RATES, "aggregator": 0.95, "synthesizer": 0.95},
+    "role_drills": {"aggregator": 1000, "synthesizer": 1000},
+    "copy_drills": 4000,
+}
+#: every suffix a model name may carry -> its recipe's levers (code recipes and the conflict)
+NAMED_RECIPES: dict[str, dict[str, Any]] = {**CODE_RECIPES, "-conflict": CONFLICT_TESTBED}
+#: what each named build is for and where it is measured (``flowzoo models`` lists them)
+RECIPE_NOTES: dict[str, tuple[str, str]] = {
+    "": ("the math testbed (recipe 10): every role's behaviour in band", "docs/testbed.md"),
+    "-code": ("the code testbed, recipe 11 (guarded tasks)", "docs/testbed-code.md"),
+    "-code12": ("the code testbed, recipe 12 (the aggregator drilled)", "docs/testbed-code.md"),
+    "-conflict": (
+        "the role-conflict testbed: final roles answer bare, solvers work the steps",
+        "docs/testbed-conflict.md",
+    ),
+}
+#: what a behaviour stage may continue from (``PretrainConfig.stage_parent``)
+STAGE_PARENTS = ("base", "default")
 #: what the code half of a corpus can be (``PretrainConfig.code_tasks``)
 CODE_TASKS = ("guarded", "funcs+stdio")
 CODE_ENVS = study_envs("code")
@@ -181,6 +219,11 @@ class PretrainConfig:
     #: a constant-lr stage wherever the last steps' noise left it, 0.24 or 0.57 from the same
     #: corpus rate; an annealed stage ends near the corpus's own mixture
     midtrain_decay: bool = True
+    #: what a behaviour stage continues from: "base" (the pretrained base, ``base()``: every
+    #: recipe up to 12) or "default" (the scale's default build, the shipped tiny-s: a stage
+    #: on the testbed itself, whose primitives and behaviour priors are measured; the
+    #: role-conflict build, 900 steps instead of a 5,000-step base and a stage)
+    stage_parent: str = "base"
     #: the stage's own seed: its behaviour draws and batch order, not the pools and not the
     #: base (0: the base's ``seed``, every build before it). Two builds of one recipe that
     #: differ only here measure how far a role's base rate moves from stage to stage
@@ -202,6 +245,10 @@ class PretrainConfig:
     #: synthesizer's: solution 1 and the considered pick disagree in ~7% of episodes) gets
     #: rows of its own rule without adding rows of the other roles'
     role_drills: dict[str, int] = field(default_factory=lambda: dict(MIDTRAIN_ROLE_DRILLS))
+    #: extra episodes per math env whose final role writes an answer from the candidates it
+    #: is shown (Orch-Workers; Voting where its aggregator answers), keeping that turn only:
+    #: the candidates make computing useless, so the role learns to copy (``copydrills.py``)
+    copy_drills: int = 0
     #: None: the scale's budget from BUDGETS
     steps: int | None = None
     batch_size: int | None = None
@@ -229,6 +276,12 @@ class PretrainConfig:
                     f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(CODE_TASKS)}"
                 )
         self.drill_roles = tuple(self.drill_roles)
+        if self.stage_parent not in STAGE_PARENTS:
+            raise ValueError(
+                f"unknown stage_parent {self.stage_parent!r}; valid: {', '.join(STAGE_PARENTS)}"
+            )
+        if self.stage_parent != "base" and not self.midtrain_steps:
+            raise ValueError("stage_parent names what a stage continues; this config has none")
         if self.role_shortcut_rates == MIDTRAIN_SHORTCUT_RATES:  # the default: the scale's own
             self.role_shortcut_rates = {
                 **MIDTRAIN_SHORTCUT_RATES,
@@ -256,8 +309,18 @@ class PretrainConfig:
             code_shortcut_rates=None,
             code_drills=0,
             code_role_drills={},
+            copy_drills=0,
             midtrain_seed=0,
+            env_options={},  # a stage's env options re-write its corpus, not the base's
+            stage_parent="base",
         )
+
+    def parent(self) -> PretrainConfig:
+        """The build a behaviour stage continues: :meth:`base`, or the scale's default
+        build (``stage_parent="default"``)."""
+        if self.stage_parent == "default":
+            return PretrainConfig(scale=self.scale)
+        return self.base()
 
     @property
     def stage_seed(self) -> int:
@@ -289,6 +352,10 @@ class PretrainConfig:
             del d["code_role_drills"]
         if not d["midtrain_seed"]:
             del d["midtrain_seed"]
+        if d["stage_parent"] == "base":  # every build before a stage could continue another
+            del d["stage_parent"]
+        if not d["copy_drills"]:  # ... and before copy drills
+            del d["copy_drills"]
         if d["base_code_tasks"] == "funcs+stdio":
             del d["base_code_tasks"]
         # the architecture is part of the key: a changed scale must never load an old model
@@ -300,8 +367,9 @@ class PretrainConfig:
 
 def named_config(name: str) -> PretrainConfig | None:
     """The recipe a tiny model name stands for: a scale (``tiny-s``: the default recipe) or a
-    scale with a suffix of :data:`CODE_RECIPES` (``tiny-s-code``: the code testbed, recipe 11;
-    ``tiny-s-code12``: recipe 12), either followed by ``-stageN``: another behaviour stage of
+    scale with a suffix of :data:`NAMED_RECIPES` (``tiny-s-code``: the code testbed, recipe 11;
+    ``tiny-s-code12``: recipe 12; ``tiny-s-conflict``: the role-conflict testbed), either
+    followed by ``-stageN``: another behaviour stage of
     the same recipe (``midtrain_seed=N``; ``-stage0`` is the bare name). None for any other
     name (a local path). Why a name: a sweep file that compares stages stays portable."""
     stem, stage = name, 0
@@ -310,7 +378,7 @@ def named_config(name: str) -> PretrainConfig | None:
     cfg = None
     if stem in SCALES:
         cfg = PretrainConfig(scale=stem)
-    for suffix, levers in CODE_RECIPES.items():
+    for suffix, levers in NAMED_RECIPES.items():
         if stem.endswith(suffix) and stem.removesuffix(suffix) in SCALES:
             cfg = PretrainConfig(scale=stem.removesuffix(suffix), **levers)
     if cfg is None or not stage:

@@ -17,6 +17,7 @@ never updated, never in the gradient diagnostics, reported as frozen.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,15 @@ def parse_policy_arg(arg: str) -> str | dict[str, str]:
     return out
 
 
+def refuse_unknown_roles(named: Iterable[str], roles: Sequence[str], where: str) -> None:
+    """Refuse a role name that is none of ``roles`` (a typo would otherwise be ignored, and
+    the role played by the default), naming the bad names and the roles: one check for
+    training's ``role_models``/``frozen_roles`` and ``flowzoo eval --role-model``."""
+    bad = sorted(set(named) - set(roles))
+    if bad:
+        raise ValueError(f"{where} name unknown roles {bad}; roles are {list(roles)}")
+
+
 def plan_roles(
     roles: list[str],
     sharing: str | dict[str, str],
@@ -91,9 +101,7 @@ def plan_roles(
     from flowzoo.agents.models.players import is_local_spec
 
     role_models = dict(role_models or {})
-    bad = sorted((set(role_models) | set(frozen_roles)) - set(roles))
-    if bad:
-        raise ValueError(f"role_models/frozen_roles name unknown roles {bad}; roles are {roles}")
+    refuse_unknown_roles([*role_models, *frozen_roles], roles, "role_models/frozen_roles")
     mapping = role_map(roles, sharing)
     frozen: dict[str, str] = {}
     own: dict[str, str] = {}

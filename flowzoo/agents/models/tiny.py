@@ -33,7 +33,7 @@ from flowzoo.agents.models.chat import CHAT_TEMPLATE, add_chat_template, has_cha
 from flowzoo.agents.models.corpus import corpus_digest, corpus_fingerprint, make_corpus
 from flowzoo.agents.models.pretrain_loop import train_loop
 from flowzoo.agents.models.recipe import (
-    CODE_RECIPES,
+    NAMED_RECIPES,
     RECIPE_VERSION,
     SCALES,
     PretrainConfig,
@@ -206,9 +206,10 @@ def training_stage(
     if cfg.midtrain_steps:
         from transformers import AutoModelForCausalLM
 
-        home = cache_root() / "tiny" / f"{cfg.scale}-{cfg.base().key()}"
+        parent = cfg.parent()
+        home = cache_root() / "tiny" / f"{cfg.scale}-{parent.key()}"
         where = None if cache_dir is None or _built(home) else cache_dir  # the default cache first
-        base = ensure_tiny(cfg.base(), cache_dir=where, progress=progress)
+        base = ensure_tiny(parent, cache_dir=where, progress=progress)
         model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
         lr = cfg.midtrain_lr
 
@@ -220,7 +221,7 @@ def training_stage(
             return lr * min(warm, max(0.0, left))
 
         extra = {
-            "base_key": cfg.base().key(),
+            "base_key": parent.key(),
             "base_sha256": _sha256(Path(base) / "model.safetensors"),
         }
         return model, cfg.midtrain_steps, lr, schedule, "mid-train", extra
@@ -427,7 +428,42 @@ def resolve_model(model: str, fast: bool = False) -> str:
     if not Path(model).exists():
         raise FileNotFoundError(
             f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}), a scale's code "
-            f"testbed ({', '.join(s + x for x in CODE_RECIPES for s in SCALES)}), either with "
+            f"testbed or role-conflict build ({', '.join(s + x for x in NAMED_RECIPES for s in SCALES)}), either with "
             "-stageN, nor a local path"
         )
     return model
+
+
+def model_table() -> list[dict[str, str]]:
+    """Every tiny model name a user can type (each scale, each with each recipe suffix): its
+    recipe key, what it continues (its parent build's key), what it is for, and whether it is
+    shipped, built in the cache, or built on first use. Why: a name is a recipe, and a run
+    record's name says which build only through this key."""
+    from flowzoo.agents.models.recipe import RECIPE_NOTES, named_config
+
+    rows = []
+    for suffix, (what, docs) in RECIPE_NOTES.items():
+        for scale in SCALES:
+            cfg = named_config(scale + suffix)
+            if cfg is None:
+                continue
+            key = cfg.key()
+            cached = cache_root() / "tiny" / f"{scale}-{key}"
+            if _verified(scale, key) is not None:
+                status = "shipped"
+            elif _built(cached):
+                status = f"built: {cached}"
+            else:
+                status = "built on first use"
+            parent = cfg.parent().key() if cfg.midtrain_steps else "-"
+            rows.append(
+                {
+                    "name": scale + suffix,
+                    "key": key,
+                    "parent": parent,
+                    "status": status,
+                    "what": what,
+                    "docs": docs,
+                }
+            )
+    return rows

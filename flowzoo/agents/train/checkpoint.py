@@ -1,7 +1,7 @@
 """Save / load / resume: everything a run needs to continue exactly, written atomically.
 
 A checkpoint holds every policy (or adapter), the optimizers, PPO critics, the damper's EMA,
-the step, the eval curve and the torch RNG, keyed by the config's identity. It may also hold
+an estimator's running state (a per-role baseline), the step, the eval curve and the torch RNG, keyed by the config's identity. It may also hold
 a *pending* metrics line: the step finished its update but was interrupted before its
 evaluation or log line, so the resumed run evaluates (on the very same weights) and writes
 it first — an interrupt loses nothing. Under FSDP each process writes its own shards.
@@ -25,7 +25,7 @@ from typing import IO, Any, cast
 import torch
 
 from flowzoo.agents.models import threads
-from flowzoo.agents.train import distributed, rundir
+from flowzoo.agents.train import distributed, provenance, rundir
 
 #: what every checkpoint holds (checked before anything of it is used)
 KEYS = ("identity", "step", "router", "opts", "heads", "damper", "eval_curve", "torch_rng")
@@ -90,6 +90,8 @@ def save(tr, pending: dict | None = None) -> None:
         "opts": {n: o.state_dict() for n, o in ln.opts.items()},
         "heads": {n: h.state_dict() for n, h in ln.heads.items()},
         "damper": ln.damper.state_dict() if ln.damper else None,
+        # what the advantage estimator carries between steps (a per-role running baseline)
+        "estimator": ln.estimator_state.state_dict() if ln.estimator_state else None,
         "eval_curve": [(int(s), float(a)) for s, a in tr.eval_curve],
         "torch_rng": torch.get_rng_state(),
         "pending": _plain(pending),
@@ -97,6 +99,8 @@ def save(tr, pending: dict | None = None) -> None:
         "threads": torch.get_num_threads(),
         # the build the run started from, which a resume keeps (the scale may be rebuilt)
         "base_model": {k: v for k, v in tr.base_model.items() if k != "now"},
+        # the sha256 of every data file the run reads: a resume on edited data is refused
+        "data": tr.data_files,
     }
     p = tr.ckpt_path
     rundir.check_entry(p.parent, directory=True)  # checkpoint/ a real directory, not a link
@@ -206,6 +210,8 @@ def load(tr) -> tuple[bool, dict | None]:
     if not found:
         return False, None
     state = read(p, cfg.identity(), tr.learner)
+    # the inputs it started on, before anything of it is used (a changed file: refused)
+    tr.warnings += provenance.check_resume(state, tr.base_model, tr.data_files, p)
     if cfg.fsdp:
         if state.get("world") != dist.world:
             raise ValueError(
@@ -227,6 +233,8 @@ def load(tr) -> tuple[bool, dict | None]:
             h.load_state_dict(state["heads"][n])
         if ln.damper and state["damper"]:
             ln.damper.load_state_dict(state["damper"])
+        if ln.estimator_state is not None:
+            ln.estimator_state.load_state_dict(state.get("estimator"))
         torch.set_rng_state(state["torch_rng"])
     except (RuntimeError, KeyError, ValueError, TypeError) as e:
         raise ValueError(
@@ -246,9 +254,10 @@ RECORD_LIMIT = 1 << 16
 
 def keep_base_model(tr, started: Any) -> None:
     """A resumed run's records name the build it *started* from (its base readings are that
-    build's); where ``--model`` now resolves to other weights (a recipe rebuilt, a cache
-    moved) both are recorded and the run warns. A checkpoint from before this record has
-    none to keep."""
+    build's): other weights were refused before (:func:`provenance.check_resume`), so what
+    may differ is where the same build now lies (a cache moved). A record that cannot be
+    compared file by file (not a weights identity) is kept beside this session's with a
+    warning. A checkpoint from before this record has none to keep."""
     try:  # small plain JSON data only, the same after a round trip (the summary writes it)
         text = json.dumps(started, allow_nan=False)
         plain = len(text) <= RECORD_LIMIT and json.loads(text) == started
@@ -260,7 +269,7 @@ def keep_base_model(tr, started: Any) -> None:
     same = (
         started.get("sha256") == now.get("sha256")
         if started.get("sha256") and now.get("sha256")
-        else (started.get("path"), started.get("sizes")) == (now.get("path"), now.get("sizes"))
+        else started.get("sizes") == now.get("sizes")
     )
     if same:
         tr.base_model = started

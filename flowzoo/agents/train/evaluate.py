@@ -46,6 +46,12 @@ class EvalResult:
     #: role -> how many of its turns decided a behaviour (the denominator of ``behaviour``:
     #: a coordinating role decides only on contested turns, so it can be small)
     behaviour_n: dict[str, int] = field(default_factory=dict)
+    #: role -> [score summed over its considered turns, over its shortcut turns] (what
+    #: :mod:`flowzoo.analysis.decompose` splits a gain with)
+    behaviour_hits: dict[str, list[float]] = field(default_factory=dict)
+    #: role -> how many of its turns had their prompt cut in its middle to fit the model's
+    #: context (roles with none left out)
+    prompts_cut: dict[str, int] = field(default_factory=dict)
 
     @property
     def ci(self) -> tuple[float, float]:
@@ -66,6 +72,8 @@ class EvalResult:
             "cost": self.cost,
             "behaviour": self.behaviour,
             "behaviour_n": self.behaviour_n,
+            "behaviour_hits": self.behaviour_hits,
+            "prompts_cut": self.prompts_cut,
             **self.extra,
         }
         if self.per_problem:
@@ -119,9 +127,10 @@ def evaluate_env(
     mine = episodes[rank::world]
     envs = [probe] + [make_env(env_id, **opts) for _ in range(min(batch, len(mine)) - 1)]
     # counts: per problem correct, then per role (turns, parse failures, answer turns, no
-    # answer, truncated, behaviour decided, behaviour considered), then per extra key (sum,
-    # episodes that report it) - a fixed layout every process shares
-    W = 7
+    # answer, truncated, behaviour decided, behaviour considered, prompts cut to fit), then
+    # per extra key (sum, episodes that report it) - a fixed layout every process shares;
+    # then, per role, the turns of each behaviour that scored (the gain's decomposition)
+    W = 10
     correct = [0.0] * n
     per_role = {r: [0.0] * W for r in roles}
     extra_keys = probe.workflow.readings.extras  # what the workflow declares it decides
@@ -150,13 +159,14 @@ def evaluate_env(
         )
         for env, rec, (j, _) in zip(envs, recs, chunk, strict=False):
             correct[j] += rec.correct
-            for k in extra_keys:
-                if k in rec.info:
+            for k in extra_keys:  # None: not defined for this episode (no answer to read)
+                if rec.info.get(k) is not None:
                     extra[k][0] += float(rec.info[k])
                     extra[k][1] += 1
             for t in rec.turns:
                 tokens += len(t.completion_ids)
                 per_role[t.role][4] += not t.finished
+                per_role[t.role][7] += t.prompt_cut > 0
             for view, b in zip(env.turn_log(), env.behaviour_log(), strict=True):
                 row = per_role[view.role]
                 row[0] += 1
@@ -167,6 +177,10 @@ def evaluate_env(
                 if b is not None:
                     row[5] += 1
                     row[6] += b
+                    # what the turn scored: its own verdict where the workflow gives one
+                    # (a solver's answer), else the team's
+                    hit = env.infos.get(view.agent, {}).get("role_reward", rec.correct)
+                    row[8 if b else 9] += float(hit)
         if bar is not None:
             bar.update(len(chunk))
     if bar is not None:
@@ -197,6 +211,8 @@ def evaluate_env(
         cost={"wall_s": round(time.time() - t0, 2), "tokens": tokens, "episodes": len(mine)},
         behaviour={r: c[6] / c[5] for r, c in per_role.items() if c[5] > 0},
         behaviour_n={r: int(c[5]) for r, c in per_role.items() if c[5] > 0},
+        behaviour_hits={r: [c[8], c[9]] for r, c in per_role.items() if c[5] > 0},
+        prompts_cut={r: int(c[7]) for r, c in per_role.items() if c[7] > 0},
     )
 
 

@@ -34,9 +34,14 @@ from flowzoo.agents.train.diagnostics import (
     flat_params,
     role_gradient_stats,
 )
-from flowzoo.agents.train.losses import Advantages, aggregate, k3_kl, model_outputs
+from flowzoo.agents.train.losses import Advantages, aggregate, k3_kl
 from flowzoo.agents.train.rollout import TurnRecord
 from flowzoo.config import TrainConfig
+
+
+def _trainable(t: TurnRecord, adv: Advantages) -> bool:
+    """A turn the update trains on: it has a completion and its advantage is not skipped."""
+    return bool(t.completion_ids) and t.index not in adv.skip
 
 
 class TrainingDiverged(RuntimeError):
@@ -63,6 +68,8 @@ class Learner:
         self.step = 0
         #: the advantages and loss ``cfg.algo`` names (the one place it is read)
         self.algorithm = algorithm_for(cfg)
+        #: what its estimator carries between steps (a running baseline; checkpointed)
+        self.estimator_state = self.algorithm.state(cfg) if self.algorithm.state else None
         self.heads: dict[str, torch.nn.Module] = {}
         if self.algorithm.value_head is not None:
             for name in router.names:
@@ -107,7 +114,7 @@ class Learner:
         order (the trainer's :class:`Seeds`); (per policy its per-role statistics, the
         advantages' group statistics)."""
         self.step = step
-        adv = self.algorithm.advantages(self.cfg, batch, self.critic)
+        adv = self.algorithm.advantages(self.cfg, batch, self.critic, self.estimator_state)
         if self.cfg.mask_truncated:  # a turn cut at its budget: its end is not the model's
             adv.skip |= batch.truncated
             adv.stats["masked_truncated"] = len(batch.truncated)
@@ -117,10 +124,14 @@ class Learner:
                 group["lr"] = self.base_lr[name] * factor
         per_policy = {}
         self.last_role_grads = {}
+        # the update-matched control: one step count for every policy, the shared policy's
+        matched = None
+        if self.cfg.update_matched:
+            matched = self.n_minibatches(sum(_trainable(t, adv) for t in batch.turns))
         for name in self.router.names:
             mine = [t for t in batch.turns if t.policy == name]
             if distributed.sum_floats([len(mine)], self.dist)[0] > 0:
-                per_policy[name] = self.update_policy(name, mine, adv, rng)
+                per_policy[name] = self.update_policy(name, mine, adv, rng, matched)
                 self.router.policies[name].sync_backend()  # the next rollout sees the update
         return per_policy, adv.stats
 
@@ -148,9 +159,15 @@ class Learner:
         return float(self.cfg.for_role(role, "temperature"))
 
     def update_policy(
-        self, name: str, turns: list[TurnRecord], adv: Advantages, rng: random.Random
+        self,
+        name: str,
+        turns: list[TurnRecord],
+        adv: Advantages,
+        rng: random.Random,
+        n_chunks: int | None = None,
     ) -> dict:
-        """Minibatched update of one policy; per-role gradients measured separately."""
+        """Minibatched update of one policy (``n_chunks`` optimizer steps an epoch when
+        given, else its own turns' count); per-role gradients measured separately."""
         cfg = self.cfg
         pol = self.router.prepare_update(name)
         params = self.params(name)
@@ -160,13 +177,13 @@ class Learner:
             "policy": defaultdict(float),
             "cosine": defaultdict(float),
         }
-        turns = [t for t in turns if t.completion_ids and t.index not in adv.skip]
+        turns = [t for t in turns if _trainable(t, adv)]
         order = list(range(len(turns)))
         n_updates = 0
+        steps = n_chunks if n_chunks is not None else self.n_minibatches(len(turns))
         for _epoch in range(cfg.ppo_epochs):
             rng.shuffle(order)
-            n_chunks = self.n_minibatches(len(turns))
-            chunks = [order[i::n_chunks] for i in range(n_chunks)]
+            chunks = [order[i::steps] for i in range(steps)]
             for chunk in chunks:
                 batch = [turns[i] for i in chunk]
                 if distributed.sum_floats([len(batch)], self.dist)[0] == 0:
@@ -208,7 +225,7 @@ class Learner:
         beta, temp = self._kl_for(role), self._temp(role)
         p_ids = [t.prompt_ids for t in mb]
         c_ids = [t.completion_ids for t in mb]
-        new_lp, new_v = model_outputs(pol, head, p_ids, c_ids, temp)
+        new_lp, new_v = self.algorithm.outputs(pol, head, mb, adv, temp)
         ref_lp = self.router.reference_logprobs(name, p_ids, c_ids, temp) if beta > 0 else None
         local: dict[str, float] = defaultdict(float)
         tok_losses = []

@@ -42,6 +42,8 @@ class TurnRecord:
     #: the env's flags on this turn (fallbacks, ``cut_at_budget``, ``reward_tamper``), read
     #: when its episode ends: the step's flag and tamper rates count the turns it trains on
     flags: tuple[str, ...] = ()
+    #: prompt tokens cut from the prompt's middle to fit the model's context (0: it fit)
+    prompt_cut: int = 0
 
     @classmethod
     def of(
@@ -60,6 +62,7 @@ class TurnRecord:
             g.logprobs,
             g.text,
             g.finished,
+            prompt_cut=int(getattr(g, "prompt_cut", 0) or 0),  # a served player's has none
         )
 
 

@@ -459,14 +459,17 @@ def remove_temps(out: Path) -> None:
                 p.unlink()
 
 
-def prepare_dir(out: Path, cfg: TrainConfig, steps_done: int | None = None) -> RunLock:
+def prepare_dir(
+    out: Path, cfg: TrainConfig, steps_done: int | None = None, inputs: dict | None = None
+) -> RunLock:
     """Check (:func:`check_dir`), lock, check again under the lock, then claim a run
     directory; returns the lock (release it when the run ends). Nothing in the directory
     changes before the checks pass and the lock is held; ``resume=False`` then starts the
     run over (:func:`clear_run_state`). A file system error is a ValueError naming it.
     With ``steps_done`` (the trainer's), the summary says ``running`` from the claim on: a
     kill that leaves no time for a record (OOM, ``kill -9``) leaves that, never an earlier,
-    shorter run's ``completed``."""
+    shorter run's ``completed``, and names the run's ``inputs`` (its build's and data files'
+    digests: :func:`provenance.run_record`) from the claim on too."""
     check_dir(out, cfg)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -482,7 +485,7 @@ def prepare_dir(out: Path, cfg: TrainConfig, steps_done: int | None = None) -> R
         write_json(out / "config.json", dataclasses.asdict(cfg))
         if steps_done is not None:
             running = {"status": "running", "steps_done": steps_done, "steps": cfg.steps}
-            write_json(out / "summary.json", {**running, "pid": os.getpid()})
+            write_json(out / "summary.json", {**running, "pid": os.getpid(), **(inputs or {})})
     except OSError as e:
         lock.release()
         raise _cannot_write(out, e) from None

@@ -256,7 +256,43 @@ def step_metrics(step: int, batch: Batch, per_policy: dict, adv_stats: dict) -> 
         "flag_rate": {r: batch.flagged[r] / max(1, n[r]) for r in n},
         # programs caught writing to their judge's channel or faking an exit, per role
         "tamper_rate": {r: batch.tampered[r] / max(1, n[r]) for r in n},
+        # per role, the turns whose prompt was cut in its middle to fit the context (roles
+        # with none left out: a run whose prompts all fit says {})
+        "prompts_cut": prompts_cut(turns),
     }
+
+
+def cut_warnings(row: dict, said: set[str], limits: dict[str, int]) -> list[str]:
+    """The warnings a metrics line ``row`` (a step's, or the base evaluation's) calls for:
+    once per role whose prompts were cut to fit the model's context, in training or in an
+    evaluation (``said`` holds the roles already named, and is updated)."""
+    counts: dict[str, int] = defaultdict(int)
+    ev = row.get("eval") or {}
+    for part in (row, ev, ev.get("greedy") or {}, ev.get("ood") or {}):
+        for role, n in (part.get("prompts_cut") or {}).items():
+            counts[role] += int(n)
+    out = []
+    at = "the base evaluation" if row.get("step") == -1 else f"step {row.get('step')}"
+    for role in sorted(set(counts) - said):
+        said.add(role)
+        out.append(
+            f"prompt cut: {counts[role]} of role {role!r}'s prompts at {at} were longer "
+            f"than the model's context leaves beside its "
+            f"{limits.get(role, '?')}-token budget; each was cut in its middle (its head "
+            "with the problem and its tail with the instruction kept), counted per step as "
+            "prompts_cut: lower that role's max_new_tokens or use a longer-context model"
+        )
+    return out
+
+
+def prompts_cut(turns) -> dict[str, int]:
+    """Per role, how many of ``turns`` had their prompt cut to fit the model's context
+    (only roles with at least one)."""
+    out: dict[str, int] = defaultdict(int)
+    for t in turns:
+        if getattr(t, "prompt_cut", 0):
+            out[t.role] += 1
+    return dict(out)
 
 
 def summary(

@@ -4,21 +4,27 @@ never through a hard link's other names, and every replaced record whole or not 
 
 Why its own module: these are the primitives :mod:`rundir` (what a run directory may hold),
 :mod:`runlog`, :mod:`checkpoint` and sweeps build on; each says, named, what it refused.
+The refusal itself (:func:`check_entry`) and the whole-or-nothing write are
+:mod:`flowzoo.files`', shared with the report, which may not import the training side.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from flowzoo.agents.train.signals import critical
+from flowzoo.files import UnsafePath, _umask, check_entry, write_whole
+from flowzoo.files import _kind as _kind  # rundir's, from the one place it is defined
+
+#: a name the run writes is a link, a FIFO, a device or a directory of another kind (the
+#: one refusal :mod:`flowzoo.files` makes for every writer: runs, sweeps, the report)
+UnsafeRunPath = UnsafePath
 
 
 def atomic_write(
@@ -37,71 +43,12 @@ def atomic_write(
 def _atomic_write(
     path: Path, data: str | bytes | Callable[[IO[bytes]], None], mode: int | None
 ) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    check_entry(path, directory=False, single_link=False)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp makes 0600; a record is as any new file (or keeps the mode it had)
-        os.chmod(tmp, (0o666 & ~_umask()) if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_whole(path, data, mode)
 
 
 def write_json(path: Path, obj: Any) -> None:
     """``obj`` as indented JSON, written atomically (:func:`atomic_write`)."""
     atomic_write(path, json.dumps(obj, indent=1, default=str))
-
-
-class UnsafeRunPath(ValueError):
-    """A name the run writes is a link, a FIFO, a device or a directory of another kind."""
-
-
-def _kind(st: os.stat_result) -> str:
-    m = st.st_mode
-    for test, name in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a device"),
-        (stat.S_ISBLK, "a device"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(m):
-            return name
-    return "a regular file" if stat.S_ISREG(m) else "not a regular file"
-
-
-def check_entry(p: Path, directory: bool, single_link: bool = True) -> bool:
-    """Whether ``p`` exists (without following a link), refusing, named, anything that is
-    not what the run writes there: a real directory, or a regular file (with one link where
-    the run writes into it in place). A run never writes through a link or into a FIFO."""
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return False
-    want = stat.S_ISDIR if directory else stat.S_ISREG
-    what = _kind(st)
-    if not want(st.st_mode):
-        what += f", not a {'directory' if directory else 'regular file'}"
-    elif not directory and single_link and st.st_nlink != 1:
-        what = f"a file with {st.st_nlink} hard links"
-    else:
-        return True
-    raise UnsafeRunPath(
-        f"{p} is {what}; a run writes only its own files and directories there, never "
-        "through a link or into a FIFO, so nothing was written: move it away or use another "
-        "out_dir"
-    )
 
 
 def open_regular(p: Path) -> IO[bytes]:
@@ -199,20 +146,6 @@ def read_regular(p: Path, limit: int = 64 << 20) -> bytes:
     """The bytes of regular file ``p`` (:func:`open_regular`), at most ``limit``."""
     with open_regular(p) as f:
         return f.read(limit)
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux says it (os.umask sets it:
-    a file another thread creates meanwhile would get mode 0666)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def umask_modes(root: Path) -> None:

@@ -3,7 +3,7 @@
 A sweep file (TOML or YAML) has ``name``, ``out_dir``, a ``[base]`` table of TrainConfig
 fields shared by every run, a ``[grid]`` table of lists whose cartesian product makes the
 runs, and optional ``[[extra]]`` runs (e.g. single-agent controls). ``--subset key=value,...``
-runs a slice. Backends: ``local`` (default: one worker process per core; a finished run is
+runs a slice (the file read and checked, the runs expanded: :mod:`sweepfile`). Backends: ``local`` (default: one worker process per core; a finished run is
 skipped, a crashed run is retried once and reported) and ``ray`` (the same runs as Ray tasks,
 ``ray.init(address=...)``, a local Ray when no address is given).
 
@@ -15,11 +15,8 @@ anew, so a name made for the file while the run is live (a ``cp -al`` backup) ke
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import json
 import os
-import re
 import select
 import signal
 import subprocess
@@ -27,117 +24,32 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flowzoo.agents.models.threads import usable_cores
 from flowzoo.agents.train import rundir, signals
+from flowzoo.agents.train.sweepfile import RunSpec, SweepSpec, expand, load_sweep, parse_subset
+from flowzoo.config.fields import Domain, problem
+
+#: the sweep file's side (read, checked, expanded) lives in :mod:`sweepfile`; named here too
+__all__ = [
+    "BACKENDS",
+    "SWEEP_LOCK",
+    "WORKERS",
+    "RunSpec",
+    "SweepNotRecorded",
+    "SweepSpec",
+    "expand",
+    "is_done",
+    "load_sweep",
+    "parse_subset",
+    "run_sweep",
+]
 
 BACKENDS = ("local", "ray")
-
-
-@dataclass
-class SweepSpec:
-    name: str
-    out_dir: str
-    base: dict[str, Any] = field(default_factory=dict)
-    grid: dict[str, list[Any]] = field(default_factory=dict)
-    extra: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class RunSpec:
-    run_id: str
-    config: dict[str, Any]
-
-
-def load_sweep(path: str | os.PathLike) -> SweepSpec:
-    from flowzoo.config import read_config_file
-
-    p = Path(path)
-    data = read_config_file(p)
-    bad = set(data) - {"name", "out_dir", "base", "grid", "extra"}
-    if bad:
-        raise ValueError(
-            f"unknown sweep keys {sorted(bad)} in {p}; valid: name, out_dir, base, grid, extra"
-        )
-    return SweepSpec(
-        data.get("name", p.stem),
-        data.get("out_dir", f"runs/{p.stem}"),
-        data.get("base", {}),
-        data.get("grid", {}),
-        data.get("extra", []),
-    )
-
-
-def _slug(v: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "_", str(v)).strip("_")[:40]
-
-
-def expand(spec: SweepSpec, subset: dict[str, str] | None = None) -> list[RunSpec]:
-    """Every run of the sweep (grid product, then extras), optionally filtered; every run's
-    config is validated here, before any run starts, and every run gets its own directory."""
-    import hashlib
-
-    from flowzoo.config import TrainConfig
-
-    valid = {f.name for f in dataclasses.fields(TrainConfig)}
-    for k in list(spec.base) + list(spec.grid) + [k for e in spec.extra for k in e]:
-        if k not in valid:
-            raise ValueError(f"unknown TrainConfig field {k!r} in sweep {spec.name!r}")
-    for k, v in spec.grid.items():
-        if not isinstance(v, list) or not v:
-            raise ValueError(f"grid entry {k!r} must be a non-empty list")
-    keys = list(spec.grid)
-    runs = []
-    for combo in itertools.product(*(spec.grid[k] for k in keys)):
-        point = dict(zip(keys, combo, strict=True))
-        rid = "-".join(f"{k}={_slug(v)}" for k, v in point.items()) or "run"
-        runs.append(RunSpec(rid, {**spec.base, **point}))
-    for i, e in enumerate(spec.extra):
-        rid = "extra" + str(i) + "-" + "-".join(f"{k}={_slug(v)}" for k, v in e.items())
-        runs.append(RunSpec(rid, {**spec.base, **e}))
-    # every run's config as parsed: two runs equal after parsing ("1e-4" and 0.0001) are one
-    # run named twice, refused; ids cut or folded to one slug get the hash of the parsed config
-    parsed: dict[str, str] = {}
-    keys_of: dict[int, str] = {}
-    for r in runs:
-        try:
-            c = TrainConfig.from_dict(r.config, source=f"sweep {spec.name!r}, run {r.run_id}")
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"sweep {spec.name!r}, run {r.run_id}: {e}") from None
-        key = json.dumps(dataclasses.asdict(c), sort_keys=True, default=str)
-        if key in parsed:
-            raise ValueError(
-                f"sweep {spec.name!r}: runs {parsed[key]} and {r.run_id} are the same "
-                "configuration once parsed; drop one"
-            )
-        parsed[key] = r.run_id
-        keys_of[id(r)] = key
-    seen: dict[str, int] = {}
-    for r in runs:
-        seen[r.run_id] = seen.get(r.run_id, 0) + 1
-    for r in runs:
-        if seen[r.run_id] > 1:
-            r.run_id += "-" + hashlib.sha256(keys_of[id(r)].encode()).hexdigest()[:8]
-    if subset:
-        runs = [r for r in runs if all(str(r.config.get(k)) == v for k, v in subset.items())]
-    for r in runs:
-        r.config["out_dir"] = str(Path(spec.out_dir) / r.run_id)
-    return runs
-
-
-def parse_subset(arg: str | None) -> dict[str, str]:
-    if not arg:
-        return {}
-    out = {}
-    for part in arg.split(","):
-        k, _, v = part.partition("=")
-        if not k or not v:
-            raise ValueError(f"bad --subset entry {part!r}; expected key=value")
-        out[k.strip()] = v.strip()
-    return out
+#: a local sweep's runs at a time (``--workers``)
+WORKERS = Domain(int, lo=1, hi=4096)
 
 
 def _read_record(p: Path) -> Any:
@@ -150,18 +62,22 @@ def _read_record(p: Path) -> Any:
 
 
 def is_done(run: RunSpec) -> bool:
-    """Skipped only when its summary says completed with all its steps, its final/ model is
+    """Skipped only when its summary says completed with all its steps (or stopped by the
+    early-warning monitor, which a rerun repeats), its final/ model is
     there (a real directory) AND its config.json is the config this sweep gives it: a copy
     of another run's directory, or a run of an older sweep file, is not this run (the
     trainer then decides, as for a single run)."""
+    from flowzoo.agents.train.watch import STOPPED
     from flowzoo.config import TrainConfig
 
     out = Path(run.config["out_dir"])
     s = _read_record(out / "summary.json")
-    if not isinstance(s, dict) or s.get("status") != "completed":
+    if not isinstance(s, dict) or s.get("status") not in ("completed", STOPPED):
         return False
-    done = s.get("steps_done", -1)
-    if not isinstance(done, int) or done < int(run.config.get("steps", 0)):
+    done = s.get("steps_done", -1)  # a run the monitor stopped is done where it stopped
+    if not isinstance(done, int) or (
+        s["status"] == "completed" and done < int(run.config.get("steps", 0))
+    ):
         return False
     stored = _read_record(out / "config.json")
     if not rundir.is_run_config(stored):
@@ -468,6 +384,8 @@ def run_sweep(
     each run's result is shown on stderr."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown sweep backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    if workers is not None and (msg := problem("workers", workers, WORKERS)):
+        raise ValueError(msg)
     runs = expand(spec, subset)
     lock = _take_out_dir(Path(spec.out_dir))
     try:

@@ -165,9 +165,11 @@ def behaviour_rates(
     n_problems: int = 200,
     samples: int = 2,
     split: str = "test",
+    env_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per env: sampled accuracy (95% CI over problems) and each role's behaviour rate at
-    T=0.7, what training starts from."""
+    T=0.7, what training starts from; ``env_options`` go to every env (the role-conflict
+    testbed's ``{"conflict": True}``)."""
     out = {}
     for env_id in env_ids:
         r = evaluate_env(
@@ -177,7 +179,7 @@ def behaviour_rates(
             temperature=0.7,
             samples=samples,
             split=split,
-            env_options=_code_pool(env_id, n_problems) or None,
+            env_options={**_code_pool(env_id, n_problems), **(env_options or {})} or None,
         )
         _, lo, hi = bootstrap_ci([c / r.samples for c in r.per_problem])
         out[env_id] = {
@@ -200,9 +202,14 @@ def behaviour_rates(
 CODE_ENVS = ("single-code", "voting-code", "eval-opt-code", "orch-workers-code")
 
 
-def measure_base(policy: Policy, n_problems: int = 200, family: str = "math") -> dict[str, Any]:
+def measure_base(
+    policy: Policy,
+    n_problems: int = 200,
+    family: str = "math",
+    env_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Everything the testbed page reports about a base model (docs/testbed.md), for the
-    math or the code half of the testbed."""
+    math or the code half of the testbed (``env_options``: see :func:`behaviour_rates`)."""
     if family == "code":
         return {
             "code_primitives": code_primitives(policy, n_problems),
@@ -216,5 +223,5 @@ def measure_base(policy: Policy, n_problems: int = 200, family: str = "math") ->
         "step_accuracy": step_accuracy(policy, n_problems),
         "solver_by_level": solver_by_level(policy, n_problems),
         "ood_solver": solver_by_level(policy, min(n_problems, 100), split="ood"),
-        "envs": behaviour_rates(policy, n_problems=n_problems),
+        "envs": behaviour_rates(policy, n_problems=n_problems, env_options=env_options),
     }

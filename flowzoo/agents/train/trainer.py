@@ -19,25 +19,26 @@ the damper's EMA and the step, continues exactly. A run record is honest: a cras
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import random
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from flowzoo.agents.models import threads
 from flowzoo.agents.models.params import LoadSettings, LoraSettings
+from flowzoo.agents.models.policy import check_budgets
 from flowzoo.agents.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
 from flowzoo.agents.train import checkpoint, distributed, heldout, rundir, runlog, signals
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.evaluate import evaluate_env
 from flowzoo.agents.train.learner import Learner, TrainingDiverged
+from flowzoo.agents.train.provenance import data_record, run_record
 from flowzoo.agents.train.rollout import EpisodeRecord, rollout, tree_rollout
+from flowzoo.agents.train.seeds import Seeds
+from flowzoo.agents.train.watch import STOPPED, Watch
 from flowzoo.config import TrainConfig, load_config_file
 from flowzoo.envs.registry import has_ood
 
@@ -108,11 +109,15 @@ class Trainer:
         self.model_path = resolve_model(cfg.model)
         checkpoint.check_weights(self.model_path)  # a truncated file, named, before a build
         self.base_model = checkpoint.weights_identity(self.model_path)  # which build it was
+        #: the sha256 of every data file the run reads (checked on resume, in the summary)
+        self.data_files = data_record(cfg)
         #: each role's token budget: given per role, else given for all, else the workflow's
         defaults = probe.turn_tokens()
         self.token_limits = {
             r: int(cfg.for_role(r, "max_new_tokens") or defaults[r]) for r in self.roles
         }
+        # a budget that leaves no prompt: refused (a role another model plays: at run time)
+        check_budgets(self.token_limits, self.model_path, cfg.model, set(cfg.role_models))
         #: each role's rollout temperature (evaluation samples every role at eval_temp)
         self.temperatures = {r: float(cfg.for_role(r, "temperature")) for r in self.roles}
         self.agents_per_role: defaultdict[str, int] = defaultdict(int)
@@ -136,6 +141,9 @@ class Trainer:
         #: per role, the truncated fraction of its recent turns (for the truncation warning)
         self._trunc: dict[str, list[float]] = defaultdict(list)
         self._trunc_warned: set[str] = set()
+        self._cut_warned: set[str] = set()  # roles warned of prompts cut to fit the context
+        #: the cliff early warning (``monitor_*`` settings): told each step, it responds
+        self.watch = Watch(self)
 
     # ------------------------------------------------------------------ the public API
     def train(self) -> dict:
@@ -151,7 +159,8 @@ class Trainer:
         resumed, m = checkpoint.load(self) if cfg.resume else (False, None)
         # process 0 holds the directory's lock until the run's last record is written
         resumed_at = self.step if resumed else 0
-        lock = rundir.prepare_dir(self.out, cfg, steps_done=resumed_at) if main else None
+        inputs = run_record(self.base_model, self.data_files)
+        lock = rundir.prepare_dir(self.out, cfg, resumed_at, inputs) if main else None
         # from here on whatever fails (a resume, a tracker's start) is recorded as failed
         t_start = time.time()
         status, error = "completed", None
@@ -181,15 +190,18 @@ class Trainer:
             if self.step == 0 and not self.eval_curve and cfg.eval_every > 0:
                 base = self.evaluate()
                 self.eval_curve.append((0, base["accuracy"]))
+                self._watch_prompt_cuts({"step": -1, "eval": base})
                 log.append({"step": -1, "eval": base})
-            while self.step < cfg.steps:
+            self.watch.start()  # rebuilt from the kept lines on a resume
+            while self.step < cfg.steps and self.watch.stopped is None:
                 m = None
                 m = self.train_step()
                 self.clock.step(m["time"]["step_s"])
                 self._finish_step(m, log)
                 left = runlog.evals_left(self.step, cfg.steps, cfg.eval_every)
                 last = self.eval_curve[-1][1] if self.eval_curve else None
-                bar.set_postfix_str(self.clock.line(cfg.steps - self.step, left, m, last), False)
+                line = self.clock.line(cfg.steps - self.step, left, m, last)
+                bar.set_postfix_str(line + self.watch.postfix(), False)
                 bar.update(1)
         except KeyboardInterrupt:
             stop.hold()  # taken: a second signal waits until the records are written
@@ -208,7 +220,10 @@ class Trainer:
                 self._bar = None
                 if bar is not None:
                     bar.close()  # on a SafeStream: a closed pipe cannot raise here
-                failed = checkpoint.save_final(self) if status == "completed" else None
+                if status == "completed" and self.watch.stopped is not None:
+                    status = STOPPED  # ended cleanly by the monitor: final/ as for completed
+                done = status in ("completed", STOPPED)
+                failed = checkpoint.save_final(self) if done else None
                 if failed:  # final/ is whole before a summary says completed, else failed
                     status, error = f"failed: {failed.split(':')[0]}", failed
                 if log is not None:
@@ -221,9 +236,13 @@ class Trainer:
                     cfg, self.out, status, self.step, wall, resumed, self.eval_curve, error
                 )
                 summary["no_signal_steps"] = self.no_signal_steps
+                summary["monitor"] = self.watch.record()
+                if status == STOPPED:
+                    summary["weights"] = str(self.out / "final")
                 summary["resumed_at"] = resumed_at  # wall_s is this session's, from that step
                 summary["threads"] = torch.get_num_threads()  # results depend on it
                 summary["base_model"] = self.base_model
+                summary.update(run_record(self.base_model, self.data_files))
                 wf = self.envs[0].workflow  # the analysis reads the workflow's readings from here
                 summary["readings"] = wf.readings.record(wf.parallel_roles)
                 if self.router.frozen:  # played, never trained, not in the gradient diagnostics
@@ -533,6 +552,14 @@ class Trainer:
                 if self.dist.main:
                     print(f"\nflowzoo: WARNING: {msg}", file=self.console)
 
+    def _watch_prompt_cuts(self, row: dict) -> None:
+        """Prompts cut to fit the model's context (counted in every metrics line): said
+        loudly, once per role, and kept among the summary's warnings."""
+        for msg in runlog.cut_warnings(row, self._cut_warned, self.token_limits):
+            self.warnings.append(msg)
+            if self.dist.main:
+                print(f"\nflowzoo: WARNING: {msg}", file=self.console)
+
     def _finish_step(self, m: dict, log: runlog.RunLog) -> None:
         """Evaluate (when due), write the step's line, checkpoint (when due)."""
         cfg = self.cfg
@@ -541,8 +568,12 @@ class Trainer:
         if self._eval_due() and "eval" not in m:
             m["eval"] = self.evaluate()
             self.eval_curve.append((self.step, m["eval"]["accuracy"]))
+        self._watch_prompt_cuts(m)
+        self.watch.observe(m)  # the early warning, recorded on the line
         log.append(m)
         self._phase = "between"
+        if self.watch.respond(log):  # stopped or rolled back: no periodic save after it
+            return
         if self.step == cfg.steps or (cfg.save_every > 0 and self.step % cfg.save_every == 0):
             self.save_checkpoint()  # always at the end: a finished run is resumable too
 
@@ -563,37 +594,3 @@ class Trainer:
                 "same command again (resume is on by default)",
                 file=self.console,
             )
-
-
-@dataclasses.dataclass(frozen=True)
-class Seeds:
-    """Every random stream of a run, derived here from ``(seed, step, round)`` alone: a run
-    resumed at step ``k`` draws exactly what an unbroken run drew from there."""
-
-    seed: int
-
-    def initial_weights(self) -> None:
-        """Seed torch's global stream, which initialises value heads and LoRA adapters."""
-        torch.manual_seed(self.seed)
-
-    def problems(self, step: int, round_: int) -> np.random.Generator:
-        """Which problems step ``step`` (dynamic sampling's round ``round_``) draws."""
-        return np.random.default_rng([self.seed, step] + ([round_] if round_ else []))
-
-    def episode(self, step: int, round_: int, k: int, g: int) -> int:
-        """The env seed of member ``g`` of problem ``k``'s group."""
-        return int(self.seed * 1_000_003 + step * 1009 + k * 31 + g + round_ * 100_003)
-
-    def sampler(self, step: int, round_: int, rank: int, device: str) -> torch.Generator:
-        """Token sampling on process ``rank`` (each process its own stream)."""
-        return torch.Generator(device=device).manual_seed(
-            int(self.seed * 7_919 + step + 104_729 * rank + 15_485_863 * round_)
-        )
-
-    def tree(self, step: int) -> random.Random:
-        """Where a tree rollout branches."""
-        return random.Random(f"tree:{self.seed}:{step}")
-
-    def minibatches(self, step: int) -> random.Random:
-        """The learner's mini-batch order."""
-        return random.Random(f"{self.seed}:{step}")

@@ -10,6 +10,7 @@ expert). Adding a workflow is one file: subclass :class:`Workflow` and call
 from __future__ import annotations
 
 import random
+import re
 import string
 from collections import Counter
 from dataclasses import dataclass, field, fields
@@ -120,6 +121,12 @@ class WorkflowOptions:
 
     #: role -> template overriding the default prompt of that role
     prompt_templates: dict[str, str] = field(default_factory=dict)
+    #: the role-conflict testbed (math; docs/testbed-conflict.md): the role that writes the
+    #: final message (Voting's aggregator, which then writes the answer itself; Orch-Workers'
+    #: synthesizer) must give the bare boxed answer, the opposite of the worked steps the
+    #: solving roles are rewarded for; a final message that shows work scores 0, flagged
+    #: ``final_not_bare``. Eval-Opt and the single agent have no such role: no-op there
+    conflict: bool = False
 
 
 class Workflow:
@@ -147,6 +154,11 @@ class Workflow:
 
     def __init__(self, options: WorkflowOptions, family: TaskFamily) -> None:
         type(self).check_options(options)
+        if options.conflict and family.name != "math":
+            raise ValueError(
+                f"conflict=True is the math role-conflict testbed; the {family.name!r} family "
+                "has no bare-answer form (valid: a math env, or conflict=False)"
+            )
         self.options = options
         self.family = family
         self.templates = {**self.default_templates(), **options.prompt_templates}
@@ -168,6 +180,58 @@ class Workflow:
         probe.options = options
         probe.templates = {**probe.default_templates(), **tpl}
         probe._check_templates()
+
+    @classmethod
+    def final_role(cls) -> str | None:
+        """The role that writes the final message from the others' work (the role the
+        conflict testbed asks for a bare answer), or None."""
+        return None
+
+    def final_verdict(self, ep: Episode, turn: Turn | None) -> Verdict:
+        """The verdict on a final message ``turn``: the family's score, except that under
+        ``conflict`` a message that shows work is a format failure (0, ``final_not_bare``).
+        Why a rule on the message: the consumer of a workflow's answer reads a bare answer,
+        so the role that writes it must answer briefly where the solving roles work."""
+        if turn is None:  # the final role never spoke (an episode cut short)
+            return Verdict(0.0, False, None, "no_final_message")
+        verdict = self.family.score(ep.task, turn.action)
+        if self.options.conflict and not is_bare(turn.action):
+            if "final_not_bare" not in turn.flags:
+                turn.flags.append("final_not_bare")
+            return Verdict(0.0, False, verdict.extracted, "final_not_bare")
+        return verdict
+
+    def conflict_action(self, ep: Episode, candidates: list[str], shortcut: bool) -> Act | None:
+        """The final role's menu under ``conflict``: the considered pick's answer, bare
+        (the brief answer the final message needs), or (shortcut) the steps worked again
+        from the problem (what the solving roles are rewarded for); None when the pick has
+        no answer to quote."""
+        if shortcut:
+            return Act(self.family.reference_completion(ep.task))
+        pick = considered_pick(self.family, ep.task, candidates)
+        answer = self.family.extract(candidates[pick])
+        return None if answer is None else Act(f"\\boxed{{{answer}}}")
+
+    def candidate_line(self, label: str, i: int, text: str) -> str:
+        """One candidate as the final role reads it: ``Candidate 2: <its text>``; under
+        ``conflict``, its answer first (``Candidate 2 (answer 16): ...``). Why: the final
+        role must copy an answer it was shown, and a 161k-parameter model copied the number
+        at the end of a worked candidate 0.74-0.78 of the time at best (two builds)."""
+        if not self.options.conflict:
+            return f"{label} {i + 1}: {quote(text)}"
+        answer = self.family.extract(text)
+        return f"{label} {i + 1} (answer {answer if answer is not None else 'none'}): {quote(text)}"
+
+    def copied(self, ep: Episode, final: str, candidates: list[str]) -> bool | None:
+        """Whether the final message's answer is one of the candidates' answers (the copying
+        primitive: a final role that adopts an answer must write one it was shown); None
+        when the final message has no answer."""
+        fam, task = self.family, ep.task
+        verdicts = fam.score_many(task, [final, *candidates])
+        mine = fam.answer_class(task, verdicts[0])
+        if mine is None:
+            return None
+        return mine in {fam.answer_class(task, v) for v in verdicts[1:]}
 
     def token_budget(self, role: str) -> int:
         """The default ``max_new_tokens`` of a ``role`` turn on this workflow's family."""
@@ -360,6 +424,17 @@ def considered_pick(family: TaskFamily, task: Task, texts: list[str]) -> int:
     if best is not None and classes.count(classes[best]) >= 2:
         return best
     return 0
+
+
+#: a bare final answer: one boxed value and nothing else (``$``-wrapped, a final period)
+_BARE = re.compile(r"\$*\s*\\boxed\{(?:[^{}=]|\{[^{}=]*\})*\}\s*\$*\.?")
+
+
+def is_bare(text: str) -> bool:
+    """Whether ``text`` is a bare answer, the form the conflict testbed's final message
+    must take: a whole-message rule, not a search for worked steps (a red-team round got a
+    worked answer through ``" = " in text`` by dropping the spaces around ``=``)."""
+    return _BARE.fullmatch(text.strip()) is not None
 
 
 def shows_work(family: TaskFamily, task: Task, text: str) -> bool | None:

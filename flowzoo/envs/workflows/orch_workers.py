@@ -29,7 +29,7 @@ from flowzoo.envs.workflows.base import (
     attempt,
     combine,
     considered_pick,
-    quote,
+    is_bare,
     testbed_words,
 )
 from flowzoo.envs.workflows.parsing import parse_plan
@@ -55,7 +55,7 @@ class OrchWorkers(Workflow):
     }
     parallel_roles = frozenset({"worker"})
     readings = Readings(
-        extras=("any_worker_correct",),
+        extras=("any_worker_correct", "final_copied"),
         partner="synthesizer",
         partner_quality="accuracy - any_worker_correct",
     )
@@ -77,8 +77,14 @@ class OrchWorkers(Workflow):
         """Orchestrator: distinct strategies that work the steps, or (shortcut) one repeated
         "answer directly". Worker: follows its strategy, or (shortcut) does the opposite — so
         a worker can learn to work the steps whatever it is told. Synthesizer: the considered
-        pick among the solutions, or (shortcut) solution 1's answer."""
+        pick among the solutions, or (shortcut) solution 1's answer; under ``conflict`` the
+        considered pick's answer, bare, or (shortcut) the steps worked again."""
         considered, direct, _ = testbed_words(self.family)
+        if role == "synthesizer" and self.options.conflict:
+            sols = [ep.turns_of(f"worker_{i}")[-1].action for i in range(self.k)]
+            act = self.conflict_action(ep, sols, shortcut)
+            if act is not None:
+                return act
         if role == "orchestrator":
             ideas = [direct] if shortcut else list(considered)
             word = "Strategy" if self.options.mode == "strategies" else "Step"
@@ -99,8 +105,10 @@ class OrchWorkers(Workflow):
     def behaviour(self, ep, i) -> bool | None:
         """Orchestrator: a plan whose strategies work the steps vs one that says to answer
         directly (None: unparsed). Synthesizer: the considered pick's answer vs solution 1's
-        (None when they agree)."""
+        (None when they agree); under ``conflict``, a bare answer vs worked steps."""
         turn = ep.turns[i]
+        if turn.role == "synthesizer" and self.options.conflict:
+            return is_bare(turn.action)
         if turn.role == "orchestrator":
             plan = turn.parsed.get("plan")
             if plan is None:
@@ -143,13 +151,25 @@ class OrchWorkers(Workflow):
             raise ValueError(f"n_workers must be in 1..16, got {options.n_workers}")
         if options.mode not in MODES:
             raise ValueError(f"unknown mode {options.mode!r}; valid: {', '.join(MODES)}")
+        if options.conflict and options.mode != "strategies":
+            raise ValueError(
+                f"conflict=True needs mode='strategies' (the synthesizer compares whole "
+                f"solutions), got mode={options.mode!r}"
+            )
         super().check_options(options)
 
     def __init__(self, options: OrchWorkersOptions, family) -> None:
         super().__init__(options, family)
         self.k = options.n_workers
 
+    @classmethod
+    def final_role(cls) -> str | None:
+        return "synthesizer"
+
     def default_templates(self) -> dict[str, str]:
+        synth = "and give the final answer. {answer_format}\n"
+        if self.options.conflict:
+            synth = "and give the final answer only, as \\boxed{{ANSWER}}.\n"
         if self.options.mode == "strategies":
             return {
                 "orchestrator": (
@@ -162,7 +182,7 @@ class OrchWorkers(Workflow):
                 ),
                 "synthesizer": (
                     "Problem: {question}\n{results}\nRole: synthesizer. Compare the {n} solutions "
-                    "and give the final answer. {answer_format}\n"
+                    + synth
                 ),
             }
         return {
@@ -193,7 +213,7 @@ class OrchWorkers(Workflow):
         if agent == "synthesizer":
             label = "Solution" if self.options.mode == "strategies" else "Sub-answer"
             results = "\n".join(
-                f"{label} {i + 1}: {quote(ep.turns_of(f'worker_{i}')[-1].action)}"
+                self.candidate_line(label, i, ep.turns_of(f"worker_{i}")[-1].action)
                 for i in range(self.k)
             )
             plan = "\n".join(f"{i + 1}. {it}" for i, it in enumerate(items))
@@ -223,8 +243,9 @@ class OrchWorkers(Workflow):
         return f"worker_{i + 1}" if i + 1 < self.k else "synthesizer"
 
     def outcome(self, ep: Episode) -> Outcome:
-        synth = ep.last_of_role("synthesizer").action
-        verdict = self.family.score(ep.task, synth)
+        synth_turn = ep.last_of_role("synthesizer")
+        synth = synth_turn.action
+        verdict = self.final_verdict(ep, synth_turn)
         plan_ok = ep.last_of_role("orchestrator").parsed.get("plan") is not None
         info: dict = {"plan_parsed": plan_ok, "plan_items": list(ep.data["items"])}
         signals = {
@@ -236,7 +257,9 @@ class OrchWorkers(Workflow):
             wv = self.family.score_many(ep.task, texts)
             info["worker_correct"] = {f"worker_{i}": bool(v.correct) for i, v in enumerate(wv)}
             info["any_worker_correct"] = any(v.correct for v in wv)
+            info["final_copied"] = self.copied(ep, synth, texts)
             signals.update({f"worker_{i}": float(v.score) for i, v in enumerate(wv)})
-        else:
+        else:  # sub-answers are combined, not adopted: nothing to have copied
+            info["final_copied"] = None
             signals.update({f"worker_{i}": float(verdict.score) for i in range(self.k)})
         return Outcome(synth, verdict, signals, info)

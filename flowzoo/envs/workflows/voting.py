@@ -5,7 +5,8 @@ Turn order: ``solver_0 .. solver_{k-1}``, then ``aggregator``. Solvers see only 
 aggregator names a candidate (``\\boxed{2}`` = candidate 2, 1-based) and that solver's
 answer is final; an unparseable choice falls back per ``aggregator_fallback``:
 ``"none"`` (default; no final answer, reward 0), ``"majority"`` or ``"first"``.
-``aggregator_mode="answer"``: the aggregator writes the final answer itself.
+``aggregator_mode="answer"``: the aggregator writes the final answer itself (as it does
+under ``conflict=True``, the role-conflict testbed, where that answer must be bare).
 ``infos`` record each solver's correctness and the plain majority vote's, so the learned
 aggregator can be compared with majority voting.
 """
@@ -24,8 +25,8 @@ from flowzoo.envs.workflows.base import (
     WorkflowOptions,
     combine,
     considered_pick,
+    is_bare,
     majority,
-    quote,
 )
 from flowzoo.envs.workflows.parsing import parse_choice
 from flowzoo.tasks.base import Verdict
@@ -47,7 +48,7 @@ class Voting(Workflow):
     template_fields = {"solver": (), "aggregator": ("candidates", "n")}
     parallel_roles = frozenset({"solver"})
     readings = Readings(
-        extras=("majority_correct", "any_correct"),
+        extras=("majority_correct", "any_correct", "final_copied"),
         partner="aggregator",
         partner_quality="accuracy - majority_correct",
     )
@@ -58,7 +59,7 @@ class Voting(Workflow):
     def expert_action(self, ep, agent, role, err, rng) -> str:
         if role != "aggregator":
             return super().expert_action(ep, agent, role, err, rng)
-        if self.options.aggregator_mode != "select":
+        if self.answer_mode:
             return combine(self.family, ep, "solver", err, rng)
         cands = [t.action for t in ep.turns if t.role == "solver"]
         good = [i for i, c in enumerate(cands) if self.family.score(ep.task, c).correct]
@@ -68,18 +69,25 @@ class Voting(Workflow):
 
     def behaviour_action(self, ep, agent, role, shortcut, rng) -> Act:
         """Aggregator: the considered pick (an answer two solvers share, else one that shows
-        its steps) or, as its shortcut, candidate 1."""
-        if role != "aggregator" or self.options.aggregator_mode != "select":
-            return super().behaviour_action(ep, agent, role, shortcut, rng)
+        its steps) or, as its shortcut, candidate 1. Under ``conflict``: the considered
+        pick's answer, bare, or (shortcut) the steps worked again."""
         cands = [t.action for t in ep.turns if t.role == "solver"]
+        if role == "aggregator" and self.options.conflict:
+            act = self.conflict_action(ep, cands, shortcut)
+            if act is not None:
+                return act
+        if role != "aggregator" or self.answer_mode:
+            return super().behaviour_action(ep, agent, role, shortcut, rng)
         pick = 0 if shortcut else considered_pick(self.family, ep.task, cands)
         return Act(f"\\boxed{{{pick + 1}}}")
 
     def behaviour(self, ep, i) -> bool | None:
         """Aggregator: the considered pick vs candidate 1 (None when they coincide or the
-        choice did not parse)."""
+        choice did not parse); under ``conflict``, a bare answer vs worked steps."""
         turn = ep.turns[i]
-        if turn.role != "aggregator":
+        if turn.role == "aggregator" and self.options.conflict:
+            return is_bare(turn.action)
+        if turn.role != "aggregator" or self.answer_mode:
             return super().behaviour(ep, i)
         choice = turn.parsed.get("choice")
         cands = [t.action for t in ep.turns[:i] if t.role == "solver"]
@@ -89,7 +97,7 @@ class Voting(Workflow):
         return choice == best
 
     def wrong_action(self, ep, agent, role) -> str:
-        if role == "aggregator" and self.options.aggregator_mode == "select":
+        if role == "aggregator" and not self.answer_mode:
             return "\\boxed{1}"
         return super().wrong_action(ep, agent, role)
 
@@ -110,9 +118,20 @@ class Voting(Workflow):
     def __init__(self, options: VotingOptions, family) -> None:
         super().__init__(options, family)
         self.k = options.n_voters
+        #: the aggregator writes the final answer (``aggregator_mode="answer"`` or conflict)
+        self.answer_mode = options.aggregator_mode == "answer" or options.conflict
+
+    @classmethod
+    def final_role(cls) -> str | None:
+        return "aggregator"
 
     def default_templates(self) -> dict[str, str]:
-        if self.options.aggregator_mode == "select":
+        if self.options.conflict:
+            agg = (
+                "Problem: {question}\n{candidates}\nRole: aggregator. Read the {n} candidates and "
+                "give the final answer only, as \\boxed{{ANSWER}}.\n"
+            )
+        elif self.options.aggregator_mode == "select":
             agg = (
                 "Problem: {question}\n{candidates}\nRole: aggregator. Pick the best of the {n} "
                 "candidates. Reply with its number as \\boxed{{N}}.\n"
@@ -136,7 +155,7 @@ class Voting(Workflow):
     def prompt(self, agent: str, ep: Episode) -> str:
         if agent == "aggregator":
             cands = "\n".join(
-                f"Candidate {i + 1}: {quote(ep.turns_of(f'solver_{i}')[-1].action)}"
+                self.candidate_line("Candidate", i, ep.turns_of(f"solver_{i}")[-1].action)
                 for i in range(self.k)
             )
             return self.fill("aggregator", ep, candidates=cands, n=self.k)
@@ -144,7 +163,7 @@ class Voting(Workflow):
 
     def act(self, agent: str, text: str, ep: Episode, turn: Turn) -> str | None:
         if agent == "aggregator":
-            if self.options.aggregator_mode == "select":
+            if not self.answer_mode:
                 choice = parse_choice(text, self.k)
                 turn.parsed["choice"] = choice
                 if choice is None:
@@ -167,7 +186,7 @@ class Voting(Workflow):
             "any_correct": any(v.correct for v in verdicts),
             "n_distinct_answers": len({c for c in classes if c is not None}),
         }
-        if self.options.aggregator_mode == "select":
+        if not self.answer_mode:
             choice = agg_turn.parsed.get("choice")
             used = choice
             if choice is None:
@@ -175,13 +194,15 @@ class Voting(Workflow):
                 used = maj if fb == "majority" else (0 if fb == "first" else None)
             info["selected_index"] = used
             info["choice_parsed"] = choice is not None
+            info["final_copied"] = True if used is not None else None  # a candidate itself
             if used is None:
                 final_text, verdict = None, Verdict(0.0, False, None, "no_choice")
             else:
                 final_text, verdict = solver_texts[used], verdicts[used]
         else:
             final_text = agg_turn.action
-            verdict = self.family.score(ep.task, final_text)
+            verdict = self.final_verdict(ep, agg_turn)
+            info["final_copied"] = self.copied(ep, final_text, solver_texts)
         signals = {f"solver_{i}": float(v.score) for i, v in enumerate(verdicts)}
         signals["aggregator"] = float(verdict.score)
         return Outcome(final_text, verdict, signals, info)

@@ -13,12 +13,12 @@ import pkgutil
 import random
 import re
 import sys
-import threading
 import warnings
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
+from flowzoo.sandbox.forksafe import ForkLock
 from flowzoo.tasks.base import Task, Verdict
 from flowzoo.tasks.code import judge
 from flowzoo.tasks.code.data import (
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 _SANDBOXES: dict[tuple, Sandbox] = {}
-_SANDBOX_LOCK = threading.Lock()
+_SANDBOX_LOCK = ForkLock()  # a forked child gets it free (``forksafe.py``)
 
 
 class _SharedVerdicts(Memo[str, Verdict]):

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import atexit
 import json
-import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowzoo.sandbox import ExecResult, Job, Sandbox, get_sandbox
+from flowzoo.sandbox.forksafe import ForkLock
 from flowzoo.tasks.code import replay_worker
 from flowzoo.tasks.code.replay_worker import (
     REPLAY_CALLS,
@@ -314,7 +314,7 @@ class JudgeRun(RunRecord):
 #: candidate's data), which every program of the task starts from; each with its cost
 _FIRST: dict[tuple, tuple[tuple, int]] = {}
 _FIRST_BYTES = [0]
-_FIRST_LOCK = threading.Lock()
+_FIRST_LOCK = ForkLock()
 
 
 def _first_store(key: tuple, entry: tuple, cost: int) -> None:
@@ -339,7 +339,7 @@ def first_cache_bytes() -> int:
 
 
 _DIRECT: Sandbox | None = None
-_DIRECT_LOCK = threading.Lock()
+_DIRECT_LOCK = ForkLock()
 
 
 def direct_sandbox() -> Sandbox:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import os
 import sys
 import threading
 from typing import Any, NamedTuple
@@ -261,6 +262,17 @@ class JudgeSpec(NamedTuple):
 #: CPython 3.11 can fail compiling AST objects from several threads at once ("AST constructor
 #: recursion depth mismatch", seen scoring with a thread pool): one compile at a time
 _COMPILE_LOCK = threading.Lock()
+
+
+def _renew_compile_lock() -> None:
+    """A forked child gets the lock free (a thread holding it at the fork is not in the
+    child). Not ``forksafe.ForkLock``: this module also runs inside the replay's sandbox,
+    where only the shipped modules exist."""
+    global _COMPILE_LOCK
+    _COMPILE_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_compile_lock)
 
 
 def judge_spec(entry_point: str, prompt_code: str, setup: str, tests: tuple[str, ...]) -> JudgeSpec:

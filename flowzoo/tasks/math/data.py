@@ -21,6 +21,7 @@ from flowzoo.tasks.base import (
     Task,
     TaskSet,
     check_split,
+    check_statement,
     generate_distinct,
     parse_levels,
     stable_hash,
@@ -231,6 +232,7 @@ def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
             f"{source} row {i}: field 'question' (or 'problem'/'prompt') is missing or not "
             "text; every row needs the problem's text"
         )
+    check_statement(q, f"{source} row {i}")
     if style == "gsm8k":
         raw = str(row.get("answer", ""))
         ans = (

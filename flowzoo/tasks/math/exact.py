@@ -24,11 +24,19 @@ from flowzoo.tasks.math.poly import Cursor, polynomial
 MAX_CHARS = 120
 #: radicands above this are not factorised here
 MAX_RADICAND = 10**6
-_TOKEN = re.compile(r"\\frac|\\sqrt|\\pi|\\cdot|\\times|\d+|[{}*/+-]")
+_TOKEN = re.compile(r"\\[dt]?binom|\\frac|\\sqrt|\\pi|\\cdot|\\times|\d+|[{}()*/+\-^!e]")
 #: the longest integer read here
 MAX_DIGITS = 18
+#: the largest numerator or denominator built here (powers, factorials, binomials), in bits
+#: (under Python's 4,300-digit limit on writing an integer out): sizes are estimated before
+#: computing, so ``9^{9^{9}}`` is refused in microseconds
+MAX_BITS = 14_000
+MAX_POWER = 4096
 #: (rational coefficient, square-free radicand, power of pi)
 Closed = tuple[Fraction, int, int]
+#: a closed form with a power of e too: (coefficient, radicand, power of pi, power of e)
+Value = tuple[Fraction, int, int, int]
+_ONE: Value = (Fraction(1), 1, 0, 0)
 
 
 def _square_free(n: int) -> tuple[int, int]:
@@ -42,21 +50,43 @@ def _square_free(n: int) -> tuple[int, int]:
     return k, s
 
 
-def _mul(a: Closed, b: Closed) -> Closed:
+def _bits(x: Fraction) -> int:
+    return max(x.numerator.bit_length(), x.denominator.bit_length())
+
+
+def _mul(a: Value, b: Value) -> Value:
     k, s = _square_free(a[1] * b[1]) if a[1] * b[1] <= MAX_RADICAND else (0, 0)
     if s == 0:
         raise ValueError("radicand too large")
-    return a[0] * b[0] * k, s, a[2] + b[2]
+    if _bits(a[0]) + _bits(b[0]) > MAX_BITS:
+        raise ValueError("coefficient too large")
+    return a[0] * b[0] * k, s, a[2] + b[2], a[3] + b[3]
 
 
-def _inv(a: Closed) -> Closed:
+def _inv(a: Value) -> Value:
     if a[0] == 0:
         raise ZeroDivisionError
-    return 1 / (a[0] * a[1]), a[1], -a[2]  # 1/(c sqrt s) = sqrt(s) / (c s)
+    return 1 / (a[0] * a[1]), a[1], -a[2], -a[3]  # 1/(c sqrt s) = sqrt(s) / (c s)
+
+
+def _power(a: Value, n: int) -> Value:
+    """``a**n`` for an integer ``n``, refused past the size bounds before it is computed."""
+    if abs(n) > MAX_POWER or (_bits(a[0]) + a[1].bit_length()) * abs(n) > MAX_BITS:
+        raise ValueError("power too large")
+    if n < 0:
+        a, n = _inv(a), -n
+    c, s = a[0] ** n * Fraction(a[1]) ** (n // 2), a[1] if n % 2 else 1
+    return c, s, a[2] * n, a[3] * n
+
+
+def _integer(v: Value, most: int) -> int:
+    if v[1:] != (1, 0, 0) or v[0].denominator != 1 or not 0 <= v[0] <= most:
+        raise ValueError("not a small non-negative integer")
+    return int(v[0])
 
 
 class _Parser(Cursor):
-    def expr(self) -> Closed:
+    def expr(self) -> Value:
         """[sign] product ['/' product]"""
         sign = 1
         if self.peek() in ("-", "+"):
@@ -65,44 +95,90 @@ class _Parser(Cursor):
         if self.peek() == "/":
             self.take()
             v = _mul(v, _inv(self.product()))
-        return v[0] * sign, v[1], v[2]
+        return v[0] * sign, v[1], v[2], v[3]
 
-    def product(self) -> Closed:
+    def product(self) -> Value:
         prev = self.peek()
-        v = self.factor()
-        while self.peek() not in (None, "}", "/"):
+        v = self.power()
+        while self.peek() not in (None, "}", "/", ")"):
             if self.peek() in ("\\cdot", "\\times", "*"):
                 self.take()
             elif prev is not None and prev.isdigit() and self.peek() == "\\frac":
                 raise ValueError("3\\frac{1}{2} may be a mixed number: not read here")
             prev = self.peek()
-            v = _mul(v, self.factor())
+            v = _mul(v, self.power())
         return v
 
-    def factor(self) -> Closed:
+    def power(self) -> Value:
+        """factor ['!'] ['^' integer]: ``2^{10}``, ``\\pi^2``, ``e^{-1}``, ``5!``"""
+        v = self.factor()
+        if self.peek() == "!":
+            self.take()
+            if self.peek() == "!":
+                raise ValueError("a double factorial is not read here")
+            n = _integer(v, 1000)
+            v = (Fraction(math.factorial(n)), 1, 0, 0)
+        if self.peek() != "^":
+            return v
+        self.take()
+        if self.peek() == "{":
+            self.take()
+            sign = -1 if self.peek() == "-" else 1
+            if self.peek() in ("-", "+"):
+                self.take()
+            exp = self.take()
+            self.take("}")
+        else:  # LaTeX takes one character: 2^10 is 2^1 then 0, not read here
+            sign, exp = 1, self.take()
+            if len(exp) > 1:
+                raise ValueError("an unbraced exponent of several digits")
+        if not exp.isdigit() or len(exp) > 5:
+            raise ValueError("not a small integer exponent")
+        return _power(v, sign * int(exp))
+
+    def factor(self) -> Value:
         tok = self.take()
         if tok.isdigit():
             if len(tok) > MAX_DIGITS:
                 raise ValueError("integer too long")
-            return Fraction(int(tok)), 1, 0
+            return Fraction(int(tok)), 1, 0, 0
         if tok == "\\pi":
-            return Fraction(1), 1, 1
+            return Fraction(1), 1, 1, 0
+        if tok == "e":
+            return Fraction(1), 1, 0, 1
+        if tok == "(":
+            return self.within_rest(self.expr, ")")
         if tok == "\\sqrt":
             n = self.within("{", self.take, "}")
             if not n.isdigit() or len(n) > 7 or int(n) > MAX_RADICAND:
                 raise ValueError("not a small integer radicand")
             k, s = _square_free(int(n))
-            return Fraction(k) if int(n) else Fraction(0), s, 0
+            return Fraction(k) if int(n) else Fraction(0), s, 0, 0
         if tok == "\\frac":
             num = self.within("{", self.expr, "}")
             return _mul(num, _inv(self.within("{", self.expr, "}")))
+        if tok.endswith("binom"):
+            n = _integer(self.within("{", self.expr, "}"), 5000)
+            k = _integer(self.within("{", self.expr, "}"), 5000)
+            return Fraction(math.comb(n, k)), 1, 0, 0
         raise ValueError(f"not a closed-form factor: {tok!r}")
 
+    def within_rest(self, parse, close: str):
+        inner = parse()
+        self.take(close)
+        return inner
 
-def closed_form(s: str) -> Closed | None:
-    """The canonical triple of a normalised answer in the grammar, else None."""
+
+#: a number in scientific notation (``1e3``, ``2e-5``): a decimal, never ``1 * e * 3``
+_SCI_E = re.compile(r"\de[-+]?\d")
+
+
+def closed_value(s: str) -> Value | None:
+    """The canonical ``(c, s, k, m)`` of ``c * sqrt(s) * pi**k * e**m`` for a normalised answer
+    in the grammar (integers, ``\\frac``, ``\\sqrt``, ``\\pi``, ``e``, integer powers,
+    factorials, binomials, products, parentheses), else None."""
     s = compact(s)
-    if not s or len(s) > MAX_CHARS or "." in s:
+    if not s or len(s) > MAX_CHARS or "." in s or _SCI_E.search(s):
         return None
     tokens = _TOKEN.findall(s)
     if "".join(tokens) != s:  # something outside the grammar (a variable, a decimal, ...)
@@ -114,7 +190,23 @@ def closed_form(s: str) -> Closed | None:
             return None
     except (ValueError, ZeroDivisionError):
         return None
-    return (Fraction(0), 1, 0) if v[0] == 0 else v
+    return (Fraction(0), 1, 0, 0) if v[0] == 0 else v
+
+
+def closed_form(s: str) -> Closed | None:
+    """The canonical triple ``(c, s, k)`` of ``c * sqrt(s) * pi**k`` for a normalised answer in
+    the grammar without ``e``, else None."""
+    v = closed_value(s)
+    return None if v is None or v[3] else v[:3]
+
+
+def same_value(g: Value, p: Value) -> bool | None:
+    """Whether two closed values are equal, where that is proven: the same canonical form, or
+    forms with the same power of pi or the same power of e (pi and each power of e are
+    transcendental); None for two that differ in both (whether pi/e is rational is open)."""
+    if g == p or g[0] == 0 or p[0] == 0:
+        return g == p
+    return False if g[2] == p[2] or g[3] == p[3] else None
 
 
 def _split_top(s: str) -> list[str]:
@@ -187,13 +279,16 @@ def irrational(s: str) -> bool:
     powers ``k`` are linearly independent over the rationals."""
     if len(s) > MAX_CHARS:
         return False
-    parts: dict[tuple[int, int], Fraction] = {}
+    parts: dict[tuple[int, int, int], Fraction] = {}
     for term in _terms(s):
-        c = closed_form(term)
+        c = closed_value(term)
         if c is None:
             return False
-        parts[(c[1], c[2])] = parts.get((c[1], c[2]), Fraction(0)) + c[0]
-    return any(v != 0 for key, v in parts.items() if key != (1, 0))
+        parts[c[1:]] = parts.get(c[1:], Fraction(0)) + c[0]
+    live = [key for key, v in parts.items() if v != 0 and key != (1, 0, 0)]
+    if any(k[1] for k in live) and any(k[2] for k in live):
+        return False  # pi and e together: whether such a sum can be rational is open
+    return bool(live)  # e**m (m != 0) are independent over the algebraics (Lindemann)
 
 
 _MATRIX = re.compile(r"^\\begin\{([pb]?)matrix\}(.*)\\end\{\1matrix\}$")
@@ -226,9 +321,12 @@ def exact_check(gold: str, pred: str) -> bool | None:
     is its tuple), intervals written either way (``(2, \\infty)``, ``x > 2``), or polynomials
     in the same one variable; None otherwise (the symbolic check decides)."""
     gold, pred = _ungroup(gold), _ungroup(pred)
-    g, p = closed_form(gold), closed_form(pred)
+    g, p = closed_value(gold), closed_value(pred)
     if g is not None and p is not None:
-        return g == p
+        return same_value(g, p)
+    lg, lp = log_value(gold), log_value(pred)
+    if lg is not None and lp is not None:
+        return lg == lp if lg[0] == lp[0] else None  # \ln against \log: the grader's call
     mg, mp = matrix(gold), matrix(pred)
     if mg is not None and mp is not None:
         return mg == mp
@@ -248,6 +346,35 @@ def exact_check(gold: str, pred: str) -> bool | None:
     if cg[0] in _INTERVALS and cp[0] in _INTERVALS and len(cg[1]) == len(cp[1]) == 2:
         return False  # two non-empty intervals with different ends included
     return None  # (a, b) against {a, b}: how lenient to be is the symbolic grader's call
+
+
+_LOG_RE = re.compile(
+    r"^(?:(\d{1,6})(?:\\cdot|\*)?)?\\(ln|log)(?:\{(\d{1,8})\}|\((\d{1,8})\)|(\d{1,8}))$"
+)
+
+
+def log_value(s: str) -> tuple[str, tuple[tuple[int, Fraction], ...]] | None:
+    """``c \\ln n`` as (function, the exponent of each prime in ``n**c``): ``2\\ln 3`` and
+    ``\\ln 9`` and ``\\ln(9)`` read the same. Exact: the logarithms of primes are linearly
+    independent over the rationals (unique factorisation). None outside that form (``n`` has
+    at most 8 digits)."""
+    m = _LOG_RE.match(compact(s))
+    if m is None:
+        return None
+    c, fn = int(m.group(1) or 1), m.group(2)
+    n = int(m.group(3) or m.group(4) or m.group(5))
+    if n == 0:
+        return None
+    out: dict[int, int] = {}
+    d = 2
+    while d * d <= n:  # n < 10^8: at most 10^4 divisions
+        while n % d == 0:
+            out[d] = out.get(d, 0) + 1
+            n //= d
+        d += 1
+    if n > 1:
+        out[n] = out.get(n, 0) + 1
+    return fn, tuple(sorted((p, Fraction(c * e)) for p, e in out.items() if c))
 
 
 def _pair(s: str) -> bool:
@@ -365,4 +492,12 @@ def _polynomials(gold: str, pred: str) -> bool | None:
 _INTERVALS = ("()", "(]", "[)", "[]")
 
 
-__all__ = ["closed_form", "composite", "exact_check", "interval", "matrix"]
+__all__ = [
+    "closed_form",
+    "closed_value",
+    "composite",
+    "exact_check",
+    "interval",
+    "log_value",
+    "matrix",
+]

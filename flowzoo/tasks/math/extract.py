@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from flowzoo.tasks.math import words as value_words
+from flowzoo.tasks.math.words import number_words
+
 #: Only the tail of a huge completion is searched for ``####``, ``Answer:`` and a last number:
 #: the final answer sits at the end, and regexes over megabytes of garbage would stall a rollout
 MAX_SCAN_CHARS = 20_000
@@ -18,7 +21,10 @@ MAX_BOX_SCAN_CHARS = 4_000_000
 
 #: a number as a completion writes it; an exponent stays attached (``6.02e23`` is one number)
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+(?![\w])|/\d+)?|[-+]?\.\d+"
-_NUMBER_RE = re.compile(_NUMBER)
+#: a mixed number or a LaTeX fraction is one number (``2 1/2``, ``2\\frac{1}{2}``, ``2½``)
+_FRACTION = r"\\[dt]?frac\{\d+\}\{\d+\}|\\[dt]?frac\d\d"
+_MIXED = rf"[-+]?\d+(?:[ \t]+\d+/\d+(?![\d/])|[ \t]*(?:{_FRACTION})|[½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞])|[-+]?(?:{_FRACTION})"
+_NUMBER_RE = re.compile(f"{_MIXED}|{_NUMBER}")
 _HASHES_RE = re.compile(r"####\s*([^\n]+)")
 _ANSWER_RE = re.compile(
     r"(?:final\s+answer|answer)\s*(?:is|:|=)?\s*[:=]?\s*([^\n]+)", re.IGNORECASE
@@ -31,34 +37,72 @@ _BARE_BOX_RE = re.compile(r"\s+([^\s${}]+)")
 
 def boxes(text: str) -> tuple[list[str], bool]:
     r"""Contents of every ``\boxed{...}`` / ``\fbox{...}`` (the whole balanced group), in
-    order, and whether every box was closed. Linear in the text."""
+    order, and whether every box was closed. Linear in the text: boxes are read from the last
+    to the first, and a box inside another is jumped over, never read again (a tower of 3,000
+    nested boxes once took 13 s)."""
+    found = list(_BOX_RE.finditer(text))
+    spans: list[tuple[int, str | None] | None] = [None] * len(found)
+    known: dict[int, int | None] = {}  # a box's group start -> its end (None: never closed)
+    for i in range(len(found) - 1, -1, -1):
+        spans[i] = _box_span(text, found[i], known)
     out: list[str] = []
-    for m in _BOX_RE.finditer(text):
-        p = m.end()
-        while p < len(text) and text[p] in " \t":
-            p += 1
-        if p >= len(text) or text[p] != "{":
-            bare = _BARE_BOX_RE.match(text, m.end())  # `\boxed 5` (no braces) is legal LaTeX
-            if bare:
-                out.append(bare.group(1))
-            continue
-        depth, start = 0, p
-        while p < len(text):
-            c = text[p]
-            if c == "\\":  # an escaped brace (`\{`) is no group
-                p += 2
-                continue
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            p += 1
-        if depth != 0:
+    for span in spans:
+        if span is None:
             return out, False
-        out.append(text[start + 1 : p])
+        if span[1] is not None:
+            out.append(span[1])
     return out, True
+
+
+def _box_span(
+    text: str, m: re.Match, known: dict[int, int | None] | None = None
+) -> tuple[int, str | None] | None:
+    """(end, content) of the box whose command ``m`` matched (content None: a bare command
+    with nothing to box); None when it is never closed. ``known``: the ends of the groups of
+    boxes after this one, jumped over (and this box's group end is added to it)."""
+    p = m.end()
+    while p < len(text) and text[p] in " \t":
+        p += 1
+    if p >= len(text) or text[p] != "{":
+        bare = _BARE_BOX_RE.match(text, m.end())  # `\boxed 5` (no braces) is legal LaTeX
+        return (bare.end(), bare.group(1)) if bare else (m.end(), None)
+    depth, start = 0, p
+    end: int | None = None
+    while p < len(text):
+        if known and p != start and p in known:  # an inner box's group: balanced, or never
+            jump = known[p]  # closed (then neither is this one)
+            if jump is None:
+                break
+            p = jump
+            continue
+        c = text[p]
+        if c == "\\":  # an escaped brace (`\{`) is no group
+            p += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                end = p + 1
+                break
+        p += 1
+    if known is not None:
+        known[start] = end
+    return None if end is None else (end, text[start + 1 : end - 1])
+
+
+def _outside_boxes(text: str) -> str:
+    """``text`` without its boxes (each whole, nested ones with it)."""
+    out, pos = [], 0
+    for m in _BOX_RE.finditer(text):
+        if m.start() < pos:
+            continue  # inside a box already taken out
+        span = _box_span(text, m)
+        out.append(text[pos : m.start()])
+        pos = len(text) if span is None else span[0]
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def find_boxed(text: str) -> list[str]:
@@ -77,10 +121,8 @@ def extract_answer(text: str | None) -> str | None:
     found, closed = boxes(text)
     if not closed:
         return None
-    boxed = [b.strip() for b in found if b.strip()]
-    if boxed:
-        last = boxed[-1]
-        return last if all(same_answer(b, last) for b in boxed[:-1]) else None
+    if any(b.strip() for b in found):
+        return _one_answer(found)
     tail = text[-MAX_SCAN_CHARS:]
     hashes = _HASHES_RE.findall(tail)
     if hashes and hashes[-1].strip():
@@ -91,8 +133,41 @@ def extract_answer(text: str | None) -> str | None:
             return cand
     nums = list(_NUMBER_RE.finditer(tail))
     if nums and _ANSWER_END_RE.fullmatch(tail[nums[-1].end() :]):
-        return nums[-1].group(0)
+        return _value_phrase(tail, nums[-1])
     return None
+
+
+#: words a value phrase may hold before its last number (``2 to the power of 10``, ``half of
+#: 10``, ``minus 5``, ``3 plus 4``)
+_PHRASE_WORDS = (value_words.VALUE_WORDS - value_words.APPROXIMATE) | frozenset(
+    "a an and of the to by per cent raised power zero one two three four five six seven eight "
+    "nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen "
+    "twenty thirty forty fifty sixty seventy eighty ninety".split()
+)
+_PHRASE_TOKEN_RE = re.compile(r"[A-Za-z]+|[-+]?\d+(?:\.\d+)?(?:/\d+)?")
+
+
+def _value_phrase(tail: str, num: re.Match) -> str:
+    """The last number of a completion with the words around it that change its value
+    (``3 thousand``, ``5 squared``, ``minus 5``, ``2 to the power of 10``): never the bare
+    number when such a word is there (the checker reads the phrase or refuses it)."""
+    after = tail[num.end() :]
+    start, end = num.start(), num.end()
+    if value_words.has_value_word(after):
+        end = num.end() + len(after.rstrip(" \t\n.,;:!?)$*"))
+    toks = list(_PHRASE_TOKEN_RE.finditer(tail, max(0, start - 120), start))
+    k, edge = len(toks), start
+    while k:  # back over number and phrase words, only spaces or hyphens between them
+        t = toks[k - 1]
+        w = t.group(0).lower()
+        if not (w in _PHRASE_WORDS or w[-1].isdigit()) or tail[t.end() : edge].strip(" \t-"):
+            break
+        k, edge = k - 1, t.start()
+    while k < len(toks) and toks[k].group(0).lower() in ("the", "of", "to", "by", "and"):
+        k += 1
+    if k < len(toks) and value_words.has_value_word(tail[toks[k].start() : num.end()]):
+        start = toks[k].start()
+    return tail[start:end].strip() if (start, end) != num.span() else num.group(0)
 
 
 #: what may follow a bare final number for it to be the answer: at most three words (a unit,
@@ -103,13 +178,110 @@ _ANSWER_END_RE = re.compile(r"\s*(?:[A-Za-z]+\s*){0,3}[\s.,;:!?)$*]*")
 
 def same_answer(a: str, b: str) -> bool:
     """Whether two boxed answers of one completion are one answer: the same text once
-    normalised, or the same number (``5`` and ``5.0``). Cheap on purpose; anything else is two
-    answers."""
-    na, nb = normalize(a), normalize(b)
+    normalised, or the same number (``5`` and ``5.0``); a box that holds nothing but another
+    box (``\\boxed{\\boxed{18}}``) is that box's answer. Cheap on purpose; anything else is
+    two answers."""
+    na, nb = normalize(unbox(a)), normalize(unbox(b))
     if squeeze(na) == squeeze(nb):
         return True
-    va, vb = to_number(na), to_number(nb)
+    va, vb = _valued(na), _valued(nb)
     return va is not None and va == vb
+
+
+def _valued(s: str) -> tuple[Fraction, bool] | None:
+    """The number ``s`` states, a value phrase read (``3 thousand`` is 3000)."""
+    v = to_number(s)
+    if v is None and value_words.has_value_word(s):
+        r = value_words.read(s)
+        v = None if r is None or r == value_words.UNREAD else to_number(r)
+    return v
+
+
+_WRAPPED_RE = re.compile(r"^\s*(\*\*|__)((?:(?!\*\*|__).)+)\1\s*$", re.DOTALL)
+
+
+def unbox(s: str) -> str:
+    r"""``s`` without what wraps the whole of it and cannot change its value: ``\boxed{..}``
+    / ``\fbox{..}`` around all of it (any depth: ``\boxed{\boxed{18}}`` is 18), markdown bold
+    (``**18**``), ``$..$``. Anything else is left as it is."""
+    for _ in range(8):
+        t = s.strip()
+        m = _WRAPPED_RE.match(t)
+        if m:
+            s = m.group(2)
+            continue
+        if len(t) > 1 and t[0] == "$" and t[-1] == "$" and "$" not in t.strip("$"):
+            s = t.strip("$")
+            continue
+        m = _BOX_RE.match(t)
+        span = _box_span(t, m) if m else None
+        if span is not None and span[1] is not None and span[0] == len(t):
+            s = span[1]
+            continue
+        return t
+    return s.strip()
+
+
+def _wraps(outer: str, inner: str) -> bool:
+    """Whether box content ``outer`` is one box around exactly ``inner``."""
+    o = outer.strip()
+    m = _BOX_RE.match(o)
+    if m is None:
+        return False
+    rest = o[m.end() :].lstrip(" \t")
+    return rest[:1] == "{" and rest[-1:] == "}" and rest[1:-1] == inner
+
+
+#: what marks a prediction as a completion rather than an extracted answer: a box, GSM8K's
+#: ``####``, markdown bold, or a leading "The (final) answer is" / "Answer:"
+_MARKED_RE = re.compile(
+    r"\\(?:boxed|fbox)(?![a-zA-Z])|####|\*\*|^\s*__|^\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:)",
+    re.IGNORECASE,
+)
+
+
+def answer_text(s: str) -> str | None:
+    r"""The answer a prediction states when it is written as a completion rather than as an
+    extracted answer: ``\boxed{18}`` and ``\boxed{\boxed{18}}`` (every box of it must hold
+    one answer, as in :func:`extract_answer`; text around a box is prose), ``#### 18``,
+    ``**18**``, ``The answer is **18**.``. ``s`` itself when it has no such marker; None when
+    its boxes hold different answers or one is never closed. No last-number fallback: a
+    prediction is read whole (``**18** or **19**`` stays a hedge)."""
+    if not _MARKED_RE.search(s):
+        return s
+    bare = unbox(s)
+    if _BOX_RE.search(bare):
+        if _NOT_PROSE_RE.search(_outside_boxes(bare).replace("**", "")):
+            return bare  # a number, sign or LaTeX beside a box: read whole (and refused)
+        found, closed = boxes(bare)
+        return _one_answer(found) if closed else None
+    hashes = _HASHES_RE.findall(bare)
+    if hashes:
+        return _trim_sentence(hashes[-1]) or None
+    m = _LEAD_ANSWER_RE.match(bare)
+    return (_trim_sentence(m.group(1)) or None) if m else bare
+
+
+#: what may not stand beside a box in a prediction read as a completion: the box is then not
+#: the whole answer (``-\boxed{5}``, ``3 or \boxed{4}``, ``\boxed{7 } 6}``)
+_NOT_PROSE_RE = re.compile(r"[\d{}\\^_=+\-*/<>|&%]")
+_LEAD_ANSWER_RE = re.compile(
+    r"^\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:)\s*[:=]?\s*(.*)$", re.IGNORECASE | re.DOTALL
+)
+
+
+def _one_answer(found: list[str]) -> str | None:
+    """The answer boxes hold: the last box's, when every box holds the same answer (a box
+    around nothing but another box holds that box's answer); else None."""
+    # a box holding nothing but the next box is that box (compared in C: a tower of nested
+    # boxes costs no quadratic reading)
+    nxt: list[str | None] = [*found[1:], None]
+    kept = [b for b, n in zip(found, nxt, strict=True) if n is None or not _wraps(b, n)]
+    boxed = [b.strip() for b in kept if b.strip()]
+    if not boxed:
+        return None
+    last = boxed[-1]
+    return last if all(same_answer(b, last) for b in boxed[:-1]) else None
 
 
 _MATH_SPAN_RE = re.compile(r"\$+([^$]+)\$+")
@@ -123,8 +295,9 @@ def _trim_sentence(s: str) -> str:
     m = _MATH_SPAN_RE.search(s)
     if m:
         s = m.group(1)
-    s = s.rstrip(" .;,")
-    return s.strip()
+    for _ in range(3):  # "**18**." and "**18.**": emphasis and punctuation in either order
+        s = s.rstrip(" .;,").strip("*_ ").strip()
+    return unbox(s)
 
 
 #: spacing: ``~``, ``\\ ``, ``\\quad``, ``\\qquad``, ``\\:``, ``\\>`` (``\\,`` is handled apart:
@@ -176,6 +349,27 @@ _SCI_RE = re.compile(
 )
 
 
+_VULGAR = dict(
+    zip(
+        "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅐⅛⅜⅝⅞⅑⅒",
+        "1/2 1/3 2/3 1/4 3/4 1/5 2/5 3/5 4/5 1/6 5/6 1/7 1/8 3/8 5/8 7/8 1/9 1/10".split(),
+        strict=True,
+    )
+)
+_VULGAR_RE = re.compile(f"(\\d?)([{''.join(_VULGAR)}])")
+_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
+_SUPERSCRIPT_RE = re.compile(f"[{_SUPERSCRIPTS}]+")
+_SUPERSCRIPT_OF = str.maketrans(_SUPERSCRIPTS, "0123456789-+")
+
+
+def _unicode_math(s: str) -> str:
+    """Unicode math written as the checker reads it: ``2½`` is the mixed number ``2 1/2``,
+    ``5²`` is ``5^{2}``, ``×`` and ``÷`` are ``\\times`` and ``\\div``, ``⁄`` is ``/``."""
+    s = _VULGAR_RE.sub(lambda m: (m.group(1) + " " if m.group(1) else "") + _VULGAR[m.group(2)], s)
+    s = _SUPERSCRIPT_RE.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPT_OF) + "}", s)
+    return s.replace("\u2044", "/").replace("×", "\\times ").replace("÷", "\\div ")
+
+
 def normalize(ans: str) -> str:
     r"""Canonical text of an answer: LaTeX wrappers, ``$`` and thousands separators removed,
     degree signs written as the unit word, so that equal answers usually compare equal as
@@ -184,6 +378,8 @@ def normalize(ans: str) -> str:
     # never cut: a cut could drop what follows a run of padding ("42", 2,000 spaces, "43");
     # callers bound the length (``verify.MAX_ANSWER_CHARS``)
     s = ans.strip().replace("\u2212", "-")  # U+2212 MINUS SIGN
+    if not s.isascii():
+        s = _unicode_math(s)
     # a dollar sign is a currency, so a unit (``\\$5`` is ``5 dollars``, never 5 cents); one
     # before a digit is currency too when the ``$`` do not pair up as math delimiters
     cur = "\\$" in s or (s.count("$") % 2 == 1 and re.search(r"\$\s*[-+]?\d", s) is not None)
@@ -263,48 +459,6 @@ def compact(s: str) -> str:
 
 
 _DIGIT_GAP_RE = re.compile(r"\d \d")
-_ONES = {
-    w: i
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen".split()
-    )
-}
-_TENS = {
-    w: 10 * i
-    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)
-}
-_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9}
-
-
-def number_words(s: str) -> int | None:
-    """The integer English words name (``six``, ``twenty-one``, ``three hundred and five``,
-    ``minus two``), else None. Strict: ``five five`` or ``twenty thirty`` name no number."""
-    words = [w for w in re.split(r"[\s-]+", s.lower().strip()) if w]
-    sign = 1
-    if words and words[0] in ("minus", "negative"):
-        sign, words = -1, words[1:]
-    if not words or len(words) > 20:
-        return None
-    total, group, last_scale, stage = 0, 0, None, 0  # stage: 0 start, 1 hundreds, 2 tens, 3 ones
-    for w in words:
-        if w in _ONES and stage < 3 and not (stage == 2 and (_ONES[w] == 0 or _ONES[w] > 9)):
-            group, stage = group + _ONES[w], 3
-        elif w in _TENS and stage < 2:
-            group, stage = group + _TENS[w], 2
-        elif w == "hundred" and stage == 3 and 0 < group < 10:
-            group, stage = group * 100, 1
-        elif w == "and" and stage == 1:
-            continue
-        elif w in _SCALES and stage and group and (last_scale is None or _SCALES[w] < last_scale):
-            total, group, last_scale, stage = total + group * _SCALES[w], 0, _SCALES[w], 0
-        else:
-            return None
-    if stage == 0 and last_scale is None:
-        return None
-    return sign * (total + group)
-
-
 _FRAC_RE = re.compile(r"^(-?)\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}$")
 _FRAC_SHORT_RE = re.compile(r"^(-?)\\frac(\d)(\d)$")
 _MIXED_RE = re.compile(r"^(-?)(\d+)\s*(?:\s(\d+)\s*/\s*(\d+)|\\frac\s*\{(\d+)\}\s*\{(\d+)\})$")
@@ -381,156 +535,3 @@ def to_number(s: str) -> tuple[Fraction, bool] | None:
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
     return None
-
-
-#: environments an answer may use (matrices, cases, alignments); any other name is no LaTeX
-#: the checker reads, and math-verify would read one of its operands
-ENVIRONMENTS = frozenset(
-    "matrix pmatrix bmatrix Bmatrix vmatrix Vmatrix smallmatrix array cases aligned align align* "
-    "gathered split".split()
-)
-_STRUCT_RE = re.compile(
-    r"\\\\|\\begin\{([^{}]*)\}|\\end\{([^{}]*)\}|\\(?:begin|end)(?![a-zA-Z])|\\[{}()\[\]]"
-    r"|\\[lr](?:floor|ceil|angle)(?![a-zA-Z])|\\langle|\\rangle|[{}()\[\]]"
-)
-_OPENERS = {"{": "{", "\\{": "\\{", "(": "(", "[": "(", "\\lfloor": "floor", "\\lceil": "ceil"}
-_OPENERS["\\langle"] = "angle"
-_CLOSERS = {"}": "{", "\\}": "\\{", ")": "(", "]": "(", "\\rfloor": "floor", "\\rceil": "ceil"}
-_CLOSERS["\\rangle"] = "angle"
-
-
-def malformed(s: str) -> str | None:
-    r"""Why an answer is not well-formed LaTeX, else None: a bracket, brace, ``\{``, floor,
-    ceiling or environment that is not closed in order (``13 ( 14``, ``14 } 13``,
-    ``\begin{x}..\end{x}``), an unknown environment, or a math delimiter inside the answer
-    (``13 \( 14 \)``). Round and square brackets pair with each other (``[1, 5)``). Such
-    answers are wrong: a parser would read one of their pieces. Linear in the text."""
-    stack: list[str] = []
-    for m in _STRUCT_RE.finditer(s):
-        tok = m.group(0)
-        if tok == "\\\\":
-            continue
-        if tok in ("\\(", "\\)", "\\[", "\\]") or tok in ("\\begin", "\\end"):
-            return "malformed"
-        if m.group(1) is not None:
-            if m.group(1) not in ENVIRONMENTS:
-                return "unknown_environment"
-            stack.append("env:" + m.group(1))
-        elif m.group(2) is not None:
-            if not stack or stack.pop() != "env:" + m.group(2):
-                return "unbalanced"
-        elif tok in _OPENERS:
-            stack.append(_OPENERS[tok])
-        elif not stack or stack.pop() != _CLOSERS[tok]:
-            return "unbalanced"
-    return "unbalanced" if stack else None
-
-
-# ------------------------- what a parser would read only in part (the symbolic check's guards)
-
-#: relations and hedges a prediction may not add to what the gold says: math-verify reads
-#: "3 \\approx 4" as 3 and "3 (or maybe 4)" as 3, so they would earn the reward of "3"
-_RELATION_RE = re.compile(
-    r"\\(?:approx|sim|simeq|cong|equiv|neq|ne|leq?|geq?|lt|gt|ll|gg|propto|lesssim|gtrsim)"
-    r"(?![a-zA-Z])|[<>≈≠≤≥~]|!="
-)
-_UNIT_WORD_RE = re.compile(f"(?:{_UNITS})", re.IGNORECASE)
-_COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
-_WORD_RE = re.compile(r"[a-zA-Z]{2,}")
-_NUM_RE = re.compile(r"\d+(?:\.\d+)?")
-#: words a mathematical answer may contain without the gold containing them
-_MATH_WORDS = frozenset(
-    "sqrt frac pi sin cos tan cot sec csc log ln exp lg max min gcd lcm deg mod arcsin arccos "
-    "arctan sinh cosh tanh det inf infty infinity oo cdot times div".split()
-)
-
-
-def hedged(gold: str, pred: str) -> bool:
-    """Whether a (normalised) prediction says more than one answer: a relation the gold does
-    not have (``3 \\approx 4``, ``x < 3``), or prose the gold does not have around more than one
-    number (``3 (or maybe 4)``, ``5 or 6``, ``between 3 and 5``). One number with a word
-    (``5 cookies``, ``about 5``) still names a single value and is read as that value."""
-    rel_g = set(_RELATION_RE.findall(gold))
-    if any(r not in rel_g for r in _RELATION_RE.findall(pred)):
-        return True
-    words_g = {w.lower() for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", gold))}
-    prose = any(
-        w.lower() not in words_g and w.lower() not in _MATH_WORDS and not _UNIT_WORD_RE.fullmatch(w)
-        for w in _WORD_RE.findall(_COMMAND_RE.sub(" ", pred))
-    )
-    return prose and len(_NUM_RE.findall(pred)) > len(_NUM_RE.findall(gold))
-
-
-#: commands math-verify evaluates as the LaTeX means them; any other command a prediction
-#: adds (``\cap``, ``\to``, ``\quad``, ``\pm``) it reads as one of its operands ("3 \cap 4" as 4)
-_EVALUATED = frozenset(
-    "frac sqrt pi cdot times div sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh "
-    "log ln exp lg infty inf binom lfloor rfloor lceil rceil begin end alpha beta gamma delta "
-    "epsilon varepsilon theta vartheta lambda mu nu rho sigma tau phi varphi omega".split()
-)
-#: characters of the arithmetic grammar; any other a prediction adds is an operator math-verify
-#: does not evaluate as written (``:``, ``;``, ``→``, ``∩``)
-_PLAIN = frozenset(
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 +-*/^_()[]{},.!'%|\\=<>"
-)
-#: separators that join values into a list math-verify reads as its last item ("3 ... 4")
-_JOINERS = ("..",)
-#: digits apart, not as a subscript or power ("1 0"; "\\log_2 4" is one value)
-_SPLIT_NUMBER_RE = re.compile(r"(?<![_^\d])\d+ \d")
-_ENV_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]*\}")
-
-
-#: Greek letters that name variables, in both cases (``\\Delta`` is not ``\\delta``; ``\\pi`` is a
-#: constant, ``\\Pi`` a variable)
-_GREEK = frozenset(
-    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu "
-    "xi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma "
-    "Upsilon Phi Psi Omega".split()
-)
-
-
-def _letters(s: str) -> set[str]:
-    """The variables of an answer, case kept: its letters outside command names, and its
-    Greek-letter commands."""
-    s = _ENV_RE.sub(" ", s)
-    greek = {c for c in _COMMAND_RE.findall(s) if c[1:] in _GREEK}
-    return set(re.findall(r"[a-zA-Z]", _COMMAND_RE.sub(" ", s))) | greek
-
-
-def unread(ng: str, npred: str) -> str | None:
-    """Why math-verify would read less than the whole prediction, else None: a command or a
-    symbol it does not evaluate (``3 \\cap 4``, ``3 : 4``), unless the gold has it too; an
-    unpaired ``|`` (``3 | 4``); digits apart (``1 0``) that are no mixed number; other variables than the gold's (``2ab`` for 2, 2 for ``2m``). Its fallback reads such answers as
-    one operand, so they would earn the reward of that operand."""
-    cmds = set(_COMMAND_RE.findall(npred)) - set(_COMMAND_RE.findall(ng))
-    if any(c[1:] not in _EVALUATED for c in cmds):
-        return "unknown_operator"
-    extra = set(npred) - set(ng) - _PLAIN
-    if extra and not (extra == {"&"} and "\\begin" in npred):
-        return "unknown_operator"
-    if npred.count("|") % 2 or any(op in npred and op not in ng for op in _JOINERS):
-        return "unknown_operator"
-    if "\\\\" in npred and "\\begin" not in npred and "\\\\" not in ng:
-        return "unknown_operator"  # a line break outside a matrix: "3 \\ 4"
-    if _SPLIT_NUMBER_RE.search(squeeze(npred)) and not _SPLIT_NUMBER_RE.search(squeeze(ng)):
-        return "split_number"  # "1 0": 10, or 1 * 0 as math-verify reads it?
-    if _letters(npred) != _letters(ng):
-        return "other_variables"  # math-verify drops some letters as units: "2m" reads as 2
-    return None
-
-
-#: a number with a base subscript (``1011_2``, ``A3_{16}``); ``x_1`` is a variable's name
-_BASE_RE = re.compile(r"(?<![\w\\])([0-9A-Fa-f]*\d[0-9A-Fa-f]*)_\{?(\d{1,2})\}?")
-
-
-def _based(s: str) -> str:
-    """``s`` with each based number as its value and base: ``1011_{2}`` -> ``<11_2>``."""
-
-    def one(m: re.Match) -> str:
-        digits, base = m.group(1), int(m.group(2))
-        try:
-            return f"<{int(digits, base)}_{base}>" if 2 <= base <= 36 else m.group(0)
-        except ValueError:  # a digit the base does not have: compared as written
-            return f"<{digits.upper()}_{base}>"
-
-    return _BASE_RE.sub(one, squeeze(s))

@@ -1,48 +1,43 @@
 """Math-answer equivalence: exact fast paths first, then math-verify under a hard time limit.
 
-Why a worker process: math-verify's own timeouts use ``signal.alarm`` (main thread only), and
-sympy can hang on a pathological expression. The symbolic check therefore runs in a child
-process with its timeouts disabled; the parent waits at most ``timeout_s`` and kills and
-replaces the child when it overruns. Most answers never get there: integers, decimals,
-fractions, mixed numbers and percentages are compared exactly (as rationals) in-process, and
-so are rational multiples of a square root and a power of pi and sets, intervals and tuples
-of them (:mod:`exact`).
+Most answers never reach math-verify: integers, decimals, fractions, mixed numbers and
+percentages are compared exactly (as rationals) in-process, and so are closed forms (rational
+multiples of a square root, a power of pi and a power of e; integer powers, factorials,
+binomials, logarithms of integers), sets, intervals and tuples of them (:mod:`exact`), and
+words that change a value (:mod:`words`). The rest goes to a pool of worker processes
+(:mod:`worker`) under a hard time limit, its verdicts remembered here.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
-import json
-import logging
-import os
-import queue
 import re
-import select
-import subprocess
-import sys
 import threading
 import time
 from fractions import Fraction
 
 from flowzoo.tasks.base import Verdict
-from flowzoo.tasks.math.exact import exact_check, irrational
+from flowzoo.tasks.math import words
+from flowzoo.tasks.math.exact import closed_value, exact_check, irrational
 from flowzoo.tasks.math.extract import (
-    _BASE_RE,
-    _based,
-    _letters,
+    answer_text,
     decimal_key,
-    hedged,
-    malformed,
     normalize,
+    number_words,
     split_unit,
     squeeze,
     to_number,
-    unread,
+)
+from flowzoo.tasks.math.guards import _BASE_RE, _based, _letters, hedged, malformed, unread
+from flowzoo.tasks.math.worker import (  # noqa: F401  (re-exported: the checker's public names)
+    DEFAULT_TIMEOUT_S,
+    POOL_SIZE,
+    SymbolicChecker,
+    SymbolicPool,
+    get_checker,
 )
 from flowzoo.tasks.memo import Memo
 
-DEFAULT_TIMEOUT_S = 3.0
 #: Inputs longer than this are not sent to sympy at all (they are not answers).
 MAX_SYMBOLIC_CHARS = 400
 #: Longer predictions are not answers: scored 0 without being read (bounds every path)
@@ -87,6 +82,10 @@ def fast_check(ng: str, npred: str) -> bool | None:
         return False
     if pnum is not None and gnum is None and irrational(ng):
         return False  # a decimal is rational: an approximation of an irrational gold scores 0
+    if (gnum is None) != (pnum is None):  # a number against a rational closed form (2^{-3})
+        c = closed_value(ng if gnum is None else npred)
+        if c is not None and c[1:] == (1, 0, 0):
+            return c[0] == (gnum or pnum)[0]  # type: ignore[index]
     exact = exact_check(ng, npred)
     if exact is not None:
         return exact
@@ -223,7 +222,14 @@ def _compare(ng: str, npred: str, deadline: float, budget: float) -> tuple[bool,
     """One normalised value against another: units by name (a unit on one side only is the
     one the question asked for; two units must be the same; ``%`` is a unit too), then
     exactly, then math-verify on what it reads whole, with every decimal as its exact
-    fraction, until ``deadline``."""
+    fraction, until ``deadline``. Words that change a value (``3 thousand``, ``5 squared``,
+    ``3 and a half``, ``7 percent``) are read first, never taken for a unit
+    (:mod:`words`); one that cannot be read whole matches only the same text."""
+    rg, rp = words.read(ng), words.read(npred)
+    if rg == words.UNREAD or rp == words.UNREAD:
+        same = squeeze(ng) == squeeze(npred)
+        return same, "exact" if same else "value_words"
+    ng, npred = rg or ng, rp or npred
     ng, ug = split_unit(ng)
     npred, up = split_unit(npred)
     if ug and up and ug != up or (ug and npred.endswith("%")) or (up and ng.endswith("%")):
@@ -265,231 +271,6 @@ def exact_decimals(s: str) -> str:
 def _no_pct(s: str) -> str:
     """A trailing ``%`` is a unit (see :func:`_numbers_equal`): math-verify would divide by 100."""
     return s[:-1].rstrip() if s.endswith("%") else s
-
-
-# ---------------------------------------------------------------- symbolic worker (child)
-
-
-def _worker_main() -> None:  # pragma: no cover - runs in the child process
-    """Serve ``[gold, pred]`` JSON lines on stdin with ``[equal, reason]`` lines on stdout."""
-    import json
-    import sys
-
-    logging.disable(logging.CRITICAL)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # stray prints from libraries must not corrupt the protocol
-    try:
-        import sympy
-        from math_verify import LatexExtractionConfig, parse, verify
-    except Exception as e:  # math-verify missing: report and exit
-        out.write(json.dumps(["unavailable", repr(e)]) + "\n")
-        out.flush()
-        return
-    import math_verify.parser as mv_parser
-
-    # an answer that does not parse whole is unread, never its last equation ("13 ( 14 = 14")
-    mv_parser.get_last_eq = lambda latex: latex
-    latex_only = [LatexExtractionConfig(boxed_match_priority=0)]
-
-    @functools.lru_cache(maxsize=8192)
-    def parse_answer(s: str):
-        # wrapping in $\boxed{}$ makes the LaTeX extractor take the whole string as one
-        # expression, which is what an already-extracted answer is. LaTeX only: the free-text
-        # extractor would take a number out of what LaTeX cannot read ("13 ( 14" as 14); a
-        # bare string back means the parse failed
-        if malformed(s):
-            return []
-        got = parse("$\\boxed{" + s + "}$", extraction_config=latex_only, parsing_timeout=None)
-        return got if len(got) == 2 and not isinstance(got[0], str) else []
-
-    def tiny_guard(g, p) -> bool:
-        """False when both are tiny numbers that differ (math-verify rounds them to 0)."""
-        try:
-            if not (getattr(g, "is_number", False) and getattr(p, "is_number", False)):
-                return True
-            gv, pv = sympy.N(g, 60), sympy.N(p, 60)
-            big = max(abs(gv), abs(pv))
-            if big == 0 or big > 1e-4:
-                return True
-            return bool(abs(gv - pv) <= 1e-9 * big)
-        except Exception:
-            return True
-
-    out.write(json.dumps(["ready", ""]) + "\n")
-    out.flush()
-    for line in sys.stdin:
-        try:
-            gold, pred = json.loads(line)
-            g, p = parse_answer(gold), parse_answer(pred)
-            if not g or not p:
-                res = [False, "unparsed"]
-            elif verify(g, p, timeout_seconds=None):
-                res = [True, "symbolic"] if tiny_guard(g[0], p[0]) else [False, "guard_magnitude"]
-            else:
-                res = [False, "symbolic_mismatch"]
-        except Exception as e:
-            res = [False, f"error:{type(e).__name__}"]
-        out.write(json.dumps(res) + "\n")
-        out.flush()
-
-
-_BOOT = (
-    "import sys; sys.path[:0] = {path!r}; "
-    "from flowzoo.tasks.math.verify import _worker_main; _worker_main()"
-)
-
-
-class SymbolicChecker:
-    """One child process running math-verify; replaced when a check overruns its limit.
-
-    A plain subprocess speaking JSON lines (not ``multiprocessing``), so it never re-imports
-    the user's ``__main__`` and works from notebooks, stdin scripts and threads alike."""
-
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, start_timeout_s: float = 60.0) -> None:
-        self.timeout_s = timeout_s
-        self.start_timeout_s = start_timeout_s
-        self._lock = threading.Lock()
-        self._proc: subprocess.Popen | None = None
-        self._buf = b""
-        self.timeouts = 0
-        self.starts = 0
-        self.unavailable: str | None = None
-
-    def _start(self) -> None:
-        code = _BOOT.format(path=[p for p in sys.path if p])
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", code],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self._buf = b""
-        self.starts += 1
-        msg = self._read_line(self.start_timeout_s)
-        if msg is None:
-            self._kill()
-            self.unavailable = "math-verify worker did not start"
-            return
-        if msg[0] != "ready":
-            self._kill()
-            self.unavailable = str(msg[1])
-
-    def _read_line(self, timeout: float) -> list | None:
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def _kill(self) -> None:
-        if self._proc is not None:
-            try:
-                self._proc.kill()
-                self._proc.wait(5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-            for f in (self._proc.stdin, self._proc.stdout):
-                if f is not None:
-                    f.close()
-        self._proc = None
-
-    def check(self, gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool, str]:
-        """(equal, reason); reason is ``timeout`` when the limit was hit."""
-        limit = self.timeout_s if timeout_s is None else timeout_s
-        with self._lock:
-            if self.unavailable:
-                return False, "symbolic_unavailable"
-            if self._proc is None or self._proc.poll() is not None:
-                self._kill()
-                self._start()
-                if self.unavailable:
-                    return False, "symbolic_unavailable"
-            try:
-                self._proc.stdin.write((json.dumps([gold, pred]) + "\n").encode())
-                self._proc.stdin.flush()
-                msg = self._read_line(limit)
-            except (OSError, ValueError):
-                self._kill()
-                return False, "worker_died"
-            if msg is not None:
-                return bool(msg[0]), str(msg[1])
-            if self._proc.poll() is not None:
-                self._kill()
-                return False, "worker_died"
-            self.timeouts += 1
-            self._kill()
-            return False, "timeout"
-
-    def close(self) -> None:
-        with self._lock:
-            self._kill()
-
-
-#: workers of the process-wide pool: a few, since each holds sympy (~150 MB)
-POOL_SIZE = max(2, min(4, (os.cpu_count() or 2) // 2))
-
-
-class SymbolicPool:
-    """Up to ``size`` workers, started as needed, each serving one check at a time: a check
-    that runs to its limit holds one worker while the others serve the rest."""
-
-    def __init__(self, size: int = POOL_SIZE, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        self.size, self.timeout_s = size, timeout_s
-        self._idle: queue.LifoQueue[SymbolicChecker] = queue.LifoQueue()  # warm ones first
-        self._all: list[SymbolicChecker] = []
-        self._lock = threading.Lock()
-
-    def _acquire(self) -> SymbolicChecker:
-        try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        with self._lock:
-            if len(self._all) < self.size:
-                self._all.append(SymbolicChecker(self.timeout_s))
-                return self._all[-1]
-        return self._idle.get()
-
-    def check(self, gold: str, pred: str, timeout_s: float | None = None) -> tuple[bool, str]:
-        """(equal, reason) from a free worker; reason is ``timeout`` when the limit was hit."""
-        worker = self._acquire()
-        try:
-            return worker.check(gold, pred, timeout_s)
-        finally:
-            self._idle.put(worker)
-
-    @property
-    def timeouts(self) -> int:
-        return sum(w.timeouts for w in self._all)
-
-    def close(self) -> None:
-        for w in list(self._all):
-            w.close()
-
-
-_CHECKER: SymbolicPool | None = None
-_CHECKER_LOCK = threading.Lock()
-
-
-def get_checker() -> SymbolicPool:
-    """The process-wide pool of symbolic workers (each started on first use)."""
-    global _CHECKER
-    with _CHECKER_LOCK:
-        if _CHECKER is None:
-            _CHECKER = SymbolicPool()
-            atexit.register(_CHECKER.close)
-        return _CHECKER
 
 
 #: symbolic verdicts by (gold, prediction), with the limit they were reached under: a group of
@@ -539,8 +320,10 @@ _TEXT_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|operatorname)\s*\{\s
 def _text_answer(raw: str, norm: str) -> bool:
     """Whether a gold is words (``\\text{even}``, ``no solution``, ``East``): letters only, and
     written as text or longer than a two-letter product (``ab`` stays algebra)."""
-    if not _WORDS_RE.fullmatch(norm):
-        return False
+    if not _WORDS_RE.fullmatch(norm) or number_words(norm) is not None:
+        return False  # number words are a number ("six", "three thousand")
+    if words.read(norm) not in (None, words.UNREAD):
+        return False  # so is a value phrase ("two thirds", "half")
     return bool(_TEXT_RE.search(raw)) or " " in norm or "-" in norm or len(norm) >= 3
 
 
@@ -549,14 +332,43 @@ def _words(s: str) -> str:
     return " ".join(s.replace("-", " ").split()).casefold()
 
 
+#: settled verdicts by (gold, prediction): the G samples of a group repeat their answers and
+#: a problem is scored many times over a run, so the in-process work is done once per pair.
+#: Only short pairs, never a verdict that depends on a time limit or a worker
+_VERDICTS: Memo[tuple[str, str], tuple[bool, str | None, str]] = Memo(1 << 13)
+_MAX_MEMO_CHARS = 400
+_UNSETTLED = frozenset({"timeout", "worker_died", "symbolic_unavailable"})
+
+
 def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> Verdict:
     """Score an extracted answer against the gold answer; never raises."""
+    if not isinstance(gold, str) or not isinstance(prediction, str):
+        return _check(gold, prediction, timeout_s)
+    key = (gold, prediction)
+    hit = _VERDICTS.get(key)
+    if hit is not None:
+        return Verdict(float(hit[0]), hit[0], hit[1], hit[2])
+    v = _check(gold, prediction, timeout_s)
+    settled = v.reason not in _UNSETTLED and not v.reason.startswith("error:")
+    if settled and len(gold) + len(prediction) <= _MAX_MEMO_CHARS:
+        _VERDICTS.put(key, (v.correct, v.extracted, v.reason))
+    return v
+
+
+def _check(gold: str, prediction: str | None, timeout_s: float | None) -> Verdict:
+    """:func:`check` without the memo of settled verdicts."""
     try:
         if prediction is None or not str(prediction).strip():
             return Verdict(0.0, False, None, "no_answer")
         gold, prediction = str(gold), str(prediction)
         if len(prediction) > MAX_ANSWER_CHARS:
             return Verdict(0.0, False, prediction[:MAX_ANSWER_CHARS], "too_long")
+        # a prediction written as a completion (``#### 18``, ``**18**``, ``\\boxed{18}``) states
+        # the answer it marks; two boxes with different answers state none
+        stated = answer_text(prediction)
+        if stated is None or not stated.strip():
+            return Verdict(0.0, False, prediction, "no_answer")
+        gold, prediction = answer_text(gold) or gold, stated
         g, p = gold.strip(), prediction.strip()
         if _INT_RE.fullmatch(g) and _INT_RE.fullmatch(p):  # most RL answers: nothing to parse
             ok = int(g) == int(p)

@@ -11,7 +11,7 @@ import pytest
 
 import flowzoo
 from flowzoo.agents.models.corpus import make_corpus
-from flowzoo.agents.models.recipe import CODE_RECIPES, PretrainConfig, named_config
+from flowzoo.agents.models.recipe import NAMED_RECIPES, PretrainConfig, named_config
 from flowzoo.envs.scripted import BehaviourPolicy, play_episode
 
 
@@ -281,7 +281,7 @@ def test_a_stage_name_is_another_stage_of_the_same_recipe():
     assert named_config("tiny-s-code12-stage02") is None  # one name per stage, not two
     with pytest.raises(ValueError, match="no behaviour stage"):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setitem(CODE_RECIPES, "-flat", {"midtrain_steps": 0})
+            mp.setitem(NAMED_RECIPES, "-flat", {"midtrain_steps": 0})
             named_config("tiny-s-flat-stage1")
 
 

@@ -193,3 +193,21 @@ def test_a_loaded_policy_keeps_its_weights_when_the_file_is_rewritten(tmp_path, 
         f.write(b"\x7f" * (size - 4096))
     after = pol.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_models_lists_every_name_with_its_key_and_status(capsys):
+    """``flowzoo models``: each name a user can type, resolved through its recipe (the key a
+    run record's build is checked against), what it continues and whether it is shipped."""
+    import json
+
+    from flowzoo.agents.models.recipe import named_config
+    from flowzoo.cli import main
+
+    assert main(["models", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["tiny-s"]["status"] == "shipped" and rows["tiny-s"]["key"] == "ca9ead3f2d06"
+    for name in ("tiny-m", "tiny-s-code12", "tiny-s-conflict", "tiny-m-conflict"):
+        assert rows[name]["key"] == named_config(name).key()
+    assert rows["tiny-s-conflict"]["parent"] == rows["tiny-s"]["key"]
+    assert main(["models"]) == 0
+    assert "docs/testbed-conflict.md" in capsys.readouterr().out

@@ -3,6 +3,7 @@
 schedules, dynamic sampling, truncation masking, and sampled evaluation with per-problem
 counts."""
 
+import dataclasses
 import math
 
 import pytest
@@ -52,6 +53,27 @@ def test_mini_batches_give_the_role_with_more_turns_more_optimizer_steps(tiny_mo
     many, one_step = per_policy["solver"]["roles"]["solver"], pp["solver"]["roles"]["solver"]
     assert many["ratio_dev"] > 10 * one_step["ratio_dev"] and many["clip_frac"] > 0
     assert one_step["clip_frac"] == 0.0 and one_step["ratio_dev"] < 0.01
+
+
+def test_the_update_matched_control_gives_every_policy_the_shared_step_count(tiny_model, tmp_path):
+    """update_matched: each Isolated policy makes as many Adam steps as one shared policy
+    would on the whole batch (32 turns / 4 = 8), where the study's protocol gives the
+    solvers 6 and the aggregator 2; a shared run is unchanged by it."""
+    cfg = _cfg(tiny_model, tmp_path, policy="isolated", ppo_mini_batch=1, update_matched=True)
+    tr = Trainer(cfg, progress=False)
+    records = tr._rollout(0)
+    _varied_rewards(records)
+    per_policy, _ = tr.update(records)
+    assert per_policy["solver"]["policy"]["opt_steps"] == 8
+    assert per_policy["aggregator"]["policy"]["opt_steps"] == 8
+    assert dataclasses.asdict(tr.cfg)["update_matched"] is True  # recorded with the config
+    shared = Trainer(
+        _cfg(tiny_model, tmp_path / "s", ppo_mini_batch=1, update_matched=True), progress=False
+    )
+    recs = shared._rollout(0)
+    _varied_rewards(recs)
+    pp, _ = shared.update(recs)
+    assert [p["policy"]["opt_steps"] for p in pp.values()] == [8]
 
 
 def test_warmup_and_cosine_schedules():
@@ -156,6 +178,14 @@ def test_sampled_evaluation_counts_per_problem_and_is_reproducible(tiny_policy):
     for role, n in a.behaviour_n.items():
         assert 0 < n <= 18 * (3 if role == "solver" else 1)
         assert a.behaviour[role] * n == pytest.approx(round(a.behaviour[role] * n))
+        # the turns of each behaviour that scored, at most that behaviour's turns
+        considered = round(a.behaviour[role] * n)
+        hit_c, hit_s = a.behaviour_hits[role]
+        assert 0 <= hit_c <= considered and 0 <= hit_s <= n - considered
+    assert d["behaviour_hits"] == a.behaviour_hits
+    # the solvers' hits are their own answers' verdicts: summed, at most the turns right
+    solver_right = sum(hits for hits in a.behaviour_hits["solver"])
+    assert solver_right <= a.behaviour_n["solver"]
     g = evaluate_env("voting-math", route, n_episodes=6, temperature=0.0, samples=3)
     assert g.samples == 1 and len(g.per_problem) == 6  # greedy: one sample is all there is
     assert not math.isnan(g.accuracy)

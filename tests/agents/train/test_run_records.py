@@ -624,9 +624,13 @@ def _nudge(folder) -> None:
         save_file(tensors, f, metadata={"format": "pt"})
 
 
-def test_a_resume_keeps_the_build_it_started_from_and_says_when_it_changed(tiny_model, tmp_path):
-    """The base weights swapped between sessions (a recipe rebuilt under the same name): the
-    resumed run's summary names the first build, the new one beside it, and warns."""
+def test_a_resume_on_another_build_of_the_model_is_refused_naming_both_digests(
+    tiny_model, tmp_path
+):
+    """The base weights swapped between sessions (a recipe rebuilt under the same name): a
+    resume would make one curve of two models, so it is refused before anything in the run
+    directory changes, naming the weights file and both digests; the build put back, the
+    run resumes."""
     import hashlib
     import shutil
 
@@ -637,17 +641,22 @@ def test_a_resume_keeps_the_build_it_started_from_and_says_when_it_changed(tiny_
     out = tmp_path / "r"
     cfg = dict(model=str(model), steps=1, eval_every=0)
     Trainer(_cfg(tiny_model, out, **cfg), progress=False).train()
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    saved = tmp_path / "saved"
+    shutil.copytree(model, saved)
     _nudge(model)  # another build of the same shapes, at the same path
-    Trainer(_cfg(tiny_model, out, **{**cfg, "steps": 2}), progress=False).train()
-    s = json.loads((out / "summary.json").read_text())
+    now = {str(f.relative_to(model)): hashlib.sha256(f.read_bytes()).hexdigest() for f in weights}
+    with pytest.raises(ValueError) as e:
+        Trainer(_cfg(tiny_model, out, **{**cfg, "steps": 2}), progress=False).train()
+    msg = str(e.value)
+    name = sorted(first)[0]
+    assert "another build" in msg and name in msg and first[name] in msg and now[name] in msg
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    shutil.rmtree(model)
+    shutil.copytree(saved, model)  # the build put back
+    s = Trainer(_cfg(tiny_model, out, **{**cfg, "steps": 2}), progress=False).train()
     assert s["status"] == "completed" and s["resumed_at"] == 1
-    assert s["base_model"]["sha256"] == first
-    assert s["base_model"]["now"]["sha256"] != first
-    assert any("other base weights" in w for w in s["warnings"])
-    # resumed again: the checkpoint keeps the first build, not the one it last ran beside
-    Trainer(_cfg(tiny_model, out, **{**cfg, "steps": 3}), progress=False).train()
-    s = json.loads((out / "summary.json").read_text())
-    assert s["base_model"]["sha256"] == first and "now" in s["base_model"]
+    assert s["base_model"]["sha256"] == first and "now" not in s["base_model"]
 
 
 def test_a_checkpoints_base_model_record_that_is_not_plain_data_is_ignored(tiny_model, tmp_path):

@@ -385,6 +385,26 @@ def test_a_completed_run_without_its_final_model_is_not_done(tmp_path):
     assert is_done(run)
 
 
+def test_a_run_the_monitor_stopped_is_done_where_it_stopped(tmp_path):
+    """A run the early-warning monitor stopped (``monitor_response="stop"``) is not retried
+    and reported failed by a sweep: a rerun would stop at the same step."""
+    from flowzoo.agents.train.watch import STOPPED
+    from flowzoo.config import TrainConfig
+
+    out = tmp_path / "r"
+    run = RunSpec("r", {**STAND_IN, "steps": 5, "out_dir": str(out)})
+    out.mkdir()
+    (out / "final").mkdir()
+    cfg = dataclasses.asdict(TrainConfig.from_dict(run.config))
+    (out / "config.json").write_text(json.dumps(cfg, default=str))
+    (out / "summary.json").write_text(json.dumps({"status": STOPPED, "steps_done": 2}))
+    assert is_done(run)
+    (out / "summary.json").write_text(json.dumps({"status": "completed", "steps_done": 2}))
+    assert not is_done(run)  # completed short of its steps: resumed
+    (out / "summary.json").write_text(json.dumps({"status": "failed", "steps_done": 2}))
+    assert not is_done(run)
+
+
 def test_relay_writes_into_the_directory_it_started_with(tmp_path):
     """A live run's directory moved away and a link put in its place: the child's later
     output goes on into the moved directory's log, never through the link (round 4 checked

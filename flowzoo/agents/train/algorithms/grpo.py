@@ -20,6 +20,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -46,8 +47,10 @@ def group_relative(
     eps: float = 1e-6,
 ) -> tuple[list[float], AdvantageStats]:
     """Group-relative advantages: reward minus its group's mean, divided by a std that is the
-    group's (``norm="group"``), the whole batch's (``"global"``), the turn's role's
-    (``"per-role"``, as in Dr. MAS) or 1 (``"none"`` / ``std_norm=False``)."""
+    group's (``norm="group"``), the whole batch's (``"global"``), the turn's role's over the
+    whole batch (``"per-role"``: not Dr. MAS's per-agent form, which takes the mean and the
+    std of the agent's own rewards on one problem: ``algo="dr-mas"``, :mod:`.dr_mas`) or 1
+    (``"none"`` / ``std_norm=False``)."""
     if norm not in ADV_NORMS:
         raise ValueError(f"unknown advantage norm {norm!r}; valid: {', '.join(ADV_NORMS)}")
     if len(keys) != len(rewards):
@@ -97,9 +100,11 @@ def group_relative(
     return adv.tolist(), stats
 
 
-def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None = None) -> Advantages:
-    """Group-relative advantages over the batch's groups (no critic); with ``filter_groups``
-    the turns of groups without reward variance add no loss."""
+def advantages(
+    cfg: TrainConfig, batch: Batch, critic: Critic | None = None, state: Any = None
+) -> Advantages:
+    """Group-relative advantages over the batch's groups (no critic, no state); with
+    ``filter_groups`` the turns of groups without reward variance add no loss."""
     adv, stats = group_relative(
         batch.groups, batch.rewards, cfg.std_norm, cfg.adv_norm, [t.role for t in batch.turns]
     )

@@ -4,16 +4,22 @@ Each agent's turns in an episode form one trajectory (its completion tokens in o
 turn's own reward (``turn_rewards``: the overlong penalty included) reaches that turn; GAE with ``gamma``
 and ``lam`` runs backwards over that token sequence. The policy loss is the same clipped
 surrogate as GRPO's, per token.
+
+What the critic reads is ``critic_input``: the acting agent's own prompt (``"local"``), or the
+episode's whole transcript up to the turn (``"central"``, MAPPO's centralised value:
+:mod:`.central_critic`, which also scores the values in the update).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from flowzoo.agents.train import losses
+from flowzoo.agents.train.algorithms import central_critic
 from flowzoo.agents.train.algorithms.base import Algorithm, Critic, ValueTerms
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.losses import Advantages, model_outputs
@@ -72,13 +78,18 @@ def gae(
     return list(torch.split(adv, lengths)), list(torch.split(ret, lengths))
 
 
-def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advantages:
-    """GAE over each agent's turns in each episode of the batch, with its policy's critic,
-    normalised per policy."""
+def advantages(
+    cfg: TrainConfig, batch: Batch, critic: Critic | None = None, state: Any = None
+) -> Advantages:
+    """GAE over each agent's turns in each episode of the batch, with its policy's critic
+    (reading each turn's own prompt, or with ``critic_input="central"`` the episode's
+    transcript up to it), normalised per policy."""
     if critic is None:
         raise ValueError("PPO's estimator needs a critic")
     router, heads = critic.router, critic.heads
+    central = cfg.critic_input == "central"
     n = len(batch.turns)
+    critic_in: list[list[int] | None] = [None] * n
     token: list[torch.Tensor | None] = [None] * n
     returns: list[torch.Tensor | None] = [None] * n
     old_values: list[torch.Tensor | None] = [None] * n
@@ -90,6 +101,11 @@ def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advanta
             if t.policy == name:
                 trajs[(t.episode, t.agent)].append(t)
         flat = [t for ts in trajs.values() for t in ts if t.completion_ids]
+        for t in flat:  # what the critic reads before each completion
+            critic_in[t.index] = t.prompt_ids
+        if central:
+            for i, ids in central_critic.critic_prompts(pol, batch, flat).items():
+                critic_in[i] = ids
         values: dict[int, torch.Tensor] = {}
         with torch.no_grad():
             for i in range(0, len(flat), cfg.micro_batch):
@@ -97,7 +113,7 @@ def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advanta
                 _, vs = model_outputs(
                     pol,
                     head,
-                    [t.prompt_ids for t in mb],
+                    [critic_in[t.index] or [] for t in mb],
                     [t.completion_ids for t in mb],
                     cfg.temperature,
                 )
@@ -127,6 +143,10 @@ def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None) -> Advanta
             mu, sd = allv.mean(), allv.std(unbiased=False)
             for i, ti in mine:
                 token[i] = (ti - mu.to(ti.device)) / (sd + 1e-6)
+    if central:
+        return central_critic.CentralAdvantages(
+            token=token, returns=returns, old_values=old_values, critic_prompts=critic_in
+        )
     return Advantages(token=token, returns=returns, old_values=old_values)
 
 
@@ -146,6 +166,6 @@ def loss(
     return pl + cfg.vf_coef * losses.value_loss(new_v, old_v, ret, cfg.value_clip), clipped
 
 
-ALGORITHM = Algorithm("ppo", advantages, loss, value_head=ValueHead)
+ALGORITHM = Algorithm("ppo", advantages, loss, value_head=ValueHead, outputs=central_critic.outputs)
 
 __all__ = ["ALGORITHM", "ValueHead", "advantages", "gae", "loss"]

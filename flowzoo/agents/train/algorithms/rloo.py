@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 from flowzoo.agents.train import losses
 from flowzoo.agents.train.algorithms.base import Algorithm, Critic
@@ -42,7 +43,9 @@ def leave_one_out(
     return adv, stats
 
 
-def advantages(cfg: TrainConfig, batch: Batch, critic: Critic | None = None) -> Advantages:
+def advantages(
+    cfg: TrainConfig, batch: Batch, critic: Critic | None = None, state: Any = None
+) -> Advantages:
     """Leave-one-out advantages within the batch's groups (no critic)."""
     adv, stats = leave_one_out(batch.groups, batch.rewards)
     out = Advantages(scalar=adv, stats=stats)

@@ -132,6 +132,29 @@ def problem(path: str, v: Any, d: Domain, entry: bool = False) -> str | None:
     return None
 
 
+def bound_flag(parser: Any, flag: str, d: Domain) -> None:
+    """Bound argparse ``flag`` (already added to ``parser``) to domain ``d``: its text read
+    as the domain's type and checked by :func:`problem` while the command line is parsed,
+    so a value out of the domain is refused, exit 2, naming the domain, before anything is
+    read, built or written; and its help says the domain."""
+    import argparse
+
+    def parse(text: str) -> Any:
+        try:
+            v = d.type(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be {d.kind}{' ' + d.bounds if d.bounds else ''}, got {text!r}"
+            ) from None
+        if msg := problem("value", v, d):
+            raise argparse.ArgumentTypeError(msg.removeprefix("value "))
+        return v
+
+    action = parser._option_string_actions[flag]
+    action.type = parse
+    action.help = f"{action.help or ''}; must be {d.bounds}".lstrip("; ")
+
+
 def check_fields(obj: Any) -> None:
     """Check every field of dataclass ``obj`` against the domain its metadata declares (the
     one place bounds are checked), raising ``ValueError`` with the first problem."""

@@ -5,7 +5,7 @@ Why torch-free: the CLI builds its flags (help, defaults, choices, sections) fro
 and the report reads which keys shape a run; neither should need torch. The CLI and TOML/YAML
 files map onto the fields one to one (flat keys: the sections only group the help); a preset
 fills only the fields the user did not give. Each field declares its domain beside its help
-(:func:`flowzoo.config_fields.setting`); :meth:`TrainConfig.validate` checks them all in one
+(:func:`flowzoo.config.fields.setting`); :meth:`TrainConfig.validate` checks them all in one
 place, then the few rules that tie fields together.
 """
 
@@ -16,23 +16,34 @@ import hashlib
 import json
 import math
 import os
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from flowzoo.config_fields import Domain, check_fields, sections_of, setting
-from flowzoo.config_files import read_config_file
-from flowzoo.envs.registry import MAX_TASKS, check_options, list_envs  # MAX_TASKS: env's most
+from flowzoo.analysis.warning import RESPONSES
+from flowzoo.config.checks import check_estimator, fold_role_maps
+from flowzoo.config.fields import Domain, check_fields, setting
+from flowzoo.config.files import read_config_file
+from flowzoo.config.presets import apply_preset
+from flowzoo.envs.registry import (  # MAX_TASKS: env's most
+    MAX_TASKS,
+    check_options,
+    list_envs,
+)
 
 #: the experiment trackers ``report_to`` may name (:mod:`flowzoo.agents.train.trackers` opens them)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
-ALGOS = ("grpo", "ppo", "rloo")
+#: one file each in flowzoo/agents/train/algorithms/ (a "-" in a name is "_" in its file's)
+ALGOS = ("grpo", "ppo", "rloo", "role-baseline", "dr-mas")
 ENDPOINT_ON_ERROR = ("raise", "empty")
 ROLE_WEIGHTING = ("tokens", "per-agent", "equal-per-role")
 GROUP_BY = ("task", "task_role", "task_role_turn", "task_agent_turn")
 LR_SCHEDULES = ("constant", "cosine")
 ADV_NORMS = ("group", "global", "per-role", "none")
+#: what PPO's critic reads: the acting agent's own prompt, or the episode's whole transcript
+CRITIC_INPUTS = ("local", "central")
 LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "sequence-mean")
+#: what the early-warning monitor does on a warning (one list, the monitor's own)
+MONITOR_RESPONSES = RESPONSES
 #: config keys that do not shape a run's trajectory (its length, place and bookkeeping): a
 #: resumed run may change them, and the report never separates cells by them
 NOT_SHAPING = (
@@ -67,8 +78,6 @@ NON_NEGATIVE = Domain(float, lo=0)
 #: what ``role_settings`` may set per role, and each one's domain: the run-wide field's
 #: (filled in below the class, from the fields), except ``max_new_tokens`` (>= 1) and ``stop``
 ROLE_SETTINGS: dict[str, Domain] = {}
-#: the older per-role maps, folded into ``role_settings`` (which wins) when a config is made
-DEPRECATED_ROLE_MAPS = {"kl_per_role": "kl_coef", "max_new_tokens_per_role": "max_new_tokens"}
 
 
 def eval_temperature(eval_temp: float, temperature: float) -> float:
@@ -87,7 +96,7 @@ class TrainConfig:
     seq-mean-token-mean, clip 0.2/0.28, grad clip 1.0, groups by task x role, verl-style
     mini-batches of 4 problems, zero-variance groups and truncated turns dropped, LoRA
     r64/alpha32) to every field not given explicitly. Fields come in the sections of
-    :data:`SECTIONS` (the order of ``flowzoo train --help``)."""
+    :data:`~flowzoo.config.sections.SECTIONS` (the order of ``flowzoo train --help``)."""
 
     # ------------------------------------------------------------------------------ run
     preset: str = _f("", "a preset filling every field not given (study)", ("", "study"))
@@ -104,7 +113,8 @@ class TrainConfig:
     model: str = _f(
         "tiny-s",
         "tiny-s | tiny-m | tiny-l | tiny-s-code (a scale's code testbed, built on first use; "
-        "tiny-s-code12: its recipe 12; any of these with -stageN: another behaviour stage of "
+        "tiny-s-code12: its recipe 12; tiny-s-conflict: the role-conflict testbed, with "
+        "env_options conflict=true; any of these with -stageN: another behaviour stage of "
         "its recipe) | a local Hugging Face checkpoint path",
     )
     param: str = _f("full", "train all weights, or a LoRA adapter per policy", ("full", "lora"))
@@ -226,10 +236,27 @@ class TrainConfig:
         hi=MAX_STEPS,
     )
     # ------------------------------------------------------------------------ algorithm
-    algo: str = _f("grpo", "policy-gradient algorithm", ALGOS)
+    algo: str = _f(
+        "grpo",
+        "policy-gradient algorithm (role-baseline: reward minus a running mean of the turn's "
+        "role's rewards, over a running std with std_norm; dr-mas: Dr. MAS, GRPO with each "
+        "group split by role, so every agent's own mean and std on each problem; both for "
+        "multi-role envs only)",
+        ALGOS,
+    )
     loss_agg: str = _f("seq-mean-token-mean", "how token losses become one loss", LOSS_AGGS)
-    std_norm: bool = _f(True, "divide group-centred rewards by the group's std")
-    adv_norm: str = _f("group", "where advantages are normalised", ADV_NORMS)
+    std_norm: bool = _f(
+        True,
+        "divide centred rewards by their std (GRPO: adv_norm's; dr-mas: the agent's own; "
+        "role-baseline: the role's running std)",
+    )
+    adv_norm: str = _f(
+        "group",
+        "GRPO: where advantages are normalised (group: the group's mean and std; global / "
+        "per-role: the group's mean over the whole batch's / the role's std across problems, "
+        "not Dr. MAS's per-agent form: that is algo=dr-mas)",
+        ADV_NORMS,
+    )
     group_by: str = _f(
         "task_role",
         "what turns must share to form a GRPO group (task_role: the study's, pooling a role's "
@@ -253,6 +280,19 @@ class TrainConfig:
     gae_lambda: float = _f(0.95, "PPO GAE lambda", lo=0, hi=1)
     vf_coef: float = _f(0.5, "PPO value-loss weight", lo=0)
     value_clip: float = _f(0.2, "PPO value clip", lo=0)
+    critic_input: str = _f(
+        "local",
+        "PPO: what the critic reads (local: the acting agent's prompt; central: MAPPO's "
+        "centralised critic, every agent's turns of the episode before this one, then it)",
+        CRITIC_INPUTS,
+    )
+    baseline_decay: float = _f(
+        0.9,
+        "role-baseline: EMA decay of each role's running reward mean and second moment (the "
+        "past's weight per step; 0: the last step's mean); other algorithms ignore it",
+        lo=0,
+        hi=1,
+    )
     # --------------------------------------------------------------------- optimisation
     lr: float = _f(
         5e-5, "AdamW learning rate (the peak, under a schedule)", lo=0, hi=1, lo_open=True
@@ -279,6 +319,14 @@ class TrainConfig:
         "group_size turns, so a policy with more turns makes more steps (0: use minibatches)",
         lo=0,
         hi=MAX_BATCH,
+    )
+    update_matched: bool = _f(
+        False,
+        "the update-matched control: every policy makes as many optimizer steps per rollout "
+        "step as one shared policy would on the whole batch (its kept turns over all "
+        "policies / (ppo_mini_batch x group_size)), so Shared and Isolated make the same "
+        "number of Adam steps per role; off: the study's protocol, where each policy's own "
+        "turn count sets its steps (no effect with ppo_mini_batch 0)",
     )
     ppo_epochs: int = _f(1, "passes over the rollout batch", lo=1, hi=1000)
     micro_batch: int = _f(
@@ -317,6 +365,39 @@ class TrainConfig:
         lo=0,
     )
     cliff_window: int = _f(3, "evaluations averaged for the final accuracy", lo=1, hi=10_000)
+    # --------------------------------------- the cliff early warning (flowzoo.analysis.warning)
+    monitor_response: str = _f(
+        "warn",
+        "what a warning of the early-warning monitor does: warn (print it on the progress "
+        "line and record it), stop (also end the run cleanly, recorded as stopped early), "
+        "rollback (also restore the last checkpoint saved before it and continue at "
+        "monitor_rollback_lr x the lr)",
+        MONITOR_RESPONSES,
+    )
+    monitor_update_size: float = _f(
+        0.017,
+        "warn when the largest per-role mean |ratio - 1| of a step's update, averaged over "
+        "monitor_update_window steps, exceeds this (0: rule off; tuned on committed runs, "
+        "baselines/results/warning-eval/)",
+        lo=0,
+        hi=100,
+    )
+    monitor_update_window: int = _f(1, "steps averaged for monitor_update_size", lo=1, hi=10_000)
+    monitor_reward_drop: float = _f(
+        0.5,
+        "warn when the training reward's mean over monitor_reward_window steps falls this far "
+        "below its highest earlier mean (0: rule off)",
+        lo=0,
+        hi=1_000,
+    )
+    monitor_reward_window: int = _f(8, "steps averaged for monitor_reward_drop", lo=1, hi=10_000)
+    monitor_rollback_lr: float = _f(
+        0.5,
+        "rollback: the factor every policy's lr is multiplied by after each rollback",
+        lo=0,
+        lo_open=True,
+        hi=0.99,
+    )
     # ------------------------------------------------------------ logging and checkpoints
     out_dir: str = _f(
         "", "run directory (empty: runs/<env>-<policy>-<param>-<algo>-<model>-s<seed>, see run_dir)"
@@ -365,7 +446,7 @@ class TrainConfig:
         rollout (ZeroDivisionError, MemoryError, TypeError). Errors name the field, the bad
         value and the valid ones."""
         check_fields(self)
-        self._fold_role_maps()
+        fold_role_maps(self)
         if self.problems_per_step * self.group_size > MAX_EPISODES_PER_STEP:
             raise ValueError(
                 f"problems_per_step x group_size must be <= {MAX_EPISODES_PER_STEP:,} episodes "
@@ -384,6 +465,7 @@ class TrainConfig:
                 raise ValueError(f"env_options may not set {k!r}: {why}")
         # checked as make_env would check them (names, types, ranges; "false" is not a bool)
         check_options(self.env, self.env_options, "env_options")
+        check_estimator(self)
         if self.lr_decay_steps == 0 and self.lr_schedule == "cosine":
             self.lr_decay_steps = self.steps  # the horizon recorded, so it cannot drift
         if self.lr_schedule == "cosine" and self.lr_decay_steps < 1:
@@ -391,26 +473,6 @@ class TrainConfig:
         bad = sorted(set(self.trackers) - set(TRACKERS))
         if bad:
             raise ValueError(f"unknown trackers {bad} in report_to; valid: {', '.join(TRACKERS)}")
-
-    def _fold_role_maps(self) -> None:
-        """The deprecated per-role maps moved into ``role_settings`` (a role's own entry
-        there wins) and emptied, so one mechanism holds every per-role value and a config
-        written either way is the same config (same identity)."""
-        for name, key in DEPRECATED_ROLE_MAPS.items():
-            given = getattr(self, name)
-            if not given:
-                continue
-            warnings.warn(
-                f"{name} is deprecated; give role_settings instead, e.g. "
-                f"{json.dumps({r: {key: v} for r, v in given.items()})} (folded in for now)",
-                FutureWarning,
-                stacklevel=5,  # the line that made the config
-            )
-            merged = {r: dict(d) for r, d in self.role_settings.items()}
-            for role, v in given.items():
-                merged.setdefault(role, {}).setdefault(key, v)
-            self.role_settings = merged
-            setattr(self, name, {})
 
     @property
     def frozen(self) -> list[str]:
@@ -467,6 +529,14 @@ class TrainConfig:
         d = dataclasses.asdict(self)
         for k in NOT_SHAPING:
             d.pop(k, None)
+        if self.monitor_response == "warn":  # a warning changes nothing the run does
+            for k in [k for k in d if k.startswith("monitor_")]:
+                d.pop(k)
+        # fields added after runs were recorded leave the identity at their defaults, so a
+        # run directory written before them still resumes (it ran with those defaults)
+        for k, default in LATER_FIELDS.items():
+            if d.get(k) == default:
+                d.pop(k, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     @classmethod
@@ -488,74 +558,24 @@ class TrainConfig:
         return cfg
 
 
-#: the sections of ``flowzoo train --help`` and the docs, as TRL groups its arguments (the
-#: CLI flags and config-file keys stay flat); every field is in exactly one, checked here
-_SECTION_FIELDS = {
-    "run": "preset steps seed",
-    "model": "model param lora_r lora_alpha precision grad_checkpointing fast_forward device "
-    "policy_devices fsdp threads",
-    "roles": "policy role_settings role_models frozen_roles endpoint_concurrency "
-    "endpoint_timeout_s endpoint_retries endpoint_on_error",
-    "rollout": "env env_options train_tasks problems_per_step group_size rollout temperature "
-    "max_new_tokens mask_truncated overlong_penalty resample_rounds generation_backend "
-    "vllm_memory vllm_max_model_len",
-    "algorithm": "algo loss_agg std_norm adv_norm group_by filter_groups role_weighting "
-    "clip_low clip_high kl_coef damper_lambda damper_decay gamma gae_lambda vf_coef value_clip",
-    "optimisation": "lr lr_schedule lr_decay_steps warmup_steps min_lr_ratio weight_decay "
-    "grad_clip minibatches ppo_mini_batch ppo_epochs micro_batch",
-    "evaluation": "eval_every eval_episodes eval_dataset eval_temperature eval_samples "
-    "eval_greedy eval_ood_episodes cliff_margin cliff_window",
-    "logging and checkpoints": "out_dir resume save_every report_to",
-    "deprecated": "kl_per_role max_new_tokens_per_role",
+#: fields added after committed runs were recorded, with the default every earlier run ran
+#: with: left out of ``TrainConfig.identity`` at that default
+LATER_FIELDS: dict[str, Any] = {
+    "update_matched": False,
+    "critic_input": "local",
+    "baseline_decay": 0.9,
 }
-SECTIONS: dict[str, tuple[str, ...]] = {k: tuple(v.split()) for k, v in _SECTION_FIELDS.items()}
-#: field name -> its section title
-SECTION_OF = sections_of(TrainConfig, SECTIONS)
+
 
 _DOMAINS = {f.name: f.metadata["domain"] for f in dataclasses.fields(TrainConfig)}
+#: every setting's declared domain, by field name (the CLI's and the report's checks read it)
+FIELD_DOMAINS: dict[str, Domain] = _DOMAINS
 ROLE_SETTINGS.update(
     {k: _DOMAINS[k] for k in ("lr", "temperature")},
     max_new_tokens=ROLE_TOKENS,
     **{k: _DOMAINS[k] for k in ("kl_coef", "clip_low", "clip_high")},
     stop=Domain(list, each=Domain(str, nonempty=True), what="a list of strings"),
 )
-
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "study": dict(
-        group_size=8,
-        temperature=0.7,
-        lr=2e-5,
-        kl_coef=0.0,
-        loss_agg="seq-mean-token-mean",
-        clip_low=0.2,
-        clip_high=0.28,
-        grad_clip=1.0,
-        group_by="task_role",
-        ppo_mini_batch=4,
-        lr_schedule="cosine",
-        warmup_steps=15,
-        filter_groups=True,
-        mask_truncated=True,
-        eval_samples=4,
-        param="lora",
-        lora_r=64,
-        lora_alpha=32,
-    ),
-}
-
-
-def apply_preset(cfg: TrainConfig, name: str, explicit: set[str] | None = None) -> None:
-    """Fill ``cfg`` from preset ``name``, except the fields the user gave: those in
-    ``explicit`` (a file's or the command line's keys) and any not at its default."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
-    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    for k, v in PRESETS[name].items():
-        f = fields[k]
-        default = f.default_factory() if callable(f.default_factory) else f.default
-        if k not in (explicit or ()) and getattr(cfg, k) == default:
-            setattr(cfg, k, v)
 
 
 def load_config_file(path: str | os.PathLike, **overrides: Any) -> TrainConfig:

