@@ -39,7 +39,7 @@ from flowzoo.agents.train.safefile import (
     umask_modes,
     write_json,
 )
-from flowzoo.config import NOT_SHAPING, TrainConfig
+from flowzoo.config import LATER_FIELDS, NOT_SHAPING, TrainConfig
 
 #: what a fresh start (``resume=False``) removes from a run directory before it begins
 RUN_STATE = ("checkpoint", "final", "metrics.jsonl", "summary.json", "tensorboard", "mlruns")
@@ -246,7 +246,10 @@ def is_run_config(d: Any) -> bool:
     if not isinstance(d, dict) or not all(k in d for k in RUN_KEYS):
         return False
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    return len(set(d) - fields) <= 4 and len(fields - set(d)) <= RUN_CONFIG_SLACK
+    # settings added after runs were recorded (the later fields, the monitor's) are not
+    # missing from an older run's record: it ran before they existed
+    later = set(LATER_FIELDS) | {f for f in fields if f.startswith("monitor_")}
+    return len(set(d) - fields) <= 4 and len(fields - set(d) - later) <= RUN_CONFIG_SLACK
 
 
 def _stored_config(p: Path) -> tuple[Any, str | None]:
