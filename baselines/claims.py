@@ -28,15 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowzoo.analysis.findings import (
-    _mean_moved,
-    _mean_norms,
     _same_way,
+    amplification_inputs,
     fall_counts,
     findings,
     matched_pairs,
     paired_by_seed,
 )
-from flowzoo.analysis.readings import evals_of, readings_of
+from flowzoo.analysis.readings import evals_of
 from flowzoo.analysis.report import CellStats, cell_stats, load_runs
 from flowzoo.analysis.stats import stratified_exact, t_interval
 
@@ -243,19 +242,11 @@ def _amplification(pairs: list[tuple], line: str) -> dict | None:
     among = [c for p in pairs for c in p]
     rows, text, cells = [], [], []
     for i, s in pairs:
-        parallel = readings_of(i.runs[0].summary, i.key[1]).get("parallel", [])
-        role = next(
-            (r for r in parallel if any(r in m.get("roles", {}) for m in i.runs[0].metrics)), None
-        )
-        if role is None:
+        got = amplification_inputs(i, s)
+        if got is None:
             continue
-        ni, si = _mean_norms(i.runs, role, shared=False)
-        ns, ss = _mean_norms(s.runs, role, shared=True)
-        if not ni or not ns:
-            continue
-        mi, mis = _mean_moved(i.runs, role)
-        ms, mss = _mean_moved(s.runs, role)
-        if len(mi) == len(i.runs) and len(ms) == len(s.runs):
+        role, (ni, si), (ns, ss), (mi, mis), (ms, mss) = got
+        if mi:
             d, h, paired = paired_by_seed(mi, mis, ms, mss)
             shown, reading = f"{d:+.2e} ± {h:.2e}", "update per Adam step"
             _ensure(f"(difference {shown}, the verdict's reading)", line, "amplification")

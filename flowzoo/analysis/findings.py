@@ -315,20 +315,35 @@ def _mean_moved(runs: list, role: str, per: str = "optimizer") -> tuple[list[flo
     return _per_run(runs, lambda r: [v for m in r.metrics if (v := moved(m)) is not None])
 
 
+def amplification_inputs(i: Any, s: Any) -> tuple[str, tuple, tuple, tuple, tuple] | None:
+    """What the amplification claim reads in a matched pair (isolated ``i``, shared ``s``):
+    the parallel role the runs recorded, each side's per-run mean per-turn gradient norm
+    (with seeds) and, where every run recorded it, each side's update along the descent
+    per Adam step (empty lists otherwise); None when the pair has no such reading. One
+    piece for the report's finding and the claims table."""
+    parallel = readings_of(i.runs[0].summary, i.key[1]).get("parallel", [])
+    role = next(
+        (r for r in parallel if any(r in m.get("roles", {}) for m in i.runs[0].metrics)),
+        None,
+    )
+    if role is None:
+        return None
+    norms = (_mean_norms(i.runs, role, shared=False), _mean_norms(s.runs, role, shared=True))
+    if not norms[0][0] or not norms[1][0]:
+        return None
+    moved = (_mean_moved(i.runs, role), _mean_moved(s.runs, role))
+    if len(moved[0][0]) != len(i.runs) or len(moved[1][0]) != len(s.runs):
+        moved = (([], []), ([], []))
+    return role, *norms, *moved
+
+
 def _amplification(pairs: list) -> str | None:
     rows, usable = [], []
     for i, s in pairs:
-        parallel = readings_of(i.runs[0].summary, i.key[1]).get("parallel", [])
-        role = next(
-            (r for r in parallel if any(r in m.get("roles", {}) for m in i.runs[0].metrics)),
-            None,
-        )
-        if role is None:
+        got = amplification_inputs(i, s)
+        if got is None:
             continue
-        ni, si = _mean_norms(i.runs, role, shared=False)
-        ns, ss = _mean_norms(s.runs, role, shared=True)
-        if not ni or not ns:
-            continue
+        role, (ni, si), (ns, ss), (mi, mis), (ms, mss) = got
         d, h, paired = paired_by_seed(ni, si, ns, ss)
         text = (
             f"{i.key[1]}-{i.key[0]} {i.key[2]} {i.key[4]}: {role} per-turn gradient norm "
@@ -337,9 +352,7 @@ def _amplification(pairs: list) -> str | None:
         )
         # what moves the weights (Adam normalises step sizes): the verdict is read on it
         # where every run recorded it
-        mi, mis = _mean_moved(i.runs, role)
-        ms, mss = _mean_moved(s.runs, role)
-        if len(mi) == len(i.runs) and len(ms) == len(s.runs):
+        if mi:
             d, h, paired = paired_by_seed(mi, mis, ms, mss)
             text += (
                 f"; the update's length along its descent direction per Adam step isolated "
