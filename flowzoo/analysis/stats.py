@@ -27,8 +27,7 @@ def bootstrap_ci(
     x = np.asarray(per_problem, dtype=float)
     if x.size == 0:
         raise ValueError("bootstrap_ci needs at least one problem")
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
+    means = _resampled_means(x, n_boot, seed)
     a = (1 - level) / 2
     lo, hi = np.quantile(means, [a, 1 - a])
     return float(x.mean()), float(lo), float(hi)
