@@ -112,6 +112,30 @@ def data_record(cfg: TrainConfig) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: the largest non-weights file of a model folder that is hashed into a run's inputs
+MODEL_FILE_LIMIT = 16 << 20
+#: weights (digested as the build) and what a run or an editor leaves beside them
+_NOT_MODEL_FILES = (".safetensors", ".bin", ".pt", ".pth", ".lock", ".sha256")
+
+
+def model_files_record(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The model folder's other files as a data part (``{"model": {spec, files}}``): its
+    config, tokenizer, chat template and generation settings shape every prompt and sample
+    as much as the weights do (a red-team round edited ``chat_template.jinja`` in place and
+    a resume went on silently). Top-level regular files only, each at most
+    :data:`MODEL_FILE_LIMIT`; empty for a folder that is not there (a served model)."""
+    root = Path(path)
+    if not root.is_dir() or root.is_symlink():
+        return {}
+    files = {}
+    for p in sorted(root.iterdir()):
+        if p.is_symlink() or not p.is_file() or p.name.endswith(_NOT_MODEL_FILES):
+            continue
+        if p.stat().st_size <= MODEL_FILE_LIMIT:
+            files[str(p)] = file_digest(p)
+    return {"model": {"spec": str(root), "files": files}} if files else {}
+
+
 def _files(record: Any) -> dict[str, str]:
     """path -> sha256 over every role of a data record (malformed parts ignored)."""
     out: dict[str, str] = {}
@@ -168,6 +192,8 @@ def check_resume(state: dict, base_model: dict, data: dict, where: Path | str) -
             f"{where} records no digest of its data files (written by an older version): "
             "the resumed run could not check that they are the ones it started on"
         ]
+    if isinstance(state["data"], dict) and "model" not in state["data"]:
+        data = {k: v for k, v in data.items() if k != "model"}  # recorded before model files
     changed = data_changes(state["data"], data)
     if changed:
         raise ValueError(

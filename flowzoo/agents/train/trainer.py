@@ -35,7 +35,7 @@ from flowzoo.agents.train import checkpoint, distributed, heldout, rundir, runlo
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.evaluate import evaluate_env
 from flowzoo.agents.train.learner import Learner, TrainingDiverged
-from flowzoo.agents.train.provenance import data_record, run_record
+from flowzoo.agents.train.provenance import data_record, model_files_record, run_record
 from flowzoo.agents.train.rollout import EpisodeRecord, rollout, tree_rollout
 from flowzoo.agents.train.seeds import Seeds
 from flowzoo.agents.train.watch import STOPPED, Watch
@@ -110,7 +110,7 @@ class Trainer:
         checkpoint.check_weights(self.model_path)  # a truncated file, named, before a build
         self.base_model = checkpoint.weights_identity(self.model_path)  # which build it was
         #: the sha256 of every data file the run reads (checked on resume, in the summary)
-        self.data_files = data_record(cfg)
+        self.data_files = data_record(cfg) | model_files_record(self.model_path)
         #: each role's token budget: given per role, else given for all, else the workflow's
         defaults = probe.turn_tokens()
         self.token_limits = {

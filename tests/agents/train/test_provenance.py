@@ -242,3 +242,32 @@ def test_an_evaluation_names_its_model_build_and_role_overrides_and_never_overwr
     kept = files[0].read_text()
     assert main([*args, "--json", str(files[0])]) != 0
     assert files[0].read_text() == kept and len(list(files[0].parent.iterdir())) == 2
+
+
+@pytest.mark.parametrize(
+    "name", ["chat_template.jinja", "generation_config.json", "tokenizer.json"]
+)
+def test_a_model_file_beside_the_weights_edited_in_place_refuses_the_resume(
+    tiny_model, tmp_path, name
+):
+    """A red-team round edited the model's chat template in place between two sessions and
+    the resume went on silently: the folder's other files (config, tokenizer, template,
+    generation settings) are among the run's inputs, so an edit is refused naming the file
+    and both digests, before the run directory changes; put back, it resumes."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    out = tmp_path / "r"
+    s = Trainer(_cfg(str(model), out, steps=1), progress=False).train()
+    target = model / name
+    assert s["data"]["model"]["files"][str(target)] == _sha(target)
+    before, kept = _files(out), target.read_bytes()
+    target.write_bytes(kept + b" ")
+    with pytest.raises(ValueError) as e:
+        Trainer(_cfg(str(model), out, steps=2), progress=False).train()
+    assert str(target) in str(e.value) and _sha(target) in str(e.value)
+    assert _files(out) == before
+    target.write_bytes(kept)
+    s = Trainer(_cfg(str(model), out, steps=2), progress=False).train()
+    assert s["status"] == "completed" and s["resumed_at"] == 1
