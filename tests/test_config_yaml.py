@@ -183,3 +183,22 @@ def test_a_dumped_config_still_round_trips(tmp_path):
     p.write_text(yaml.safe_dump(dataclasses.asdict(cfg)))
     assert load_config_file(p) == cfg
     assert yaml_loader() is yaml_loader()  # built once
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("policy: no\n", "unknown policy sharing 'no'"),
+        ("policy: off\n", "unknown policy sharing 'off'"),
+        ("policy: solver=a\n", "misses roles"),
+        ("policy: solver=a,aggregator=b,judge=c\n", "unknown roles \\['judge'\\]"),
+        ("policy: 1\n", "policy"),
+    ],
+)
+def test_the_sharing_choice_is_read_once_when_the_config_is_made(tmp_path, text, match):
+    """A YAML ``policy: no`` (a string under YAML 1.2) or a map naming a role the env has
+    not is refused when the config is made, not once the models have loaded."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises((ValueError, TypeError), match=match):
+        load_config_file(path)

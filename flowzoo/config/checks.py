@@ -8,6 +8,7 @@ import json
 import warnings
 from typing import Any
 
+from flowzoo.config.sharing import parse_policy_arg, refuse_unknown_roles, role_map
 from flowzoo.envs.registry import env_agents, list_envs
 
 #: the older per-role maps, folded into ``role_settings`` (which wins) when a config is made
@@ -71,6 +72,25 @@ def check_estimator(cfg: Any) -> None:
             f"or more agents ({', '.join(_envs_with(2, roles=False))}); on {cfg.env} use "
             "critic_input='local'"
         )
+
+
+def check_policy(cfg: Any) -> None:
+    """The sharing choice read once, when the config is made, against the env's roles: a
+    YAML ``policy: no`` (a string under YAML 1.2) or a role map naming a role the env has
+    not was taken as given and failed only once the models had loaded."""
+    if not isinstance(cfg.policy, str):
+        raise TypeError(
+            f"policy must be a string (shared | isolated | role=name,...), got "
+            f"{type(cfg.policy).__name__} {cfg.policy!r}"
+        )
+    roles = list(dict.fromkeys(env_agents(cfg.env, **cfg.env_options).values()))
+    sharing = parse_policy_arg(cfg.policy)
+    if isinstance(sharing, dict):
+        refuse_unknown_roles(sharing, roles, "policy map")
+    try:
+        role_map(roles, sharing)
+    except ValueError as e:
+        raise ValueError(f"policy={cfg.policy!r}: {e}") from None
 
 
 def fold_role_maps(cfg: Any) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowzoo.analysis.warning import RESPONSES
-from flowzoo.config.checks import check_estimator, fold_role_maps
+from flowzoo.config.checks import check_estimator, check_policy, fold_role_maps
 from flowzoo.config.fields import Domain, check_fields, setting
 from flowzoo.config.files import read_config_file
 from flowzoo.config.presets import apply_preset
@@ -466,6 +466,7 @@ class TrainConfig:
         # checked as make_env would check them (names, types, ranges; "false" is not a bool)
         check_options(self.env, self.env_options, "env_options")
         check_estimator(self)
+        check_policy(self)
         if self.lr_decay_steps == 0 and self.lr_schedule == "cosine":
             self.lr_decay_steps = self.steps  # the horizon recorded, so it cannot drift
         if self.lr_schedule == "cosine" and self.lr_decay_steps < 1:

@@ -42,17 +42,20 @@ def test_the_final_role_must_answer_bare_under_conflict(env_id, final_role):
     reward, info = bare[final_role]
     assert reward == 1.0 and "final_not_bare" not in info.get("flags", [])
     assert "final answer only" in ep.turns[-1].prompt
-    assert info["final_copied"] is True
+    assert info["final_copied"] is True and info["adopted_copied"] is True
     assert env.behaviour_log()[-1] is True  # a bare answer: the considered behaviour
     # the same right answer with its steps shown: a format failure, reward 0, flagged
     worked, ep = _play(env, 3, final_role, lambda ep: env.family.reference_completion(ep.task))
     reward, info = worked[final_role]
     assert reward == 0.0 and "final_not_bare" in info["flags"]
+    # working the steps again computes an answer rather than adopting one: not a copy reading
+    assert info["final_copied"] is True and info["adopted_copied"] is None
     assert all(r == 0.0 for r, _ in worked.values())  # the team reward
     assert env.behaviour_log()[-1] is False
     # an answer none of the candidates gave: not copied
     other, _ = _play(env, 3, final_role, lambda ep: f"\\boxed{{{int(gold(ep)) + 1000}}}")
     assert other[final_role][1]["final_copied"] is False and other[final_role][0] == 0.0
+    assert other[final_role][1]["adopted_copied"] is False
     # without the conflict the same worked final message is right
     plain = flowzoo.make_env(
         env_id, **({"aggregator_mode": "answer"} if "voting" in env_id else {})

@@ -17,7 +17,6 @@ never updated, never in the gradient diagnostics, reported as frozen.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +31,7 @@ from flowzoo.agents.models.params import (
 )
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.sharding import local
-
-SHARING = ("shared", "isolated")
+from flowzoo.config.sharing import SHARING, parse_policy_arg, refuse_unknown_roles, role_map
 
 
 @dataclass
@@ -50,44 +48,6 @@ class Players:
     #: role -> stop strings (a served player's turn may end at one)
     stops: dict[str, list[str]] = field(default_factory=dict)
     seed: int = 0
-
-
-def role_map(roles: list[str], sharing: str | dict[str, str]) -> dict[str, str]:
-    """role -> policy name for a sharing choice (a dict must cover every role)."""
-    if isinstance(sharing, dict):
-        missing = [r for r in roles if r not in sharing]
-        if missing:
-            raise ValueError(f"policy map misses roles {missing}; roles are {roles}")
-        return {r: str(sharing[r]) for r in roles}
-    if sharing == "shared":
-        return dict.fromkeys(roles, "shared")
-    if sharing == "isolated":
-        return {r: r for r in roles}
-    raise ValueError(
-        f"unknown policy sharing {sharing!r}; valid: {', '.join(SHARING)} or a role->name map"
-    )
-
-
-def parse_policy_arg(arg: str) -> str | dict[str, str]:
-    """CLI form: ``shared`` | ``isolated`` | ``solver=a,aggregator=b``."""
-    if "=" not in arg:
-        return arg
-    out = {}
-    for part in arg.split(","):
-        role, _, name = part.partition("=")
-        if not role.strip() or not name.strip():
-            raise ValueError(f"bad policy map entry {part!r}; expected role=name")
-        out[role.strip()] = name.strip()
-    return out
-
-
-def refuse_unknown_roles(named: Iterable[str], roles: Sequence[str], where: str) -> None:
-    """Refuse a role name that is none of ``roles`` (a typo would otherwise be ignored, and
-    the role played by the default), naming the bad names and the roles: one check for
-    training's ``role_models``/``frozen_roles`` and ``flowzoo eval --role-model``."""
-    bad = sorted(set(named) - set(roles))
-    if bad:
-        raise ValueError(f"{where} name unknown roles {bad}; roles are {list(roles)}")
 
 
 def plan_roles(

@@ -233,6 +233,13 @@ class Workflow:
             return None
         return mine in {fam.answer_class(task, v) for v in verdicts[1:]}
 
+    def adopted_copied(self, ep: Episode, final: str, candidates: list[str]) -> bool | None:
+        """:meth:`copied` read only where the final role *adopts* an answer: its message is
+        a bare answer (:func:`is_bare`). A final role that works the steps again computes
+        its answer rather than adopting one, so whether that matches a candidate measures
+        its arithmetic, not the copying primitive; None there."""
+        return self.copied(ep, final, candidates) if is_bare(final) else None
+
     def token_budget(self, role: str) -> int:
         """The default ``max_new_tokens`` of a ``role`` turn on this workflow's family."""
         fam = self.family.name

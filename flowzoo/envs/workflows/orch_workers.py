@@ -55,7 +55,7 @@ class OrchWorkers(Workflow):
     }
     parallel_roles = frozenset({"worker"})
     readings = Readings(
-        extras=("any_worker_correct", "final_copied"),
+        extras=("any_worker_correct", "final_copied", "adopted_copied"),
         partner="synthesizer",
         partner_quality="accuracy - any_worker_correct",
     )
@@ -258,8 +258,9 @@ class OrchWorkers(Workflow):
             info["worker_correct"] = {f"worker_{i}": bool(v.correct) for i, v in enumerate(wv)}
             info["any_worker_correct"] = any(v.correct for v in wv)
             info["final_copied"] = self.copied(ep, synth, texts)
+            info["adopted_copied"] = self.adopted_copied(ep, synth, texts)
             signals.update({f"worker_{i}": float(v.score) for i, v in enumerate(wv)})
         else:  # sub-answers are combined, not adopted: nothing to have copied
-            info["final_copied"] = None
+            info["final_copied"] = info["adopted_copied"] = None
             signals.update({f"worker_{i}": float(verdict.score) for i in range(self.k)})
         return Outcome(synth, verdict, signals, info)

@@ -48,7 +48,7 @@ class Voting(Workflow):
     template_fields = {"solver": (), "aggregator": ("candidates", "n")}
     parallel_roles = frozenset({"solver"})
     readings = Readings(
-        extras=("majority_correct", "any_correct", "final_copied"),
+        extras=("majority_correct", "any_correct", "final_copied", "adopted_copied"),
         partner="aggregator",
         partner_quality="accuracy - majority_correct",
     )
@@ -194,7 +194,8 @@ class Voting(Workflow):
                 used = maj if fb == "majority" else (0 if fb == "first" else None)
             info["selected_index"] = used
             info["choice_parsed"] = choice is not None
-            info["final_copied"] = True if used is not None else None  # a candidate itself
+            # a candidate itself
+            info["final_copied"] = info["adopted_copied"] = True if used is not None else None
             if used is None:
                 final_text, verdict = None, Verdict(0.0, False, None, "no_choice")
             else:
@@ -203,6 +204,7 @@ class Voting(Workflow):
             final_text = agg_turn.action
             verdict = self.final_verdict(ep, agg_turn)
             info["final_copied"] = self.copied(ep, final_text, solver_texts)
+            info["adopted_copied"] = self.adopted_copied(ep, final_text, solver_texts)
         signals = {f"solver_{i}": float(v.score) for i, v in enumerate(verdicts)}
         signals["aggregator"] = float(verdict.score)
         return Outcome(final_text, verdict, signals, info)
