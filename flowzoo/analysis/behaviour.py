@@ -16,9 +16,10 @@ from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.readings import evals_of
 
 
-def _rates(cell, which: int) -> dict[str, list[tuple[object, float, int]]]:
+def role_rates(cell, which: int) -> dict[str, list[tuple[object, float, int]]]:
     """role -> (seed, rate, decided turns) per run of ``cell`` at its first (0) or last (-1)
-    evaluation, for runs whose records hold the reading."""
+    evaluation, for runs whose records hold the reading (also the conflict testbed's
+    capture reading, :mod:`flowzoo.analysis.conflict`)."""
     out: dict[str, list[tuple[object, float, int]]] = {}
     for r in cell.runs:
         ev = evals_of(r.metrics)
@@ -37,9 +38,9 @@ def _rates(cell, which: int) -> dict[str, list[tuple[object, float, int]]]:
 def behaviour_rows(stats: list) -> list[str]:
     """The report's behaviour section (empty where no run recorded a behaviour reading)."""
     rows = []
-    lasts = {id(c): _rates(c, -1) for c in stats}
+    lasts = {id(c): role_rates(c, -1) for c in stats}
     for c in stats:
-        first, last = _rates(c, 0), lasts[id(c)]
+        first, last = role_rates(c, 0), lasts[id(c)]
         for role in sorted(set(first) & set(last)):
             b, e = first[role], last[role]
             rows.append(

@@ -23,6 +23,7 @@ from statistics import mean, pstdev, stdev
 
 from flowzoo.analysis.behaviour import behaviour_rows
 from flowzoo.analysis.builds import build_label, run_build
+from flowzoo.analysis.conflict import conflict_rows
 from flowzoo.analysis.decompose import gain_rows
 from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
 from flowzoo.analysis.inputs import (
@@ -532,6 +533,7 @@ def build_report(
     ]
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
     md += behaviour_rows(stats)
+    md += conflict_rows(stats, roots)  # the conflict testbed's declared capture reading
     md += warning_rows(runs, DEFAULTS)  # the early warnings, per run
     md += gain_rows(stats)
     if left_out:

@@ -462,6 +462,9 @@ def _run_locked(
             "backend": backend,
             "wall_s": round(time.time() - t0, 1),
             "runs": results,
+            # every run the sweep file declares (a subset run too): the report reads no
+            # declared test from fewer runs than this
+            "declared": [r.run_id for r in expand(spec, None)],
         }
         unrecorded = _write_report(Path(spec.out_dir), report)
     finally:

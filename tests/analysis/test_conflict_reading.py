@@ -1,0 +1,113 @@
+"""The conflict testbed's declared capture reading: the final role's last bare rate,
+Isolated - Shared, a paired t over seeds with Holm within a protocol, the team's accuracy
+beside it, and no verdict from fewer runs than the sweep declared. Each verdict is shown
+coming out both ways."""
+
+import json
+
+import pytest
+from scipy import stats as sps
+
+from flowzoo.analysis.conflict import holm, paired_t_p
+from flowzoo.analysis.report import build_report
+from tests.analysis.test_behaviour import _with_behaviour
+from tests.analysis.test_sweep_report import _fake_run
+
+CURVE = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
+
+
+def _pair_runs(root, env, iso_rates, sh_rates, matched=False, conflict=True, seeds=None):
+    role = {"voting-math": "aggregator", "orch-workers-math": "synthesizer"}[env]
+    tag = f"{env}-{'um' if matched else 'st'}"
+    for k, (ri, rs) in enumerate(zip(iso_rates, sh_rates, strict=True)):
+        seed = seeds[k] if seeds else k
+        for pol, rate in (("isolated", ri), ("shared", rs)):
+            name = f"{tag}-{pol}-s{seed}"
+            _fake_run(
+                root,
+                name,
+                env,
+                pol,
+                seed,
+                CURVE,
+                {role: 0.3},
+                env_options={"conflict": conflict},
+                update_matched=matched,
+            )
+            _with_behaviour(root, name, {role: 0.5}, {role: rate})
+
+
+def _section(root) -> str:
+    md = build_report(root, window=2, plots=False).read_text()
+    assert "## Capture at a cost" in md
+    return md.split("## Capture at a cost", 1)[1].split("\n## ", 1)[0]
+
+
+def test_paired_t_p_matches_scipy_and_holm_steps_down():
+    for diffs in ([0.1, 0.2, 0.15, 0.05], [0.3, -0.1, 0.2, 0.0, 0.1], [-0.2, -0.25, -0.1]):
+        assert paired_t_p(diffs) == pytest.approx(sps.ttest_1samp(diffs, 0.0).pvalue, rel=1e-9)
+    assert paired_t_p([0.1]) == 1.0 and paired_t_p([0.2, 0.2]) == 0.0
+    assert holm([0.01, 0.04]) == [True, True]  # 0.01 <= 0.025, then 0.04 <= 0.05
+    assert holm([0.03, 0.04]) == [False, False]  # 0.03 > 0.025 stops the procedure
+    assert holm([0.04, 0.001]) == [True, True]
+
+
+def test_capture_supported_when_isolated_keeps_the_bare_answer(tmp_path):
+    _pair_runs(tmp_path, "voting-math", [0.60, 0.62, 0.58, 0.61], [0.30, 0.35, 0.28, 0.33])
+    _pair_runs(tmp_path, "orch-workers-math", [0.5, 0.4, 0.55, 0.45], [0.45, 0.5, 0.5, 0.4])
+    sec = _section(tmp_path)
+    vote = next(x for x in sec.splitlines() if "voting-math" in x)
+    orch = next(x for x in sec.splitlines() if "orch-workers-math" in x)
+    assert "aggregator" in vote and "supported" in vote and "study's protocol" in vote
+    assert "synthesizer" in orch and "inconclusive" in orch
+
+
+def test_capture_contradicted_when_shared_answers_bare_more(tmp_path):
+    _pair_runs(tmp_path, "voting-math", [0.30, 0.35, 0.28, 0.33], [0.60, 0.62, 0.58, 0.61])
+    vote = next(x for x in _section(tmp_path).splitlines() if "voting-math" in x)
+    assert "contradicted" in vote
+
+
+def test_protocols_are_read_apart(tmp_path):
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58, 0.61], [0.3, 0.35, 0.28, 0.33])
+    _pair_runs(tmp_path, "voting-math", [0.5, 0.4, 0.55, 0.45], [0.45, 0.5, 0.5, 0.4], True)
+    rows = [x for x in _section(tmp_path).splitlines() if "voting-math" in x]
+    study = next(x for x in rows if "study's protocol" in x)
+    matched = next(x for x in rows if "update-matched" in x)
+    assert "supported" in study and "inconclusive" in matched
+
+
+def test_no_verdict_from_fewer_runs_than_declared(tmp_path):
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58, 0.61], [0.3, 0.35, 0.28, 0.33])
+    names = sorted(p.name for p in tmp_path.iterdir())
+    (tmp_path / "sweep.json").write_text(
+        json.dumps({"sweep": "x", "runs": {}, "declared": names + ["voting-math-st-shared-s9"]})
+    )
+    sec = _section(tmp_path)
+    assert "No verdict" in sec and "1 of the 9 runs" in sec
+    assert "supported (p" not in sec and "no verdict (runs missing)" in sec
+    (tmp_path / "sweep.json").write_text(json.dumps({"sweep": "x", "runs": {}, "declared": names}))
+    assert "supported (p" in _section(tmp_path)
+
+
+def test_unpaired_seeds_and_non_conflict_runs(tmp_path):
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58], [0.3, 0.35, 0.28])
+    # a fourth isolated seed with no shared partner: the declared test is paired
+    _fake_run(
+        tmp_path,
+        "extra",
+        "voting-math",
+        "isolated",
+        7,
+        CURVE,
+        {"aggregator": 0.3},
+        env_options={"conflict": True},
+        update_matched=False,
+    )
+    _with_behaviour(tmp_path, "extra", {"aggregator": 0.5}, {"aggregator": 0.6})
+    assert "paired by seed" in _section(tmp_path)
+
+
+def test_no_section_without_the_conflict(tmp_path):
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58], [0.3, 0.35, 0.28], conflict=False)
+    assert "## Capture at a cost" not in build_report(tmp_path, window=2, plots=False).read_text()
