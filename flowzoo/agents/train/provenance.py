@@ -14,6 +14,7 @@ scored and of each role's override, and is never written over another.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -205,8 +206,29 @@ def check_resume(state: dict, base_model: dict, data: dict, where: Path | str) -
 
 
 def run_record(base_model: dict, data: dict) -> dict[str, Any]:
-    """What a run's summary says of its inputs: the build's digest and the data files'."""
-    return {"weights_digest": build_digest(base_model), "data": data}
+    """What a run's summary says of its inputs: the build's digest and the data files', and
+    for a tiny build the recipe key it was built from (:func:`build_recipe`)."""
+    out: dict[str, Any] = {"weights_digest": build_digest(base_model), "data": data}
+    recipe = build_recipe(base_model.get("path"))
+    if recipe is not None:
+        out["build_recipe"] = recipe
+    return out
+
+
+def build_recipe(folder: str | os.PathLike | None) -> dict[str, Any] | None:
+    """The recipe key and version a tiny build's ``flowzoo_tiny.json`` states (None for a
+    model that is not a tiny build, or whose metadata cannot be read). Why beside the
+    digest: the digest says *which* weights, the key says which recipe made them, so a run
+    on ``tiny-s-conflict`` can be matched to ``flowzoo models`` after the recipe moves on."""
+    if not folder:
+        return None
+    try:
+        meta = json.loads((Path(folder) / "flowzoo_tiny.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("key"), str):
+        return None
+    return {"key": meta["key"], "version": meta.get("recipe_version")}
 
 
 # ------------------------------------------------------------------ evaluation records

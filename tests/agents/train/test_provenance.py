@@ -6,6 +6,7 @@ them (the model, its build, the role overrides)."""
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -62,6 +63,8 @@ def test_a_run_records_its_data_and_build_and_refuses_to_resume_on_changed_data(
     assert s["data"]["eval"] == {"spec": f"jsonl:{held}", "files": {str(held): _sha(held)}}
     assert s["weights_digest"] == build_digest(s["base_model"]) == run_build(s)
     assert len(s["weights_digest"]) == 64
+    meta = json.loads((Path(tiny_model) / "flowzoo_tiny.json").read_text())
+    assert s["build_recipe"] == {"key": meta["key"], "version": meta["recipe_version"]}
     before = _files(out)
     for path, what, data in _edits(train, held):
         kept, old = path.read_bytes(), _sha(path)
@@ -271,3 +274,19 @@ def test_a_model_file_beside_the_weights_edited_in_place_refuses_the_resume(
     target.write_bytes(kept)
     s = Trainer(_cfg(str(model), out, steps=2), progress=False).train()
     assert s["status"] == "completed" and s["resumed_at"] == 1
+
+
+def test_the_build_recipe_is_read_only_from_a_tiny_builds_metadata(tmp_path):
+    """A tiny build's recipe key and version; nothing for another model folder, a missing
+    folder, unreadable metadata or metadata without a key (never an error: a run on a
+    user's own model records its digest alone)."""
+    from flowzoo.agents.train.provenance import build_recipe
+
+    assert build_recipe(None) is None and build_recipe(tmp_path / "nope") is None
+    assert build_recipe(tmp_path) is None
+    meta = tmp_path / "flowzoo_tiny.json"
+    for text in ("{", "[]", '{"key": 3}', '{"recipe_version": 2}'):
+        meta.write_text(text)
+        assert build_recipe(tmp_path) is None, text
+    meta.write_text('{"key": "3517b26cb5e0", "recipe_version": 12}')
+    assert build_recipe(tmp_path) == {"key": "3517b26cb5e0", "version": 12}
