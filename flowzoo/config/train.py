@@ -465,6 +465,11 @@ class TrainConfig:
                 raise ValueError(f"env_options may not set {k!r}: {why}")
         # checked as make_env would check them (names, types, ranges; "false" is not a bool)
         check_options(self.env, self.env_options, "env_options")
+        if self.env_options.get("tools"):
+            raise ValueError(
+                f"env_options tools={self.env_options['tools']!r}: training through tool turns "
+                "is not built yet (docs/tools.md); the env side runs with make_env(..., tools=)"
+            )
         check_estimator(self)
         check_policy(self)
         if self.lr_decay_steps == 0 and self.lr_schedule == "cosine":

@@ -35,8 +35,10 @@ from gymnasium.spaces import Discrete
 from pettingzoo import AECEnv
 
 from flowzoo.envs import options as opt
+from flowzoo.envs.options import UnknownTaskError  # noqa: F401 (its home before)
 from flowzoo.envs.options import short_repr as _short  # an action may be megabytes
 from flowzoo.envs.spaces import UnicodeText, replace_surrogates
+from flowzoo.envs.tools import Toolbox, ToolState, parse_call
 from flowzoo.envs.workflows.base import Episode, Outcome, Turn, Workflow
 from flowzoo.tasks.base import Task, TaskSet
 
@@ -54,13 +56,6 @@ FINAL_INFO_KEYS = (
     "flags_by_agent",
     "n_flags",
 )
-
-
-class UnknownTaskError(ValueError, KeyError):
-    """A ``task_id`` the env's task set does not hold (a ValueError; a KeyError as before)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class Cut(str):
@@ -81,6 +76,8 @@ class TurnView:
     prompt: str
     action: str
     flags: tuple[str, ...]
+    #: the turn's tool calls (:class:`flowzoo.envs.tools.ToolCall`), in order; () without tools
+    calls: tuple = ()
 
 
 class WorkflowEnv(AECEnv):
@@ -105,6 +102,7 @@ class WorkflowEnv(AECEnv):
         overlong_penalty: float = 0.0,
         render_mode: str | None = None,
         env_id: str = "",
+        **tool_options: Any,
     ) -> None:
         super().__init__()
         given = {
@@ -132,6 +130,10 @@ class WorkflowEnv(AECEnv):
         self.render_mode = v["render_mode"]
         self.env_id = env_id
         self.metadata = {**self.metadata, "name": env_id or f"flowzoo_{workflow.name}"}
+        #: the tools (``tools=`` and the other ``opt.TOOLS``; None without): docs/tools.md
+        self.toolbox = Toolbox.build(workflow, f"{env_id}: " if env_id else "", **tool_options)
+        if self.toolbox is not None and v["max_cycles"] is None:  # each call is a step
+            self.max_cycles = workflow.max_turns() * (1 + self.toolbox.max_calls) + 1
 
         self.possible_agents = workflow.agents()
         self._roles = {a: workflow.role_of(a) for a in self.possible_agents}
@@ -209,6 +211,7 @@ class WorkflowEnv(AECEnv):
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
         self.infos = {a: self._base_info(a) for a in self.agents}
+        self._tools = ToolState() if self.toolbox is not None else None
         self._step = 0
         self.agent_selection = self.workflow.first(self.episode)
         self._prompt = self._build_prompt(self.agent_selection)
@@ -246,16 +249,23 @@ class WorkflowEnv(AECEnv):
             self._was_dead_step(action)
             return
         text, flags = self._coerce_action(action)  # raises before anything is recorded
+        if self.toolbox is not None and self._tool_step(agent, text, flags):
+            return  # a tool call: the same agent observes its result and acts again
         ep = self.episode
         turn = Turn(
             agent=agent, role=self._roles[agent], prompt=self._prompt, action=text, flags=flags
         )
+        if self._tools is not None:  # the turn's calls and their flags go with its message
+            turn.calls = list(self._tools.calls)
+            turn.flags += [f for c in turn.calls for f in c.flags if f not in turn.flags]
         ep.turns.append(turn)
         try:
             nxt = self.workflow.act(agent, text, ep, turn)
         except Exception:  # a workflow's parser bug: the env stays as it was, and says so
             ep.turns.pop()
             raise
+        if self._tools is not None:
+            self._tools.calls, self._tools.base = [], ""
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         self._step += 1
@@ -315,6 +325,7 @@ class WorkflowEnv(AECEnv):
         for i, t in enumerate(ep.turns):
             flag = f"  [flags: {', '.join(t.flags)}]" if t.flags else ""
             lines.append(f"--- turn {i} | {t.agent} ({t.role}){flag}")
+            lines += [f"[tool {c.name or '?'}: {c.status}]" for c in t.calls]
             lines.append(t.action)
         out = ep.data.get("outcome")
         if out is not None:
@@ -334,7 +345,7 @@ class WorkflowEnv(AECEnv):
         if self.episode is None:
             return ()
         return tuple(
-            TurnView(t.agent, t.role, t.prompt, t.action, tuple(t.flags))
+            TurnView(t.agent, t.role, t.prompt, t.action, tuple(t.flags), tuple(t.calls))
             for t in self.episode.turns
         )
 
@@ -352,65 +363,17 @@ class WorkflowEnv(AECEnv):
         return bool(self.agents) and self.episode_over()
 
     def _explicit_task(self, options: Any) -> Task | None:
-        """The task ``reset``'s options name (None: draw one), every key and value checked
-        first: misspelt keys, wrong types, a task of another family are errors."""
-        if options is None:
-            return None
-        if not isinstance(options, dict):
-            raise TypeError(
-                f"reset(options={_short(options)}) has type {type(options).__name__}; options "
-                f"must be a dict with keys from {', '.join(opt.RESET_KEYS)} (or None)"
-            )
-        unknown = sorted(set(options) - {*opt.RESET_KEYS, *opt.IGNORED_RESET_KEYS}, key=repr)
-        if unknown:
-            raise ValueError(
-                f"reset(options=...) has unknown key(s) {unknown}; valid: "
-                f"{', '.join(opt.RESET_KEYS)}"
-            )
-        given = {k: v for k, v in options.items() if v is not None and k in opt.RESET_KEYS}
-        if len(given) > 1:
-            raise ValueError(
-                f"reset(options=...) names the problem {len(given)} ways ({sorted(given)}); "
-                f"give one of {', '.join(opt.RESET_KEYS)}"
-            )
-        if "task" in given:
-            t = given["task"]
-            if not isinstance(t, Task):
-                raise TypeError(
-                    f"reset(options={{'task': {_short(t)}}}) has type {type(t).__name__}; "
-                    "task must be a flowzoo Task"
-                )
-            if t.family != self.family.name:
-                raise ValueError(
-                    f"reset(options={{'task': ...}}): task {t.id!r} is a {t.family!r} task; "
-                    f"{self} scores {self.family.name!r} tasks only"
-                )
-            return t
-        if "task_id" in given:
-            tid = given["task_id"]
-            opt.RESET[1].validate(tid, "reset(options): ")
-            try:
-                return self.tasks.by_id(tid)
-            except KeyError as e:
-                raise UnknownTaskError(f"reset(options): task_id={tid!r}: {e.args[0]}") from None
-        if "task_index" in given:
-            i = given["task_index"]
-            opt.RESET[2].validate(i, "reset(options): ")
-            if i >= len(self.tasks):
-                raise ValueError(
-                    f"reset(options): task_index={i!r} is out of range; task_index must be an "
-                    f"int in [0, {len(self.tasks) - 1}]"
-                )
-            return self.tasks[int(i)]
-        return None
+        """The task ``reset``'s options name (None: draw one): :func:`opt.explicit_task`."""
+        return opt.explicit_task(options, self.family.name, self.tasks, str(self))
 
     def _base_info(self, agent: str) -> dict[str, Any]:
-        return {
+        info = {
             "role": self._roles[agent],
             "turn": 0,
             "step": 0,
             "task_id": self.episode.task.id if self.episode else "",
         }
+        return info if self.toolbox is None else {**info, **self.toolbox.new_info()}
 
     def pending(self) -> list[tuple[str, str]]:
         """``(agent, prompt)`` of the agent to act and of the agents after it whose turns do
@@ -429,11 +392,47 @@ class WorkflowEnv(AECEnv):
     def _render_prompt(self, agent: str) -> tuple[str, list[str]]:
         """``agent``'s prompt now and its flags: surrogate code points (a task's text may
         hold them) repaired, and its tail kept when too long."""
-        p, fixed = replace_surrogates(self.workflow.prompt(agent, self.episode))
+        p = self.workflow.prompt(agent, self.episode)
+        if self.toolbox is not None:
+            p += self.toolbox.instructions(self._roles[agent])
+        p, fixed = replace_surrogates(p)
         flags = ["prompt_surrogate_replaced"] if fixed else []
         if len(p) > self.max_prompt_chars:
             return p[-self.max_prompt_chars :], [*flags, "prompt_truncated"]
         return p, flags
+
+    def _tool_step(self, agent: str, text: str, flags: list[str]) -> bool:
+        """Run the call ``text`` holds when this agent may make one now (True: it acts
+        again on the exchange); False: ``text`` is its turn's message (a call in it by a role
+        without tools, or past the budget, is flagged and not run)."""
+        tb, st = self.toolbox, self._tools
+        parsed = parse_call(text)
+        if parsed is None:
+            return False
+        if not tb.allowed(self._roles[agent]) or len(st.calls) >= tb.max_calls:
+            ok = tb.allowed(self._roles[agent])
+            flags.append("tool_over_budget" if ok else "tool_not_allowed")
+            return False
+        st.base = st.base or self._prompt
+        call = tb.call(parsed, text, self._prompt, self.episode.task, st, flags)
+        st.calls.append(call)
+        info = self.infos[agent]
+        tb.count(info, call)
+        info["flags"] = sorted(set(info.get("flags", [])) | set(call.flags))
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        self._step += 1
+        info["step"] = self._step
+        if self._step >= self.max_cycles:
+            self._truncate()
+        else:
+            self._prompt, cut = tb.compose(st, self.max_prompt_chars)
+            if cut:
+                info["flags"] = sorted(set(info["flags"]) | {"prompt_truncated"})
+        self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
+        return True
 
     def _build_prompt(self, agent: str) -> str:
         p, flags = self._render_prompt(agent)
@@ -544,7 +543,7 @@ class WorkflowEnv(AECEnv):
         return self.metadata["name"]
 
     #: what every copy of an env shares with it (not episode state: read-only or a resource)
-    _SHARED = ("workflow", "family", "tasks", "_roles", "possible_agents", "metadata")
+    _SHARED = ("workflow", "family", "tasks", "_roles", "possible_agents", "metadata", "toolbox")
 
     def __deepcopy__(self, memo: dict) -> WorkflowEnv:
         """A branch of this env's current state (tree rollouts, TRL's per-completion resume):

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowzoo.tasks.base import Task, TaskSet
+
 
 @dataclass(frozen=True)
 class Opt:
@@ -194,7 +196,30 @@ CODE_FAMILY = (
     Opt("early_stop", "bool", "stop a task's cases at the first failure"),
 )  # fmt: skip
 
-DECLARED: dict[str, Opt] = {o.name: o for o in (*ENGINE, *TASKS, *CODE_FAMILY)}
+
+def _check_names(value: Any) -> str | None:
+    """A list or tuple of names (str), or what is allowed instead."""
+    ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+    return None if ok else "a list or tuple of names (str) or None"
+
+
+#: options of the tools a role may call inside its turn (``flowzoo.envs.tools``, docs/tools.md)
+TOOLS = (
+    Opt("tools", "names", "tools the roles may call (code: run; math: python); None: none",
+        nullable=True, check=_check_names),
+    Opt("max_tool_calls", "int", "tool calls per turn; the action after the last is the turn's "
+        "message", lo=0, hi=64),
+    Opt("tool_output_chars", "int", "a longer tool result keeps its head and tail and is "
+        "flagged", lo=64, hi=1 << 20),
+    Opt("tool_timeout_s", "float", "seconds one tool run may take in the sandbox", lo=0.0,
+        hi=600.0, lo_open=True),
+    Opt("tool_time_budget_s", "float", "sandbox seconds all tool calls of an episode may take",
+        lo=0.0, hi=3600.0, lo_open=True),
+    Opt("tool_roles", "names", "roles that may call tools (None: every role)", nullable=True,
+        check=_check_names),
+)  # fmt: skip
+
+DECLARED: dict[str, Opt] = {o.name: o for o in (*ENGINE, *TASKS, *CODE_FAMILY, *TOOLS)}
 
 
 def _check_mechanism(value: Any) -> str | None:
@@ -380,6 +405,66 @@ RESET_KEYS = tuple(o.name for o in RESET)
 #: keys ``reset`` ignores: PettingZoo's ``api_test`` probes ``reset(options={"options": 1})``
 #: to see that ``options`` is taken; every other unknown key is an error
 IGNORED_RESET_KEYS = ("options",)
+
+
+class UnknownTaskError(ValueError, KeyError):
+    """A ``task_id`` the env's task set does not hold (a ValueError; a KeyError as before)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def explicit_task(options: Any, family: str, tasks: TaskSet, env: str) -> Task | None:
+    """The task ``reset``'s options name for ``env`` (None: draw one), every key and value
+    checked first: misspelt keys, wrong types, a task of another family are errors."""
+    if options is None:
+        return None
+    if not isinstance(options, dict):
+        raise TypeError(
+            f"reset(options={short_repr(options)}) has type {type(options).__name__}; options "
+            f"must be a dict with keys from {', '.join(RESET_KEYS)} (or None)"
+        )
+    unknown = sorted(set(options) - {*RESET_KEYS, *IGNORED_RESET_KEYS}, key=repr)
+    if unknown:
+        raise ValueError(
+            f"reset(options=...) has unknown key(s) {unknown}; valid: {', '.join(RESET_KEYS)}"
+        )
+    given = {k: v for k, v in options.items() if v is not None and k in RESET_KEYS}
+    if len(given) > 1:
+        raise ValueError(
+            f"reset(options=...) names the problem {len(given)} ways ({sorted(given)}); "
+            f"give one of {', '.join(RESET_KEYS)}"
+        )
+    if "task" in given:
+        t = given["task"]
+        if not isinstance(t, Task):
+            raise TypeError(
+                f"reset(options={{'task': {short_repr(t)}}}) has type {type(t).__name__}; "
+                "task must be a flowzoo Task"
+            )
+        if t.family != family:
+            raise ValueError(
+                f"reset(options={{'task': ...}}): task {t.id!r} is a {t.family!r} task; "
+                f"{env} scores {family!r} tasks only"
+            )
+        return t
+    if "task_id" in given:
+        tid = given["task_id"]
+        RESET[1].validate(tid, "reset(options): ")
+        try:
+            return tasks.by_id(tid)
+        except KeyError as e:
+            raise UnknownTaskError(f"reset(options): task_id={tid!r}: {e.args[0]}") from None
+    if "task_index" in given:
+        i = given["task_index"]
+        RESET[2].validate(i, "reset(options): ")
+        if i >= len(tasks):
+            raise ValueError(
+                f"reset(options): task_index={i!r} is out of range; task_index must be an "
+                f"int in [0, {len(tasks) - 1}]"
+            )
+        return tasks[int(i)]
+    return None
 
 
 def workflow_opts(options_cls: type) -> dict[str, Opt]:

@@ -12,6 +12,8 @@ Version history (every id):
 - v0: the initial semantics. Team reward (the final answer's 0/1 score) to every agent at the
   end, ``reward_mode="role"`` mixing in per-role signals; code programs judged where the
   program cannot reach (tampering scores 0 and is flagged ``reward_tamper``).
+- v0, unchanged: ``tools=`` (docs/tools.md) is opt-in; without it every observation, reward
+  and info is what it was.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flowzoo.envs import options as _opt
+from flowzoo.envs.tools import TOOLS_BY_FAMILY
 from flowzoo.tasks.families import family_spec
 
 if TYPE_CHECKING:  # the annotations only: importing these here would load the engine eagerly
@@ -42,6 +45,8 @@ STUDY_WORKFLOWS = ("eval-opt", "voting", "orch-workers")
 ENGINE_OPTIONS = tuple(o.name for o in _opt.ENGINE)
 #: options choosing the problems
 TASK_OPTIONS = ("dataset", *(o.name for o in _opt.TASKS))
+#: options of the tools roles may call inside their turns (``flowzoo.envs.tools``)
+TOOL_OPTIONS = tuple(o.name for o in _opt.TOOLS)
 #: the most problems an env may ask a task source for (more fails here, not in a generator)
 MAX_TASKS = _opt.MAX_TASKS
 
@@ -180,6 +185,7 @@ def valid_options(env_id: str) -> list[str]:
         set(wf_opts)
         | set(ENGINE_OPTIONS)
         | set(TASK_OPTIONS)
+        | set(TOOL_OPTIONS)
         | set(family_spec(spec.family).options)
     )
 
@@ -231,6 +237,14 @@ def _checked(
             f"{where}dataset={dataset!r} has type {type(dataset).__name__}; "
             "dataset must be a spec string or a TaskSet"
         )
+    tools = checked.get("tools") or ()
+    valid_tools = TOOLS_BY_FAMILY.get(spec.family, ())
+    if any(t not in valid_tools for t in tools):  # before the family or its sandbox is built
+        bad = [t for t in tools if t not in valid_tools]
+        raise ValueError(
+            f"{where}tools={list(tools)} names unknown tool(s) {bad} for {spec.family} envs; "
+            f"valid: {', '.join(valid_tools) or '(none)'}"
+        )
     if "sandbox_options" in overrides and "sandbox_options" in fam.options:
         checked["sandbox_options"] = _opt.check_sandbox_options(
             opts.get("sandbox", _opt.default_backend()), overrides["sandbox_options"], where
@@ -256,7 +270,8 @@ def make_env(env_id: str, **overrides: Any) -> WorkflowEnv:
     ``overrides`` are workflow options (``n_voters``, ``max_rounds``, ``prompt_templates``,
     ...), engine options (``reward_mode``, ``max_cycles``, ...), task options (``dataset``
     as a spec string or a ``TaskSet``, ``split``, ``n_tasks``, ``task_seed``) and family
-    options (``sandbox`` and ``sandbox_options`` for code). Every name and value is checked
+    options (``sandbox`` and ``sandbox_options`` for code), and tool options (``tools``,
+    ``max_tool_calls``, ...: docs/tools.md). Every name and value is checked
     before anything is built: an unknown name is a ``ValueError`` naming the valid ones, a
     wrong type a ``TypeError``, a value out of range a ``ValueError``, each naming the option,
     the value and what is allowed. NumPy scalars become Python values; nothing else is
@@ -287,7 +302,7 @@ def make_env(env_id: str, **overrides: Any) -> WorkflowEnv:
     bad = [t.id for t in list(tasks)[:50] if t.family != spec.family]
     if bad:
         raise ValueError(f"{spec.id!r} needs {spec.family} tasks; {bad[0]!r} is not one")
-    engine_kwargs = {k: opts[k] for k in ENGINE_OPTIONS if k in opts}
+    engine_kwargs = {k: opts[k] for k in (*ENGINE_OPTIONS, *TOOL_OPTIONS) if k in opts}
     return WorkflowEnv(workflow, tasks, env_id=spec.id, **engine_kwargs)
 
 

@@ -178,6 +178,7 @@ def rollout(
     """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``;
     ``max_new_tokens`` and ``temperature`` one value or one per role. ``reset=False`` continues each env from
     its current state (only new turns recorded)."""
+    _no_tool_turns(envs)
     n = len(envs)
     reset_options = list(reset_options) if reset_options is not None else [None] * n
     seeds = list(seeds) if seeds is not None else [None] * n
@@ -238,6 +239,20 @@ def rollout(
                     _close(records[i], env)
                     live.discard(i)
     return records
+
+
+def _no_tool_turns(envs: Sequence[RolloutEnv]) -> None:
+    """Refuse envs whose roles call tools (``make_env(..., tools=[...])``): training and
+    evaluating through tool turns is not built yet (docs/tools.md), and a rollout that took
+    each call for a turn would miscount turns, rewards and flags without a word."""
+    for env in envs:
+        tb = getattr(getattr(env, "unwrapped", env), "toolbox", None)
+        if tb is not None:
+            raise NotImplementedError(
+                f"{getattr(env, 'env_id', env)} has tools={list(tb.names)}: rollouts, training "
+                "and evaluation through tool turns are not built yet (docs/tools.md); make the "
+                "env without tools= to train or evaluate it"
+            )
 
 
 def _pending(env) -> list[tuple[str, str]]:
@@ -310,6 +325,7 @@ def tree_rollout(
     so role-and-turn GRPO groups share one prompt. Continuation turns are not returned."""
     import copy
 
+    _no_tool_turns(envs)
     n = len(envs)
     seeds = list(seeds) if seeds is not None else [None] * n
     for i, env in enumerate(envs):

@@ -47,6 +47,8 @@ class Turn:
     action: str
     parsed: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    #: the tool calls the agent made before this message (``flowzoo.envs.tools``); [] without
+    calls: list[Any] = field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,475 @@
+"""Tools a role may call inside its turn: ``run`` (code envs) and ``python`` (math envs).
+
+A tool call is the agent's action; the env answers with a new observation for the same agent
+(its prompt, then every call and result of this turn), and the agent acts again, until it
+writes its turn's message (an action without a call) or has spent ``max_tool_calls``: then
+the next action is its message whatever it holds (a call in it is not run, flagged
+``tool_over_budget``). Why the engine owns this and not the workflows: a workflow only ever
+sees a turn's message, so every workflow gets tools without a line of its own, and what a
+tool may reach is decided here, once (docs/tools.md).
+
+The call syntax is one fenced block, the form a small model already writes for code::
+
+    ```tool run
+    def add(x):
+        return x + 3
+    print(add(1))
+    ```
+
+What a tool reaches: the program it is given, run in the sandbox (code: the family's, the
+one that scores; math: the process backend's shared one), with the sandbox's limits, and for
+``run`` the task's *visible* examples (``task.meta["examples"]``: cases the problem statement
+shows, filled by the loaders). Hidden tests and gold answers stay with the judge: a tool never
+receives them, its runs share nothing with each other or with scoring (the sandbox's
+guarantee), and example checks are judged by a family of their own (their own memo), never
+by the one whose verdicts become rewards.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowzoo.envs import options as opt
+from flowzoo.tasks.base import Task
+
+#: the tools each task family offers (a family not named here offers none)
+TOOLS_BY_FAMILY: dict[str, tuple[str, ...]] = {"code": ("run",), "math": ("python",)}
+#: option defaults, as :data:`flowzoo.envs.options.TOOLS` declares the options
+DEFAULTS: dict[str, Any] = {
+    "tools": None,
+    "max_tool_calls": 4,
+    "tool_output_chars": 1500,
+    "tool_timeout_s": 5.0,
+    "tool_time_budget_s": 60.0,
+    "tool_roles": None,
+}
+#: the most characters of a program a call may carry (the code family's own cap)
+MAX_PROGRAM_CHARS = 20_000
+#: words in a call's arguments that ask for what a tool never gives (refused and flagged)
+HIDDEN_WORDS = frozenset(
+    {"hidden", "private", "secret", "test", "tests", "judge", "gold", "answer", "solution"}
+)
+
+#: the flag of a call whose run did not end cleanly, by the run's status
+STATUS_FLAGS = {
+    "error": "tool_failed",
+    "memory": "tool_failed",
+    "killed": "tool_failed",
+    "timeout": "tool_timeout",
+    "sandbox_error": "tool_sandbox_error",
+}
+
+_OPEN = re.compile(r"^[ \t]*`{3,}[ \t]*tools?\b[ \t]*[:=\-]?[ \t]*(?P<rest>[^\n]*)$", re.I | re.M)
+_CLOSE = re.compile(r"^[ \t]*`{3,}[ \t\r]*$", re.M)
+_PUNCT = "`'\"<>()[]{},;:"
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A call as written: its tool name, the words after it, its body, where it ends."""
+
+    name: str
+    args: tuple[str, ...]
+    body: str
+    #: the action up to the call's closing fence (what the exchange keeps)
+    shown: str
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool step of a turn: what the agent saw and wrote, what ran, what it got back
+    (``Turn.calls``, ``TurnView.calls``: what a trainer of tool turns will read)."""
+
+    prompt: str
+    action: str
+    name: str
+    args: tuple[str, ...]
+    body: str
+    #: the run's status (:data:`flowzoo.sandbox.STATUSES`), or ``refused`` (nothing ran)
+    status: str
+    result: str
+    flags: tuple[str, ...]
+    #: sandbox seconds charged to the episode's tool time budget
+    wall_s: float
+    shown: str = ""
+
+
+@dataclass
+class ToolState:
+    """An episode's tool bookkeeping: sandbox seconds spent, the running turn's calls."""
+
+    spent_s: float = 0.0
+    base: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+
+
+def parse_call(text: str) -> Parsed | None:
+    """The first call in ``text`` (a line opening ```` ```tool NAME ````, the body up to a
+    line of ```` ``` ````), or None when it holds none. Tolerated and flagged: a missing
+    closing fence (``tool_call_unclosed``: the body runs to the end), text after the call
+    (``tool_trailing_text``: dropped, so a guessed result is never shown as real), more
+    calls after the first (``tool_extra_calls``: only the first runs)."""
+    m = _OPEN.search(text)
+    if m is None:
+        return None
+    words = [w.strip(_PUNCT).lower() for w in m.group("rest").split()]
+    words = [w for w in words if w]
+    start = m.end() + 1
+    close = _CLOSE.search(text, start)
+    flags = []
+    if close is None:
+        body, shown, tail = text[start:], text.rstrip() + "\n```", ""
+        flags.append("tool_call_unclosed")
+    else:
+        body, shown, tail = text[start : close.start()], text[: close.end()], text[close.end() :]
+    if tail.strip():
+        flags.append("tool_trailing_text")
+    if _OPEN.search(tail):
+        flags.append("tool_extra_calls")
+    body = body.removesuffix("\n")
+    return Parsed(words[0] if words else "", tuple(words[1:]), body, shown, tuple(flags))
+
+
+def visible_examples(task: Task) -> tuple:
+    """The task's visible examples, in its tests' format (statements, or (stdin, stdout)
+    pairs): ``meta["examples"]`` where a loader declares them, else the test statements the
+    problem text quotes whole (MBPP shows its first); none when malformed. Never a hidden
+    test: a case is visible only when declared so or already shown to the agent."""
+    stdio = task.meta.get("format") == "stdio"
+    ex = task.meta.get("examples")
+    if ex is None and not stdio:
+        tests = task.meta.get("tests") or ()
+        ex = [t for t in tests if isinstance(t, str) and t.strip() and t.strip() in task.question]
+    if not isinstance(ex, (list, tuple)):
+        return ()
+    ok = all(
+        (isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, str) for x in e))
+        if stdio
+        else isinstance(e, str)
+        for e in ex
+    )
+    return tuple(tuple(e) if stdio else e for e in ex) if ok else ()
+
+
+def shorten(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` characters keeping its head and tail, and whether it was."""
+    if len(text) <= limit:
+        return text, False
+    mark = f"\n[... {len(text) - limit:,} characters cut ...]\n"
+    keep = max(0, limit - len(mark))
+    head = keep * 2 // 3
+    return text[:head] + mark + text[len(text) - (keep - head) :], True
+
+
+def _fenced(text: str) -> str:
+    """Untrusted output with its triple backticks broken, so it cannot close or open a
+    block of the exchange."""
+    return text.replace("```", "`\u200b``")
+
+
+class Toolbox:
+    """The tools of one env: which, for which roles, with which budgets; runs the calls."""
+
+    def __init__(
+        self,
+        family: Any,
+        names: tuple[str, ...],
+        roles: frozenset[str],
+        max_calls: int,
+        output_chars: int,
+        timeout_s: float,
+        time_budget_s: float,
+    ) -> None:
+        self.family = family
+        self.names = names
+        self.roles = roles
+        self.max_calls = max_calls
+        self.output_chars = output_chars
+        self.timeout_s = timeout_s
+        self.time_budget_s = time_budget_s
+        self._sandbox: Any = None
+
+    @classmethod
+    def build(cls, workflow: Any, where: str = "", **given: Any) -> Toolbox | None:
+        """A toolbox from the tool options (:data:`flowzoo.envs.options.TOOLS`), each
+        checked, or None without tools. An unknown tool or role is a ValueError naming the
+        valid ones; a tool option given without tools is refused (it would do nothing)."""
+        unknown = sorted(set(given) - set(DEFAULTS))
+        if unknown:
+            raise TypeError(f"{where}unexpected option(s) {unknown}; valid: {', '.join(DEFAULTS)}")
+        v = {o.name: o.validate(given.get(o.name, DEFAULTS[o.name]), where) for o in opt.TOOLS}
+        fam = workflow.family
+        valid = TOOLS_BY_FAMILY.get(fam.name, ())
+        names = tuple(dict.fromkeys(v["tools"] or ()))
+        if not names:
+            extra = sorted(k for k in v if k != "tools" and v[k] != DEFAULTS[k])
+            if extra:
+                raise ValueError(
+                    f"{where}{extra} given without tools: they apply only to an env with "
+                    f"tools (tools={list(valid)} on {fam.name} envs)"
+                )
+            return None
+        unknown = [n for n in names if n not in valid]
+        if unknown:
+            raise ValueError(
+                f"{where}tools={list(names)} names unknown tool(s) {unknown} for "
+                f"{fam.name} envs; valid: {', '.join(valid) or '(none)'}"
+            )
+        all_roles = list(dict.fromkeys(workflow.role_of(a) for a in workflow.agents()))
+        roles = v["tool_roles"]
+        bad = [r for r in roles or () if r not in all_roles]
+        if bad:
+            raise ValueError(
+                f"{where}tool_roles={list(roles)} names unknown role(s) {bad}; valid: "
+                f"{', '.join(all_roles)}"
+            )
+        return cls(
+            fam,
+            names,
+            frozenset(all_roles if roles is None else roles),
+            v["max_tool_calls"],
+            v["tool_output_chars"],
+            v["tool_timeout_s"],
+            v["tool_time_budget_s"],
+        )
+
+    @property
+    def sandbox(self) -> Any:
+        """Where calls run: the code family's own sandbox (the one that scores), else the
+        process backend's shared one (created at the first call)."""
+        own = getattr(self.family, "sandbox", None)
+        if own is not None:
+            return own
+        if self._sandbox is None:
+            from flowzoo.tasks.code import shared_sandbox
+
+            self._sandbox = shared_sandbox("process", {})
+        return self._sandbox
+
+    def allowed(self, role: str) -> bool:
+        return role in self.roles
+
+    def instructions(self, role: str) -> str:
+        """The lines a tool role's prompt gains: the tools, the syntax, the budget."""
+        if role not in self.roles:
+            return ""
+        what = {
+            "run": "run runs your program and checks it on the problem's visible examples",
+            "python": "python runs a short Python program and shows what it prints",
+        }
+        name = self.names[0]
+        return (
+            f"Tools: {'; '.join(what[n] for n in self.names)}. To call one, write a line "
+            f"```tool {name}, the program, then a line ```. Up to {self.max_calls} calls this "
+            "turn; a reply without a call is your answer.\n"
+        )
+
+    def new_info(self) -> dict[str, Any]:
+        """The per-agent counters ``infos`` carry with tools on."""
+        return {"tool_calls": 0, "tool_failures": 0, "tool_truncations": 0, "tool_time_s": 0.0}
+
+    def count(self, info: dict[str, Any], call: ToolCall) -> None:
+        info["tool_calls"] += 1
+        info["tool_failures"] += call.status != "ok"
+        info["tool_truncations"] += "tool_output_truncated" in call.flags
+        info["tool_time_s"] = round(info["tool_time_s"] + call.wall_s, 6)
+
+    def compose(self, state: ToolState, limit: int) -> tuple[str, bool]:
+        """The observation of a turn with calls: its prompt, each call and its result in an
+        ```` ```output ```` block, and how many calls are left; when longer than ``limit``,
+        the prompt is kept whole (it holds the problem) and the exchange keeps its tail."""
+        parts = []
+        for c in state.calls:
+            parts.append(f"{c.shown.rstrip()}\n```output\n{c.result}\n```\n")
+        left = self.max_calls - len(state.calls)
+        parts.append(
+            f"[{left} tool call{'s' if left != 1 else ''} left this turn]\n"
+            if left > 0
+            else "[no tool calls left: write your answer]\n"
+        )
+        base = state.base if state.base.endswith("\n") else state.base + "\n"
+        exchange = "".join(parts)
+        if len(base) + len(exchange) <= limit:
+            return base + exchange, False
+        mark = "[... earlier tool calls cut ...]\n"
+        room = limit - len(base) - len(mark)
+        if room >= min(1024, limit // 4):
+            return base + mark + exchange[-room:], True
+        return (base + exchange)[-limit:], True
+
+    # ------------------------------------------------------------------ running a call
+    def call(
+        self,
+        parsed: Parsed,
+        action: str,
+        prompt: str,
+        task: Task,
+        state: ToolState,
+        action_flags: list[str],
+    ) -> ToolCall:
+        """Run one call (or refuse it) and charge its sandbox time to the episode: a
+        :class:`ToolCall` with its shown result and flags (``action_flags``: the engine's, on
+        the action's text), never an exception."""
+        t0 = time.monotonic()
+        flags = [*action_flags, *parsed.flags]
+        left = self.time_budget_s - state.spent_s
+        status, text = self._dispatch(parsed, task, left, flags)
+        wall = time.monotonic() - t0 if status != "refused" else 0.0
+        state.spent_s += wall
+        text, cut = shorten(_fenced(text), self.output_chars)
+        if cut and "tool_output_truncated" not in flags:
+            flags.append("tool_output_truncated")
+        if status in STATUS_FLAGS:
+            flags.append(STATUS_FLAGS[status])
+        flags = list(dict.fromkeys(flags))
+        return ToolCall(
+            prompt, action, parsed.name, parsed.args, parsed.body, status, text, tuple(flags),
+            wall, parsed.shown,
+        )  # fmt: skip
+
+    def _dispatch(self, p: Parsed, task: Task, left: float, flags: list[str]) -> tuple[str, str]:
+        """(status, result text) of a call; every refusal appends its flag."""
+        if p.name not in self.names:
+            flags.append("tool_unknown")
+            named = f"unknown tool {p.name!r}" if p.name else "the call names no tool"
+            return "refused", f"{named}; valid: {', '.join(self.names)} (```tool {self.names[0]})"
+        hidden = [a for a in p.args if a in HIDDEN_WORDS]
+        if hidden:
+            flags.append("tool_hidden_refused")
+            return "refused", (
+                "hidden tests and answers are never run or shown by a tool; "
+                f"{p.name} sees only your program"
+                + (" and the visible examples" * (p.name == "run"))
+            )
+        if not p.body.strip():
+            flags.append("tool_bad_args")
+            return "refused", f"{p.name} needs a program between ```tool {p.name} and ```"
+        if len(p.body) > MAX_PROGRAM_CHARS:
+            flags.append("tool_bad_args")
+            return (
+                "refused",
+                f"the program is {len(p.body):,} characters; at most {MAX_PROGRAM_CHARS:,}",
+            )
+        if left <= 0.05:
+            flags.append("tool_time_budget")
+            return "refused", "the episode's tool time is spent; write your answer"
+        try:
+            if p.name == "run":
+                return self._run(p, task, left, flags)
+            if p.args:
+                flags.append("tool_bad_args")
+                return (
+                    "refused",
+                    f"python takes no arguments after its name, got {' '.join(p.args)!r}",
+                )
+            res = self.sandbox.run(p.body, timeout_s=min(self.timeout_s, left))
+        except Exception as e:  # a sandbox that failed to start: the call fails, the env goes on
+            return "sandbox_error", f"the sandbox could not run the program ({type(e).__name__})"
+        if res.truncated:
+            flags.append("tool_output_truncated")
+        return res.status, _render(res)
+
+    def _run(self, p: Parsed, task: Task, left: float, flags: list[str]) -> tuple[str, str]:
+        """``run``: the program once (stdin: the first visible example's input), then judged
+        on the visible examples the call selects (numbers after ``run``; default: all)."""
+        examples = visible_examples(task)
+        picked = _select(p.args, len(examples), flags)
+        if isinstance(picked, str):
+            return "refused", picked
+        text = f"```python\n{p.body}\n```"
+        program = self.family.program_of(task, text)
+        if program is None:
+            flags.append("tool_bad_args")
+            return "refused", "no program found in the call"
+        stdio = task.meta.get("format") == "stdio"
+        stdin = (examples[0][0] if examples else "") if stdio else None
+        t0 = time.monotonic()
+        res = self.sandbox.run(program, stdin=stdin, timeout_s=min(self.timeout_s, left))
+        if res.truncated:
+            flags.append("tool_output_truncated")
+        out = _render(res)
+        chosen = [examples[i] for i in picked]
+        if not examples:
+            return res.status, out + "\nexamples: none visible for this problem"
+        left -= time.monotonic() - t0
+        if left <= 0.1:
+            flags.append("tool_time_budget")
+            return res.status, out + "\nexamples: not checked (the episode's tool time is spent)"
+        return res.status, out + "\n" + self._examples(
+            task, text, chosen, min(self.timeout_s, left)
+        )
+
+    def _examples(self, task: Task, text: str, chosen: list, limit_s: float) -> str:
+        """Which ``chosen`` examples the program passes, judged as scoring judges (in the
+        same sandbox) by a family of its own: these verdicts never become rewards."""
+        from flowzoo.tasks.code import CodeFamily, is_stdio
+
+        fam = self.family
+        judge = CodeFamily(
+            fam.sandbox,
+            partial_credit=True,
+            test_timeout_s=limit_s,
+            case_timeout_s=min(getattr(fam, "case_timeout_s", limit_s), limit_s),
+            time_budget_s=limit_s,
+            early_stop=False,
+        )
+        meta = {**task.meta, "tests": tuple(chosen)}
+        meta.pop("examples", None)
+        if meta.get("time_limit"):
+            meta["time_limit"] = min(float(meta["time_limit"]), limit_s)
+        v = judge.score(Task(task.id, task.question, "", task.family, meta), text)
+        cases = v.details.get("cases")
+        if not cases:
+            return f"examples: not checked ({v.reason})"
+        lines = [f"examples: {sum(c[0] for c in cases)}/{len(cases)} passed"]
+        for i, ((ok, val, err), ex) in enumerate(zip(cases, chosen, strict=False)):
+            what = f"input {ex[0][:60]!r} expected {ex[1][:60]!r}" if is_stdio(task) else ex[:100]
+            got = "" if ok else f" -> {_got(val, err)}"
+            lines.append(f"{i + 1}. {'passed' if ok else 'failed'}: {what}{got}")
+        return "\n".join(lines)
+
+
+def _select(args: tuple[str, ...], n: int, flags: list[str]) -> list[int] | str:
+    """The 0-based visible examples a ``run`` call names (none named: all), or the refusal:
+    a number past the visible ones asks for a hidden test."""
+    if not args or args == ("all",):
+        return list(range(n))
+    out = []
+    for a in args:
+        if not (a.isascii() and a.isdigit()) or len(a) > 4:
+            flags.append("tool_bad_args")
+            return f"run takes visible example numbers (1-{n}) or nothing, got {a!r}"
+        k = int(a)
+        if not 1 <= k <= n:
+            flags.append("tool_hidden_refused")
+            return (
+                f"there {'is' if n == 1 else 'are'} {n} visible example{'s' * (n != 1)}; "
+                "hidden tests are never run by a tool"
+            )
+        out.append(k - 1)
+    return list(dict.fromkeys(out))
+
+
+def _got(value: str | None, error: str | None) -> str:
+    """What a failed example got, as the judge recorded it, in words."""
+    if value is not None and error in (None, "AssertionError", "wrong_output"):
+        return f"got {value[:80]}"
+    if isinstance(value, str) and value.startswith("raise:"):
+        return f"raised {value[6:60]}"
+    words = {"CandidateTimeout": "timed out", "CandidateLost": "not answered (the run ended)"}
+    return words.get(str(error), str(error)[:80])
+
+
+def _render(res: Any) -> str:
+    """A sandbox run as the agent reads it: exit status, then stdout and stderr if any."""
+    code = "-" if res.exit_code is None else res.exit_code
+    lines = [f"exit: {code} ({res.status})"]
+    if res.stdout:
+        lines += ["stdout:", res.stdout.rstrip("\n")]
+    if res.stderr:
+        lines += ["stderr:", res.stderr.rstrip("\n")]
+    return "\n".join(lines)
