@@ -4,6 +4,7 @@ schedules, dynamic sampling, truncation masking, and sampled evaluation with per
 counts."""
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -14,6 +15,9 @@ from flowzoo.agents.train.batch import Batch, GroupKey, informative
 from flowzoo.agents.train.evaluate import evaluate_env, single_policy
 from flowzoo.agents.train.trainer import TrainConfig, Trainer
 from tests.agents.train.test_training import _cfg, _varied_rewards
+
+#: what a metrics line says of the clock, not of the run
+TIMING = ("time", "wall_s", "elapsed_s", "step_s", "timing", "tokens_per_s", "throughput")
 
 
 def test_task_role_pools_a_roles_turns_and_its_same_role_agents():
@@ -74,6 +78,23 @@ def test_the_update_matched_control_gives_every_policy_the_shared_step_count(tin
     _varied_rewards(recs)
     pp, _ = shared.update(recs)
     assert [p["policy"]["opt_steps"] for p in pp.values()] == [8]
+
+
+def test_update_matching_changes_nothing_for_a_shared_policy(tiny_model, tmp_path):
+    """A shared run under update_matched is the shared run of the study's protocol, weight
+    for weight and line for line: why the conflict sweep runs its Shared side once for both
+    protocols (baselines/sweeps/conflict-claims.toml)."""
+    outs = []
+    for matched in (False, True):
+        cfg = _cfg(
+            tiny_model, tmp_path / str(matched), steps=2, ppo_mini_batch=1, update_matched=matched
+        )
+        Trainer(cfg, progress=False).train()
+        run = tmp_path / str(matched) / "run"
+        lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        kept = [{k: v for k, v in m.items() if k not in TIMING} for m in lines]
+        outs.append((kept, (run / "final" / "shared" / "model.safetensors").read_bytes()))
+    assert outs[0][0] == outs[1][0] and outs[0][1] == outs[1][1]
 
 
 def test_warmup_and_cosine_schedules():
