@@ -269,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_flags(t)
     t.set_defaults(fn=_cmd_train)
 
-    ev = sub.add_parser("eval", help="evaluate a model (or a run's policies) on held-out problems")
+    ev = sub.add_parser(
+        "eval", help="evaluate a model (or a run's policies) on held-out problems or your own file"
+    )
     ev.add_argument(
         "--model",
         default="tiny-s",
@@ -294,7 +296,23 @@ def build_parser() -> argparse.ArgumentParser:
         default="raise",
         help="served models: a failed request stops (raise) or is an empty, flagged turn",
     )
-    ev.add_argument("--env", action="append")
+    ev.add_argument(
+        "--env",
+        action="append",
+        help="repeatable; default: a run's own env, else the three study math envs",
+    )
+    ev.add_argument(
+        "--dataset",
+        default=None,
+        metavar="FILE_OR_SPEC",
+        help="score your own problems: a .jsonl/.json/.parquet file or save_to_disk folder "
+        "(styles told by the rows' fields) or a spec (jsonl:PATH, gsm8k:PATH, math:PATH, "
+        "mbpp:PATH, hf:DIR, ...), every row scored (a saved dataset with splits: its test "
+        "split); with a run as --model, rows the run trained on (by key, statement, tests, "
+        "stated quantities + gold, n-grams) are left out of the score, counted and recorded. "
+        "Default: a run's own held-out set (its eval_dataset, else its dataset's test side), "
+        "else each env's test split",
+    )
     ev.add_argument(
         "--episodes", type=int, default=0, help="problems per split (0: the whole split)"
     )

@@ -1,6 +1,8 @@
 """``flowzoo eval``: score a model (a tiny name, a checkpoint, a run's policies, a served
-model) on held-out problems, with per-role overrides checked before any model loads. Apart
-from ``cli.py`` so that each command reads in one screenful."""
+model) on held-out problems (a run's own held-out set, a user's file with ``--dataset``, an
+env's test split: :mod:`flowzoo.agents.train.evaldata`), with per-role overrides and the
+data checked before any model loads. Apart from ``cli.py`` so that each command reads in
+one screenful."""
 
 from __future__ import annotations
 
@@ -16,9 +18,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     bad = [e for e in args.env or [] if e not in list_envs()]
     if bad:  # before torch is imported or any model is built or loaded
         raise ValueError(f"unknown env {bad[0]!r}; valid: {', '.join(list_envs())}")
+    if args.dataset and args.split == "ood":
+        raise ValueError(
+            "--split ood with --dataset: a file has no out-of-distribution split (its rows are "
+            "scored whole); drop --split, or drop --dataset to score an env's ood split"
+        )
     # --temperature, --samples, --episodes and the other numbers: checked as parsed
     from flowzoo.agents.models.threads import apply_threads
     from flowzoo.agents.train.checkpoint import check_weights
+    from flowzoo.agents.train.evaldata import EvalData
     from flowzoo.agents.train.evaluate import evaluate_env, is_run_dir, model_policies
 
     check_weights(args.model)  # a truncated weights file named, before anything loads it
@@ -32,36 +40,38 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(f"bad --role-model {item!r}; expected role=spec")
         role_models[role.strip()] = spec.strip()
     _check_role_models(role_models, args)  # before any model is loaded
+    # what each env scores: the run's own held-out set, the user's file (a run's training
+    # rows left out), or the env's test split; loaded and checked before any model loads
+    data = EvalData(args.model, args.dataset)
+    envs = args.env or data.default_envs() or list(study_envs("math"))
+    scored = {env_id: data.for_env(env_id) for env_id in envs}
+    notes = [n for e in envs if (n := data.check_roles(e, role_models))]
     endpoint = dict(concurrency=args.concurrency, timeout_s=args.timeout, on_error=args.on_error)
-    run_env, env_options, policy_for = model_policies(args.model, role_models, **endpoint)
-    test_options = env_options
-    if is_run_dir(args.model) and not args.env:  # the run's own held-out set, as it measured it
-        from flowzoo.agents.train.heldout import for_run
-        from flowzoo.config import TrainConfig
-
-        cfg = TrainConfig.from_dict(
-            json.loads((Path(args.model) / "config.json").read_text()), source=args.model
-        )
-        held = for_run(cfg)
-        print(f"flowzoo eval: {held.line()}")
-        test_options = {**env_options, "dataset": held.tasks}
-    envs = args.env or ([run_env] if run_env else list(study_envs("math")))
+    _, _, policy_for = model_policies(args.model, role_models, **endpoint)
     what = "run " if is_run_dir(args.model) else ""
     print(
         f"flowzoo eval: {what}{args.model} in every role"
         + "".join(f"; {r}: {s}" for r, s in role_models.items())
     )
+    for line in dict.fromkeys([*notes, *(line for s in scored.values() for line in s.lines)]):
+        print(f"flowzoo eval: {line}")
     from flowzoo.agents.train.evalfiles import eval_output, write_new
 
     # named uniquely, never over a file or through a link; what produced it recorded in it
     settings = dict(envs=envs, split=args.split, episodes=args.episodes, seed=args.seed)
-    settings.update(samples=args.samples, temperature=args.temperature)
+    settings.update(samples=args.samples, temperature=args.temperature, dataset=args.dataset)
     out, record = eval_output(args.json, args.model, role_models, **settings)
     rows = []
     for env_id in envs:
         row: dict = {}
+        env_options = data.options_for(env_id)
+        here = scored[env_id]
+        test_options = env_options if here.tasks is None else {**env_options, "dataset": here.tasks}
         splits = ["test", "ood"] if args.split == "both" else [args.split]
         for split in splits:
+            if split == "ood" and not here.ood:
+                print(f"{env_id:<20} ood: --dataset is scored whole (a file has no ood split)")
+                continue
             if split == "ood" and not has_ood(env_id, **env_options):
                 print(f"{env_id:<20} ood: this dataset has no out-of-distribution split")
                 continue
@@ -86,6 +96,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             if r.prompts_cut:
                 print(f"{env_id:<20} {split:<4} WARNING: prompts cut to fit: {r.prompts_cut}")
             d = {"split": split, **r.as_dict()}
+            if split == "test":  # where the test problems came from, and what was left out
+                d["data"] = here.record
             if row:
                 row[split] = d
             else:

@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, pstdev, stdev
+from typing import Any
 
 from flowzoo.analysis.behaviour import behaviour_rows
 from flowzoo.analysis.builds import build_label, run_build
@@ -91,10 +92,10 @@ class Run:
         named = [
             k for k in LEVER_KEYS if self.config.get(k, LEVER_DEFAULTS[k]) != LEVER_DEFAULTS[k]
         ]
-        keys = named + [k for k in self.varying if k not in LEVER_KEYS]
+        keys = named + [k for k in self.varying if k.partition(".")[0] not in LEVER_KEYS]
         parts = []
         for k in keys:
-            v = self.config.get(k, DEFAULTS.get(k))
+            v = _setting(self.config, k)
             parts.append(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}")
         return ", ".join(parts) or "-"
 
@@ -170,15 +171,34 @@ def load_runs(root: str | Path | list[str | Path], left_out: list[str] | None = 
     if left_out is not None:
         left_out += skipped
     keys = sorted({k for r in runs for k in r.config} - NOT_LEVERS)
-    varying = tuple(
-        k
-        for k in keys
-        if len({json.dumps(r.config.get(k, DEFAULTS.get(k)), sort_keys=True) for r in runs}) > 1
-    )
+    varying = tuple(v for k in keys for v in _varying(runs, k))
     for r in runs:
         r.varying = varying
     label_builds(runs)
     return runs
+
+
+def _setting(config: dict, key: str) -> Any:
+    """A run's value of ``key``, or of ``key.sub`` (one entry of a dict-valued setting)."""
+    top, dot, sub = key.partition(".")
+    value = config.get(top, DEFAULTS.get(top))
+    return (value.get(sub) if isinstance(value, dict) else None) if dot else value
+
+
+def _varying(runs: list[Run], key: str) -> list[str]:
+    """``[key]`` when runs differ in it; of a dict (``env_options``) each entry that differs,
+    as ``key.entry``: a cell's label names what separates it, not the whole option JSON."""
+    vals = [_setting(r.config, key) for r in runs]
+    if len({json.dumps(v, sort_keys=True) for v in vals}) < 2:
+        return []
+    if not all(isinstance(v, dict) or v is None for v in vals):
+        return [key]
+    subs = sorted({s for v in vals if v for s in v}, key=str)
+    return [
+        f"{key}.{s}"
+        for s in subs
+        if len({json.dumps(_setting(r.config, f"{key}.{s}"), sort_keys=True) for r in runs}) > 1
+    ]
 
 
 def builds_kept_apart(runs: list[Run]) -> list[str]:

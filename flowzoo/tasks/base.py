@@ -68,6 +68,12 @@ class TaskSet(Sequence[Task]):
         self._tasks: list[Task] = list(tasks)
         self.name = name
         self.split = split
+        #: how a loader made this set from a file ("" for generated sets): "split by what is
+        #: solved", "whole file" or "own split" (a saved dataset's own split)
+        self.origin = ""
+        #: what a split of one file moved from its test side to train, by criterion (the
+        #: counts :func:`flowzoo.tasks.files.file_split` records; empty when nothing was split)
+        self.decontamination: dict[str, int] = {}
         self._by_id: dict[str, int] = {}
         for i, t in enumerate(self._tasks):
             if t.id in self._by_id:

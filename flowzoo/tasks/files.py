@@ -176,8 +176,18 @@ def read_bytes(path: Path) -> bytes | bytearray:
 def read_rows(path: str | os.PathLike, numbers: str = "text") -> list[dict]:
     """Every row of a local JSONL(.gz) or JSON (a list of objects) file, each a dict; any
     problem is a ValueError naming the file, the row (line) and the fix."""
+    return [row for _, row in read_located(path, numbers)]
+
+
+def read_located(path: str | os.PathLike, numbers: str = "text") -> list[tuple[str, dict]]:
+    """Every row of a local JSONL(.gz) or JSON file with where it is, counted as an editor
+    counts: ``":7"`` (JSON Lines: the file's line 7) or ``" row 3"`` (a JSON list: its third
+    row), so a row's error reads ``data.jsonl:7: ...``. Lines end at ``\n`` alone (``\r\n``
+    too: Windows files load alike), never at the other characters ``str.splitlines`` breaks
+    on (a raw U+2028 is legal inside a JSON string); a leading UTF-8 byte-order mark is
+    skipped."""
     p = Path(path)
-    text = _decoded(read_bytes(p), p)
+    text = _decoded(read_bytes(p), p).removeprefix("\ufeff")
     json_list = p.name.endswith((".json", ".json.gz"))
     if json_list:
         data = _parse(text, p, None, numbers)
@@ -187,22 +197,54 @@ def read_rows(path: str | os.PathLike, numbers: str = "text") -> list[dict]:
                 f"{type(data).__name__}; use a list, or JSON Lines (.jsonl: one object a line)"
             )
         check_rows(p, len(data))
-        rows = list(enumerate(data))
+        rows = [(f" row {i}", row) for i, row in enumerate(data, 1)]
     else:
         check_rows(p, text.count("\n") + 1)  # counted before any row is built
         rows = [
-            (ln, _parse(line, p, ln, numbers))
-            for ln, line in enumerate(text.splitlines(), 1)
+            (f":{ln}", _parse(line, p, ln, numbers))
+            for ln, line in enumerate(text.split("\n"), 1)
             if line.strip()
         ]
     for where, row in rows:
         if not isinstance(row, dict):
-            label = f" row {where}" if json_list else f":{where}"
             raise ValueError(
-                f"{p}{label}: expected a JSON object of fields, got {type(row).__name__} "
+                f"{p}{where}: expected a JSON object of fields, got {type(row).__name__} "
                 f"({str(row)[:40]}); every row is one {{...}} object"
             )
-    return [r for _, r in rows]
+    return rows
+
+
+def row_place(i: int) -> str:
+    """Where the ``i``-th row (from 0) of a table is, counted from 1 as people count:
+    ``" row 3"`` (for rows with no line of their own: parquet, a saved dataset)."""
+    return f" row {i + 1}"
+
+
+def text_field(row: dict, names: Iterable[str], where: str) -> str | None:
+    """The first of ``names`` that ``row`` holds as non-empty text (None: none does); a
+    field of ``names`` holding anything but text (a number, a list, true) is a ValueError
+    naming the row and the field, never read as text: a statement that is a number is a
+    broken row (a JSON number is kept as its source text, so it must be told apart)."""
+    found = None
+    for name in names:
+        v = row.get(name)
+        if v is None:
+            continue
+        if isinstance(v, JsonNumber) or not isinstance(v, str):
+            kind = (
+                "true/false"
+                if isinstance(v, bool)
+                else "a JSON number"
+                if isinstance(v, (JsonNumber, int, float))
+                else type(v).__name__
+            )
+            raise ValueError(
+                f"{where}: field {name!r} must be text (a JSON string), got {kind} "
+                f"({str(v)[:40]}); quote it or fix the row"
+            )
+        if found is None and v.strip():
+            found = v
+    return found
 
 
 def check_rows(path: Path, n: int) -> None:
@@ -299,13 +341,19 @@ def side_of(key: str) -> str:
     return "test" if stable_hash(key) % TEST_FRACTION_DEN == 0 else "train"
 
 
-def file_split(tasks: Iterable[Task], split: str, key: Callable[[Task], str], name: str) -> TaskSet:
+def file_split(
+    tasks: Iterable[Task], split: str, key: Callable[[Task], str], name: str, own: bool = False
+) -> TaskSet:
     """The ``split`` side of one file's tasks: ``all`` is the whole file; otherwise each task
-    gets ``meta["key"]`` (what it solves) and goes by :func:`side_of` its key, so two rows
-    solving one thing land on one side. A test-side task that repeats a train-side one by
-    statement or tests (a paraphrase the key missed) is moved to train: the sides are
-    disjoint by every criterion :func:`flowzoo.tasks.overlap.overlap` measures."""
-    from flowzoo.tasks.overlap import tests_key
+    gets ``meta["key"]`` (what it solves, read from its row: ``key_source`` says so) and goes
+    by :func:`side_of` its key, so two rows solving one thing land on one side. A test-side
+    task that a train-side one already holds by any criterion of
+    :func:`flowzoo.tasks.overlap.overlap` (its statement, its tests, the quantities it states
+    with its gold, its n-grams: a reworded or reordered copy the key missed) is moved to
+    train, until none is left: the sides are disjoint by every criterion measured, and how
+    many moved, by which criterion, is kept in the set's ``decontamination``. ``own``: the
+    tasks are a dataset's own split (a saved ``DatasetDict``'s), used whole as they are."""
+    from flowzoo.tasks.overlap import CRITERIA, overlap_matches
 
     if split not in FILE_SPLITS:
         hint = " (a file is not a pretraining corpus)" if split == "pretrain" else ""
@@ -315,17 +363,26 @@ def file_split(tasks: Iterable[Task], split: str, key: Callable[[Task], str], na
     tasks = list(tasks)
     for t in tasks:
         t.meta["key"] = key(t)
-    if split == WHOLE:
-        return TaskSet(tasks, name=name, split=split)
-    sides = [side_of(t.meta["key"]) for t in tasks]
+        t.meta["key_source"] = "row"  # read from the row's text, not a generator's computation
+    if own or split == WHOLE:
+        whole = TaskSet(tasks, name=name, split=WHOLE)
+        whole.origin = "own split" if own else "whole file"
+        return whole
+    first = [side_of(t.meta["key"]) for t in tasks]
+    sides = list(first)
+    moved: dict[str, int] = dict.fromkeys(CRITERIA, 0)
     train = [t for t, s in zip(tasks, sides, strict=True) if s == "train"]
-    seen = {normalise_statement(t.question) for t in train}
-    seen_tests = {tests_key(t) for t in train} - {None}
-    for i, t in enumerate(tasks):
-        if sides[i] == "test" and (
-            normalise_statement(t.question) in seen or tests_key(t) in seen_tests
-        ):
-            sides[i] = "train"
+    while train:  # a moved task is a training task: what repeats it moves too
+        test = {i: t for i, t in enumerate(tasks) if sides[i] == "test"}
+        found = overlap_matches(train, test.values())
+        train = []  # the next round checks what is left against what moved in this one
+        for i, t in test.items():
+            hit = found.get(t.id, ())
+            if hit:
+                sides[i] = "train"
+                train.append(t)
+                for c in hit:
+                    moved[c] += 1
     side = [t for t, s in zip(tasks, sides, strict=True) if s == split]
     if not side:
         raise ValueError(
@@ -333,4 +390,10 @@ def file_split(tasks: Iterable[Task], split: str, key: Callable[[Task], str], na
             "goes to test by what it solves); add rows, or give a separate held-out file "
             "(eval_dataset)"
         )
-    return TaskSet(side, name=name, split=split)
+    out = TaskSet(side, name=name, split=split)
+    out.origin = "split by what is solved"
+    out.decontamination = {
+        "moved_to_train": sum(a != b for a, b in zip(first, sides, strict=True)),
+        **{f"by_{c}": n for c, n in moved.items() if c != "key"},
+    }
+    return out

@@ -145,7 +145,7 @@ def test_file_loaders(tmp_path):
     assert t.meta["entry_point"] == "dbl" and fam.score(t, fam.reference_completion(t)).correct
     with pytest.raises(ValueError, match="humaneval, mbpp"):
         load_code_file(mb, "leetcode")
-    with pytest.raises(ValueError, match="row 0: APPS/TACO row needs"):
+    with pytest.raises(ValueError, match=":1: APPS/TACO row needs"):
         load_code_file(mb, "apps")  # a valid style that does not fit the rows
     with pytest.raises(ValueError, match="valid"):
         load_code_dataset("leetcode")

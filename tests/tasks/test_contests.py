@@ -102,7 +102,7 @@ def test_a_malicious_pickle_is_refused_without_running(tmp_path):
         decode_test_field(evil)
     assert not marker.exists()
     row = dict(lcb_stdio_row(), private_test_cases=evil)
-    with pytest.raises(ValueError, match="row 0"):
+    with pytest.raises(ValueError, match=":1: "):
         load_code_file(write_jsonl(tmp_path / "evil.jsonl", [row]))
     assert not marker.exists()
     two = pickle.dumps(["a", "b"])
@@ -277,7 +277,7 @@ def test_a_row_is_data_a_name_with_code_in_it_is_refused(tmp_path):
     ]
     for i, name in enumerate(payloads):
         row = {**lcb_functional_row(), "metadata": json.dumps({"func_name": name})}
-        with pytest.raises(ValueError, match=r"row 0: .*(identifier|needs? a function name)"):
+        with pytest.raises(ValueError, match=r":1: .*(identifier|needs? a function name)"):
             load_code_file(write_jsonl(tmp_path / f"inj{i}.jsonl", [row]), "livecodebench")
     he = {
         "task_id": "he/x",
@@ -307,7 +307,7 @@ def test_rows_are_bounded_and_malformed_rows_are_named(tmp_path):
 
     many = [{"input": "1", "output": "1"} for _ in range(MAX_CASES + 1)]
     big = {"question_content": "x", "public_test_cases": json.dumps(many)}
-    with pytest.raises(ValueError, match=r"row 0: .*cases \(at most"):
+    with pytest.raises(ValueError, match=r":1: .*cases \(at most"):
         load_code_file(write_jsonl(tmp_path / "many.jsonl", [big]), "livecodebench")
     for secs in (-1, 0.0, "nan", 1e9):
         row = {
@@ -328,7 +328,7 @@ def test_rows_are_bounded_and_malformed_rows_are_named(tmp_path):
         try:
             load_code_file(write_jsonl(tmp_path / "m.jsonl", [row]))
         except ValueError as e:
-            assert "row 0" in str(e)
+            assert ":1: " in str(e)
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="time_budget_s"):
             CodeFamily(time_budget_s=bad)

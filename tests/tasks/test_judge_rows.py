@@ -189,7 +189,7 @@ MBPP_TESTS = ["assert dbl(2) == 4", "assert dbl(0) == 0"]
 )
 def test_mbpp_rows_without_a_usable_entry_point_are_refused_at_load(tmp_path, row, msg):
     path = write_jsonl(tmp_path / "bad.jsonl", [{**MBPP_OK, "test_list": MBPP_TESTS, **row}])
-    with pytest.raises(ValueError, match=rf"bad.jsonl: row 0: .*{msg}"):
+    with pytest.raises(ValueError, match=rf"bad.jsonl:1: .*{msg}"):
         load_code_file(path, "mbpp")
 
 
@@ -226,7 +226,7 @@ HE_OK = {
 )
 def test_humaneval_rows_naming_what_the_solution_does_not_define_are_refused(tmp_path, row, msg):
     path = write_jsonl(tmp_path / "he.jsonl", [{**HE_OK, **row}])
-    with pytest.raises(ValueError, match=rf"he.jsonl: row 0: .*{msg}"):
+    with pytest.raises(ValueError, match=rf"he.jsonl:1: .*{msg}"):
         load_code_file(path, "humaneval")
 
 
@@ -245,7 +245,7 @@ def lcb_row(fn_name: str, starter: str = "") -> dict:
 @pytest.mark.parametrize("starter", ["", "class Solution:\n    def f(self, xs):\n        "])
 def test_call_test_rows_naming_a_builtin_or_a_judge_name_are_refused(tmp_path, name, starter):
     path = write_jsonl(tmp_path / "lcb.jsonl", [lcb_row(name, starter)])
-    with pytest.raises(ValueError, match=rf"row 0: function name '{name}' (names a|is res)"):
+    with pytest.raises(ValueError, match=rf":1: function name '{name}' (names a|is res)"):
         load_code_file(path, "livecodebench")
 
 
@@ -337,7 +337,7 @@ def test_row_code_using_a_judge_name_is_refused(fam, tmp_path, field, code):
     if field != "prompt_code":  # MBPP rows carry no prompt code
         row = {"text": "t", "code": "def f(x):\n    return x + 1\n", "test_list": t.meta["tests"]}
         row["test_setup_code"] = meta["setup"]
-        with pytest.raises(ValueError, match="row 0: .*reserved for the judge"):
+        with pytest.raises(ValueError, match=":1: .*reserved for the judge"):
             load_code_file(write_jsonl(tmp_path / "r.jsonl", [row]), "mbpp")
 
 

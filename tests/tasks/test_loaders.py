@@ -205,8 +205,8 @@ def test_a_broken_file_is_a_valueerror_naming_file_and_row(tmp_path, case, famil
 
 def test_a_row_with_a_bad_field_names_the_field(tmp_path):
     p = jsonl(tmp_path / "f.jsonl", [{"question": "q", "answer": ["a", "list"]}])
-    with pytest.raises(ValueError, match=r"f.jsonl row 0: field 'answer' must be text"):
+    with pytest.raises(ValueError, match=r"f.jsonl:1: field 'answer' must be text"):
         load_math_dataset(f"jsonl:{p}", split=WHOLE)
     p = jsonl(tmp_path / "q.jsonl", [{"answer": "1"}])
-    with pytest.raises(ValueError, match=r"row 0: field 'question'"):
+    with pytest.raises(ValueError, match=r":1: field 'question'"):
         load_math_dataset(f"jsonl:{p}", split=WHOLE)

@@ -307,9 +307,9 @@ def test_row_code_past_the_parser_is_refused_at_load_naming_file_row_field(
         code = "\n" + code.replace("assert ", "y = ").split("\n")[-1]
     bad, named = _bad_row(style, field, code)
     path = _write(tmp_path / "rows.jsonl", [good, bad])
-    with pytest.raises(ValueError, match=rf"rows.jsonl: row 1: .*{named}.*past what Python"):
+    with pytest.raises(ValueError, match=rf"rows.jsonl:2: .*{named}.*past what Python"):
         load_code_file(path, style)
-    with pytest.raises(ValueError, match=r"rows.jsonl: row 1: "):
+    with pytest.raises(ValueError, match=r"rows.jsonl:2: "):
         load_code_dataset(f"file:{path}", split=WHOLE)
 
 
@@ -317,7 +317,7 @@ def test_a_code_field_past_its_size_cap_is_refused_naming_the_row(tmp_path, fam,
     monkeypatch.setattr(names, "MAX_CODE_CHARS", 2_000)
     long_test = "assert f(1) == 2" + " " * 3_000
     rows = [{**MBPP, "test_list": ["assert f(1) == 2"]}, {**MBPP, "test_list": [long_test]}]
-    with pytest.raises(ValueError, match=r"row 1: test_list .* past the limit of 2,000 .*MAX_CODE"):
+    with pytest.raises(ValueError, match=r":2: test_list .* past the limit of 2,000 .*MAX_CODE"):
         load_code_file(_write(tmp_path / "long.jsonl", rows), "mbpp")
     v = fam.score(task([long_test + " "], "long"), RIGHT)  # a task made in code: at the judge
     assert v.score == 0.0 and "past the limit of 2,000" in v.reason

@@ -101,10 +101,10 @@ def test_a_code_field_past_the_token_cap_is_refused_before_parsing(
     bad = {**_row_with(style, field, code), "task_id": 2 if style == "mbpp" else "h/1"}
     path = _write(tmp_path / "rows.jsonl", [good, bad])
     monkeypatch.setattr(names, "MAX_CODE_TOKENS", 1_500)
-    msg = rf"rows.jsonl: row 1: .*{named}.* tokens of code, past the limit of 1,500 .*MAX_CODE_TOK"
+    msg = rf"rows.jsonl:2: .*{named}.* tokens of code, past the limit of 1,500 .*MAX_CODE_TOK"
     with pytest.raises(ValueError, match=msg):
         load_code_file(path, style)
-    with pytest.raises(ValueError, match=r"rows.jsonl: row 1: .*past the limit of 1,500"):
+    with pytest.raises(ValueError, match=r"rows.jsonl:2: .*past the limit of 1,500"):
         load_code_dataset(f"file:{path}", split=WHOLE)
     monkeypatch.setattr(names, "MAX_CODE_TOKENS", 4_000)
     assert len(load_code_file(path, style)) == 2
@@ -119,11 +119,11 @@ def test_a_row_whose_code_together_is_past_the_row_cap_is_refused(tmp_path, monk
     assert all(names.code_tokens(t) < names.MAX_CODE_TOKENS for t in tests)
     rows = [{**MBPP, "test_list": ["assert f(1) == 2"]}, {**MBPP, "test_list": tests}]
     path = _write(tmp_path / "many.jsonl", rows)
-    msg = r"many.jsonl: row 1: test_list, test_setup_code hold [\d,]+ tokens .* limit of 5,000"
+    msg = r"many.jsonl:2: test_list, test_setup_code hold [\d,]+ tokens .* limit of 5,000"
     with pytest.raises(ValueError, match=msg):
         load_code_file(path, "mbpp")
     he = {**HUMANEVAL, "test": "def check(candidate):\n" + "".join(f"    {t}\n" for t in tests)}
-    with pytest.raises(ValueError, match=r"row 0: .*limit of 5,000 .*MAX_ROW_CODE_TOKENS"):
+    with pytest.raises(ValueError, match=r":1: .*limit of 5,000 .*MAX_ROW_CODE_TOKENS"):
         load_code_file(_write(tmp_path / "he.jsonl", [he]), "humaneval")
     fam = CodeFamily(sandbox_options={"timeout_s": 20, "memory_mb": 256})
     try:
@@ -161,7 +161,7 @@ def test_contest_call_tests_are_capped_as_code_and_honest_big_arguments_load(tmp
     }
     (t,) = load_code_file(_write(tmp_path / "ok.jsonl", [ok]), "livecodebench")
     assert len(t.meta["tests"][0]) > 1_000_000
-    with pytest.raises(ValueError, match=r"bad.jsonl: row 0: tests holds [\d,]+ tokens .*524,288"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: tests holds [\d,]+ tokens .*524,288"):
         load_code_file(_write(tmp_path / "bad.jsonl", [bad]), "livecodebench")
 
 
@@ -226,10 +226,10 @@ def test_a_rows_test_fields_share_one_inflation_cap(tmp_path, monkeypatch):
     }  # fmt: skip
     for kind, two in rows.items():
         path = _write(tmp_path / f"{kind}.jsonl", two)
-        msg = rf"{kind}.jsonl: row 1: private_test_cases inflates past 100,000 bytes .*MAX_INFL"
+        msg = rf"{kind}.jsonl:2: private_test_cases inflates past 100,000 bytes .*MAX_INFL"
         with pytest.raises(ValueError, match=msg):
             load_code_file(path, "livecodebench")
-        with pytest.raises(ValueError, match=rf"{kind}.jsonl: row 1: "):
+        with pytest.raises(ValueError, match=rf"{kind}.jsonl:2: "):
             load_code_dataset(f"file:{path}", split=WHOLE)
         assert len(load_code_file(_write(tmp_path / "one.jsonl", two[:1]))) == 1
     io = {"input": ["5" * 30_000] * 1, "output": ["5"]}
@@ -239,7 +239,7 @@ def test_a_rows_test_fields_share_one_inflation_cap(tmp_path, monkeypatch):
     cc_path = _write(
         tmp_path / "cc.jsonl", [{**cc, "private_tests": json.dumps(io | {"input": ["5" * 80_000]})}]
     )
-    with pytest.raises(ValueError, match=r"cc.jsonl: row 0: private_tests inflates past 100,000"):
+    with pytest.raises(ValueError, match=r"cc.jsonl:1: private_tests inflates past 100,000"):
         load_code_file(cc_path, "codecontests")
 
 
@@ -252,7 +252,7 @@ def test_a_compressed_field_past_the_default_cap_stops_inflating(tmp_path):
     field = base64.b64encode(b"".join(parts)).decode()
     assert len(field) < 1 << 20
     path = _write(tmp_path / "bomb.jsonl", [_lcb(json.dumps(_cases(1, 3)), field)])
-    msg = r"bomb.jsonl: row 0: private_test_cases inflates past 67,108,864 bytes"
+    msg = r"bomb.jsonl:1: private_test_cases inflates past 67,108,864 bytes"
     with pytest.raises(ValueError, match=msg):
         load_code_file(path, "livecodebench")
 
@@ -268,7 +268,7 @@ def test_json_values_are_counted_before_they_are_built(tmp_path, monkeypatch):
     for name, blob in {"lists": "[" + "[]," * 20_000 + "[]]", "objects": "[" + '{"a":1},' * 6_000 + "{}]"}.items():  # fmt: skip
         for field in (blob, base64.b64encode(zlib.compress(blob.encode())).decode()):
             path = _write(tmp_path / f"{name}.jsonl", [ok, _lcb("[]", field)])
-            msg = rf"{name}.jsonl: row 1: private_test_cases holds over 10,000 JSON values .*MAX_TEST_VALUES"
+            msg = rf"{name}.jsonl:2: private_test_cases holds over 10,000 JSON values .*MAX_TEST_VALUES"
             with pytest.raises(ValueError, match=msg):
                 load_code_file(path, "livecodebench")
 
@@ -280,7 +280,7 @@ def test_what_a_files_rows_keep_once_inflated_is_capped_like_a_plain_file(tmp_pa
     rows = [_lcb("[]", _compress(_cases(1, 15_000)), f"q{i}") for i in range(6)]
     path = _write(tmp_path / "many.jsonl", rows)
     assert path.stat().st_size < 10_000
-    msg = r"many.jsonl: row 3: the file's tests reach [\d,]+ characters once decoded, past the limit of 100,000"
+    msg = r"many.jsonl:4: the file's tests reach [\d,]+ characters once decoded, past the limit of 100,000"
     with pytest.raises(ValueError, match=msg):
         load_code_file(path, "livecodebench")
     assert len(load_code_file(_write(tmp_path / "three.jsonl", rows[:3]), "livecodebench")) == 3
@@ -362,7 +362,7 @@ def test_parquet_rows_get_the_same_row_checks(tmp_path, monkeypatch, pq):
             {**MBPP, "test_list": ["assert f(1) == 2", SHAPES["names"]]}]  # fmt: skip
     path = _parquet(pq, tmp_path / "code.parquet", rows)
     with pytest.raises(
-        ValueError, match=r"code.parquet: row 1: test_list .* holds [\d,]+ tokens .*1,500"
+        ValueError, match=r"code.parquet row 2: test_list .* holds [\d,]+ tokens .*1,500"
     ):
         load_code_file(path)
     assert len(load_code_file(_parquet(pq, tmp_path / "ok.parquet", rows[:1]))) == 1

@@ -177,10 +177,34 @@ def _changes(was: dict, got: dict, what: str, absent: str) -> list[str]:
     return out
 
 
+def build_record_gap(recorded: Any, now: dict) -> str | None:
+    """Why a checkpoint's ``base_model`` record cannot say which build it was written on,
+    else None: missing or not a weights identity (a dict of per-file ``sizes``), or holding
+    sizes only where this session's build is hashed (a digest taken out: the record is
+    written with sha256 whenever the build is under the hash limit)."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("sizes"), dict):
+        return "records no identity of the model build it was written on"
+    digests = recorded.get("sha256")
+    if digests is not None and not isinstance(digests, dict):
+        return "records a build identity whose digests are not a file -> sha256 map"
+    if digests is None and isinstance(now.get("sha256"), dict) and recorded["sizes"]:
+        return "records only the sizes of the build's files, not their digests"
+    return None
+
+
 def check_resume(state: dict, base_model: dict, data: dict, where: Path | str) -> list[str]:
     """A checkpoint's recorded inputs against this session's: a changed model build or data
-    file is a ValueError naming each file and both digests. Returns the warnings for what
-    could not be checked (a checkpoint from before data digests were recorded)."""
+    file is a ValueError naming each file and both digests; so is a checkpoint whose build
+    identity is missing or cut down (removed by hand, or written before it was recorded): it
+    could continue on any build, silently. Returns the warnings for what could not be
+    checked (a checkpoint from before data digests were recorded)."""
+    gap = build_record_gap(state.get("base_model"), base_model)
+    if gap:
+        raise ValueError(
+            f"{where} {gap} (its 'base_model' record is missing, edited or from an older "
+            f"version): a resume cannot check that it continues on the weights it started "
+            f"from ({base_model.get('path')} now); {RESTART}"
+        )
     changed = [f"base weights {x}" for x in weights_changes(state.get("base_model"), base_model)]
     if changed:
         raise ValueError(

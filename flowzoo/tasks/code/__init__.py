@@ -21,6 +21,7 @@ from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
 from flowzoo.sandbox.forksafe import ForkLock
 from flowzoo.tasks.base import Task, Verdict
 from flowzoo.tasks.code import judge
+from flowzoo.tasks.code.contests import ROW_MAX_CASE_S
 from flowzoo.tasks.code.data import (
     function_tasks,
     humaneval_task,
@@ -139,8 +140,29 @@ def is_stdio(task: Task) -> bool:
     return task.meta.get("format") == "stdio"
 
 
-#: the longest any verifier time limit may be (seconds)
+#: the longest any verifier time limit may be (seconds), as the user's own config sets it
 MAX_LIMIT_S = 3600.0
+#: the most seconds data may ask the judge to wait: a task's own per-case ``time_limit`` (a
+#: CodeContests row's) is capped at ``case_timeout_s`` here, and a data row's options may set
+#: no timeout past its entry (a row is data: it must never hold a verdict for an hour, which
+#: the user's own ``MAX_LIMIT_S`` allows); the user's config sets longer ones
+ROW_LIMITS_S = {"test_timeout_s": 10.0, "case_timeout_s": ROW_MAX_CASE_S, "time_budget_s": 60.0}
+
+
+def check_row_limits(options: Any, where: str) -> None:
+    """A ValueError naming the row (``where``) when its options set a timeout of the code
+    family past :data:`ROW_LIMITS_S` (values of other types are checked where the env is
+    made)."""
+    if not hasattr(options, "items"):
+        return
+    for name, cap in ROW_LIMITS_S.items():
+        v = options.get(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not v <= cap:
+            raise ValueError(
+                f"{where}: a data row may set {name} to at most {cap:g} s, got {v!r}; a "
+                "longer limit is set by your own config (make_env's arguments, "
+                "TrainConfig.env_options), never by a row"
+            )
 
 
 #: the longest program :func:`guards_first` parses (a completion's budget is far below it)
@@ -252,12 +274,20 @@ class CodeFamily:
         ep, pc = task.meta.get("entry_point", ""), task.meta.get("prompt_code", "")
         return extract_program(text, ep, pc)
 
+    def _case_limit(self, task: Task) -> float:
+        """Seconds per stdin/stdout case: the task's own ``time_limit`` (data: capped at
+        :data:`ROW_LIMITS_S`), else the family's ``case_timeout_s``."""
+        own = task.meta.get("time_limit")
+        if not own:
+            return self.case_timeout_s
+        return min(float(own), ROW_LIMITS_S["case_timeout_s"])
+
     def _run(self, task: Task, program: str) -> JudgeRun | StdioRun:
         if is_stdio(task):
             return StdioRun(
                 tuple(task.meta["tests"]),
                 program,
-                case_timeout_s=float(task.meta.get("time_limit") or self.case_timeout_s),
+                case_timeout_s=self._case_limit(task),
                 time_budget_s=self.time_budget_s,
                 early_stop=self.early_stop,
                 float_tol=task.meta.get("float_tol"),

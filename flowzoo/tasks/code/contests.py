@@ -46,6 +46,9 @@ MAX_CASES = 5_000
 MAX_TEST_CHARS = 32 << 20
 #: a row's time limit must be a finite number of seconds in (0, MAX_TIME_LIMIT_S]
 MAX_TIME_LIMIT_S = 60.0
+#: and the judge waits at most this per case, whatever the row asks (the code family's
+#: ``ROW_LIMITS_S["case_timeout_s"]``: a data file never holds a verdict for long)
+ROW_MAX_CASE_S = 10.0
 #: pickle opcodes a test field may use: framing, memo and one string/bytes value
 _SAFE_OPS = {
     "PROTO",
@@ -352,13 +355,16 @@ def codecontests_task(row: dict, source: str = "codecontests", generated: bool =
             secs = float(limit["seconds"]) + float(limit.get("nanos", 0)) / 1e9
         except (TypeError, ValueError):
             secs = math.nan
-        task.meta["time_limit"] = time_limit(secs, source)
+        secs = time_limit(secs, source)
+        task.meta["time_limit"] = min(secs, ROW_MAX_CASE_S)
+        if secs > ROW_MAX_CASE_S:  # what the row asked, kept to be seen
+            task.meta["time_limit_asked"] = secs
     return task
 
 
 def time_limit(secs: float, source: str) -> float:
     """A row's time limit, or ValueError: negative, zero, NaN or huge limits would make a task
-    unsolvable (or a verdict unbounded)."""
+    unsolvable (or a verdict unbounded). The judge waits at most :data:`ROW_MAX_CASE_S`."""
     if not (math.isfinite(secs) and 0 < secs <= MAX_TIME_LIMIT_S):
         raise ValueError(f"{source}: time limit must be in (0, {MAX_TIME_LIMIT_S:g}] s, got {secs}")
     return secs

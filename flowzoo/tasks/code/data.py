@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from flowzoo.tasks import files
@@ -39,9 +39,12 @@ from flowzoo.tasks.files import (
     check_rows,
     code_key,
     file_split,
+    read_located,
     read_parquet,
     read_rows,
+    row_place,
     saved_dataset,
+    text_field,
 )
 
 Template = Callable[[random.Random], tuple[str, str, str, list[str]]]
@@ -388,12 +391,15 @@ def mbpp_task(row: dict, source: str = "mbpp") -> Task:
 STYLES = ("auto", "humaneval", "mbpp", "livecodebench", "deepcoder", "apps", "taco", "codecontests")
 
 
-def _open_rows(path: str | os.PathLike) -> list[dict]:
-    """Rows of a local JSONL(.gz), JSON (a list of rows) or parquet file."""
+def _open_rows(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
+    """Rows of a local JSONL(.gz), JSON (a list of rows) or parquet file, and where each is
+    (``:7``, a line; `` row 3``, a row; counted from 1)."""
     p = Path(path)
     if p.suffix == ".parquet":
-        return read_parquet(p)
-    return read_rows(p, numbers="value")
+        rows = read_parquet(p)
+        return rows, [row_place(i) for i in range(len(rows))]
+    located = read_located(p, numbers="value")
+    return [r for _, r in located], [w for w, _ in located]
 
 
 def kept_chars(task: Task) -> int:
@@ -403,10 +409,23 @@ def kept_chars(task: Task) -> int:
     return cases + len(m.get("setup") or "") + len(m.get("harness") or "")
 
 
-def convert_rows(rows, style: str, source: str) -> list[Task]:
+#: the field that holds a code row's statement, by format: text, or the row is refused
+STATEMENT_FIELD = {
+    "livecodebench": "question_content",
+    "deepcoder": "problem",
+    "apps": "question",
+    "taco": "question",
+    "codecontests": "description",
+    "humaneval": "prompt",
+    "mbpp": "text",
+}
+
+
+def convert_rows(rows, style: str, source: str, where: Sequence[str] | None = None) -> list[Task]:
     """Rows of one format (``auto``: told apart by their fields) -> tasks; a bad row is a
-    ValueError naming the file and the row. What the tasks keep, with compressed test fields
-    inflated, is capped like a plain file (:data:`flowzoo.tasks.files.MAX_FILE_BYTES`)."""
+    ValueError naming the file and the row (``where``: each row's place, ``:7`` or `` row 3``;
+    default its place from 1). What the tasks keep, with compressed test fields inflated, is
+    capped like a plain file (:data:`flowzoo.tasks.files.MAX_FILE_BYTES`)."""
     from flowzoo.tasks.code.contests import CONVERTERS, detect_style
 
     if style not in STYLES:
@@ -415,26 +434,27 @@ def convert_rows(rows, style: str, source: str) -> list[Task]:
     out = []
     kept = 0
     for i, row in enumerate(rows):
+        at = f"{source}{where[i] if where is not None else row_place(i)}"
         if not isinstance(row, dict):
-            raise ValueError(
-                f"{source}: row {i}: expected an object of fields, got {type(row).__name__}"
-            )
+            raise ValueError(f"{at}: expected an object of fields, got {type(row).__name__}")
         row = dict(row)
         try:
-            out.append(convs[detect_style(row) if style == "auto" else style](row, source))
+            kind = detect_style(row) if style == "auto" else style
+            text_field(row, (STATEMENT_FIELD[kind],), at)  # a statement that is not text
+            out.append(convs[kind](row, source))
         except ValueError as e:
+            if str(e).startswith(at):  # already naming the row
+                raise
             why = str(e).removeprefix(f"{source}: ")
-            raise ValueError(f"{source}: row {i}: {why}") from None
+            raise ValueError(f"{at}: {why}") from None
         except (TypeError, AttributeError, KeyError, IndexError, RecursionError, MemoryError) as e:
             # a field of the wrong shape deep in a row, code past the parser's stack (a
             # MemoryError from CPython's parser): still the row's error, named
-            raise ValueError(
-                f"{source}: row {i}: malformed ({type(e).__name__}: {e})"[:300]
-            ) from None
+            raise ValueError(f"{at}: malformed ({type(e).__name__}: {e})"[:300]) from None
         kept += kept_chars(out[-1])
         if kept > files.MAX_FILE_BYTES:
             raise ValueError(
-                f"{source}: row {i}: the file's tests reach {kept:,} characters once decoded, "
+                f"{at}: the file's tests reach {kept:,} characters once decoded, "
                 f"past the limit of {files.MAX_FILE_BYTES:,} (what a plain file may hold); "
                 "split it into smaller files, or raise flowzoo.tasks.files.MAX_FILE_BYTES"
             )
@@ -443,7 +463,8 @@ def convert_rows(rows, style: str, source: str) -> list[Task]:
 
 def load_code_file(path: str | os.PathLike, style: str = "auto") -> TaskSet:
     """A local task file (JSONL, .jsonl.gz, JSON or parquet) of rows in one of ``STYLES``."""
-    return TaskSet(convert_rows(_open_rows(path), style, str(path)), name=str(path))
+    rows, where = _open_rows(path)
+    return TaskSet(convert_rows(rows, style, str(path), where), name=str(path))
 
 
 def humaneval_path() -> Path:
@@ -484,7 +505,7 @@ def _load_hf_code(arg: str, split: str) -> TaskSet:
         )
     ds, own = saved_dataset(arg, split)
     check_rows(p, len(ds))
-    return file_split(convert_rows(ds, "auto", arg), WHOLE if own else split, code_key, arg)
+    return file_split(convert_rows(ds, "auto", arg), split, code_key, arg, own=own)
 
 
 def load_code_dataset(spec: str, split: str = "train", n: int = 200, seed: int = 0) -> TaskSet:

@@ -130,7 +130,7 @@ class JudgeRun(RunRecord):
     def _replay_job(self) -> Job:
         # module globals read at call time: a test shortens the limit
         main, files = replay_worker.request(
-            self.spec.source, self.known, REPLAY_CALLS, REPLAY_LIMIT_S
+            self.spec.source, self.known, REPLAY_CALLS, REPLAY_LIMIT_S, spec=self.spec
         )
         return Job(main, files=files, timeout_s=REPLAY_LIMIT_S + replay_worker.GRACE_S)
 

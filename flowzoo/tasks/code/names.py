@@ -35,7 +35,9 @@ MAX_CODE_TOKENS = 1 << 19
 #: judge holds every test's tree at once. The largest shipped row holds 1,221 (HumanEval/129)
 MAX_ROW_CODE_TOKENS = 1 << 21
 #: one token, or more: a word (name, number, keyword) or any other non-space character
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+#: (compiled on first use, by ``re``'s cache: a replay's run loads this module and never
+#: counts tokens)
+_TOKEN = r"\w+|[^\w\s]"
 #: what CPython's parser and compiler raise, besides SyntaxError, on code past their limits:
 #: nesting past the parser's own stack (MemoryError, e.g. ``"-" * 100_000``), past the
 #: recursion limit (RecursionError, also from walking or compiling a deep tree), null bytes
@@ -65,7 +67,7 @@ def code_tokens(src: str) -> int:
     """At least the number of tokens Python's tokenizer makes of ``src`` (an over-count: every
     punctuation character and line counts one, words inside strings too), without building
     any of them: what parsing ``src`` costs in memory is proportional to it."""
-    return _TOKEN.subn("", src)[1] + src.count("\n")
+    return re.subn(_TOKEN, "", src)[1] + src.count("\n")
 
 
 def check_code_size(src: str, what: str) -> int:

@@ -249,7 +249,9 @@ def replay(
 class _Deadline:
     """Bounds one replay pass of the row's test code even where it never calls the
     candidate, e.g. an endless loop in a dataset's test: past the limit the replaying thread
-    gets an asynchronous :class:`JudgeLimit`; a pending one is cleared on exit."""
+    gets an asynchronous :class:`JudgeLimit`; a pending one is cleared on exit. The waiting
+    is a bare thread on a lock (``threading.Timer`` made the replay wait for it to start: a
+    scheduler turn in every replay's run)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -263,16 +265,22 @@ class _Deadline:
                 self.expired = True
                 _async_raise(self._tid, JudgeLimit)
 
+    def _wait(self, gate: Any) -> None:
+        if not gate.acquire(timeout=self.seconds):
+            self._fire()
+
     def __enter__(self) -> _Deadline:
+        import _thread
+
         self._tid = threading.get_ident()
         self._active = True
-        self._timer = threading.Timer(self.seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._gate = _thread.allocate_lock()
+        self._gate.acquire()
+        _thread.start_new_thread(self._wait, (self._gate,))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        self._gate.release()  # the waiter wakes and goes
         with self._lock:
             self._active = False
             if self.expired:
@@ -313,26 +321,32 @@ def _run(code, ns: dict, session: _Session, case: bool = False) -> CaseResult | 
 _SHIPPED = ("wire", "names", "testcode", "replay_worker")
 #: the replay run's program: it loads the shipped modules from their code, compiled by the
 #: judge for this very interpreter build (compiling them in every run cost more than the
-#: replay), or from their source where the sandbox runs another Python (a Docker image)
+#: replay), or from their source where the sandbox runs another Python (a Docker image);
+#: both travel zlib-compressed in ``compiled.json``
 MAIN_SOURCE = """\
-import base64, json, marshal, sys, types
+import base64, json, marshal, sys, types, zlib
 
-with open("compiled.json", encoding="ascii") as _f:
-    _b = json.load(_f)
-if _b["python"] == sys.version and _b["marshal"] == marshal.version:
-    for _name in ["flowzoo", "flowzoo.tasks", "flowzoo.tasks.code"] + _b["order"]:
-        _m = sys.modules[_name] = types.ModuleType(_name)
-        _parent, _, _leaf = _name.rpartition(".")
-        if _parent:
-            setattr(sys.modules[_parent], _leaf, _m)
-        if _name in _b["code"]:
-            _m.__file__ = _name.replace(".", "/") + ".py"
-            exec(marshal.loads(base64.b64decode(_b["code"][_name])), _m.__dict__)
+with open("compiled.json", "rb") as _f:
+    _b = json.loads(_f.read())
+_fast = _b["python"] == sys.version and _b["marshal"] == marshal.version
+for _name in ["flowzoo", "flowzoo.tasks", "flowzoo.tasks.code"] + _b["order"]:
+    _m = sys.modules[_name] = types.ModuleType(_name)
+    _parent, _, _leaf = _name.rpartition(".")
+    if _parent:
+        setattr(sys.modules[_parent], _leaf, _m)
+    if _name in _b["code"]:
+        _m.__file__ = _name.replace(".", "/") + ".py"
+        _raw = zlib.decompress(base64.b64decode(_b["code" if _fast else "source"][_name]))
+        if _fast:
+            _c = marshal.loads(_raw)
         else:
-            _m.__path__ = []
+            _c = compile(_raw, _m.__file__, "exec", dont_inherit=True)
+        exec(_c, _m.__dict__)
+    else:
+        _m.__path__ = []
 from flowzoo.tasks.code.replay_worker import main
 
-main()
+main(_fast)
 """
 #: what a reply may hold once decompressed, checked before any of it is built: bytes and
 #: JSON values, a base plus so much per character of the row's test source (its literal
@@ -355,31 +369,98 @@ _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
+def _pack(data: bytes) -> str:
+    return base64.b64encode(zlib.compress(data, 6)).decode("ascii")
+
+
 @functools.lru_cache(maxsize=1)
 def _package_files() -> dict[str, str]:
-    """The shipped modules' source (and empty package files), and their compiled code."""
+    """The shipped modules, compressed (a replay's request is copied several times on its
+    way into the run): their compiled code, and their source for another Python."""
     import marshal
     import sys
     from pathlib import Path  # the judge's side only: the replay's run never imports it
 
     here = Path(__file__).parent
-    files = {f"flowzoo/{p}__init__.py": "" for p in ("", "tasks/", "tasks/code/")}
-    code = {}
+    code, source = {}, {}
     for m in _SHIPPED:
         path = f"flowzoo/tasks/code/{m}.py"
-        files[path] = (here / f"{m}.py").read_text(encoding="utf-8")
-        compiled = compile(files[path], path, "exec", dont_inherit=True)
-        code[f"flowzoo.tasks.code.{m}"] = base64.b64encode(marshal.dumps(compiled)).decode()
+        text = (here / f"{m}.py").read_text(encoding="utf-8")
+        compiled = compile(text, path, "exec", dont_inherit=True)
+        code[f"flowzoo.tasks.code.{m}"] = _pack(marshal.dumps(compiled))
+        source[f"flowzoo.tasks.code.{m}"] = _pack(text.encode("utf-8"))
     order = [f"flowzoo.tasks.code.{m}" for m in _SHIPPED]
-    bundle = {"python": sys.version, "marshal": marshal.version, "order": order, "code": code}
-    files["compiled.json"] = json.dumps(bundle)
-    return files
+    bundle = {
+        "python": sys.version,
+        "marshal": marshal.version,
+        "order": order,
+        "code": code,
+        "source": source,
+    }
+    return {"compiled.json": json.dumps(bundle)}
+
+
+#: compiled specs kept by :func:`compiled_spec`: at most so many, and so many bytes
+SPEC_CACHE_ENTRIES = 512
+SPEC_CACHE_BYTES = 32 << 20
+_SPECS: dict[tuple, str] = {}
+_SPECS_BYTES = [0]
+_SPECS_LOCK = threading.Lock()
+
+
+def _renew_specs_lock() -> None:
+    """A forked child gets the lock free (a thread holding it at the fork is not in it)."""
+    global _SPECS_LOCK
+    _SPECS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_specs_lock)
+
+
+def compiled_spec(spec: JudgeSpec) -> str | None:
+    """``spec``'s compiled test code as the replay's run loads it (base64 of ``marshal``):
+    made once per task by the judge, which compiled it anyway, instead of in every replay,
+    where parsing, checking and compiling the row's code cost more than the replay itself.
+    The run uses it only where its Python is this build (else it compiles the source), and
+    it is the judge's own compilation of the row's source: nothing the row chose but its
+    code. None where it cannot be marshalled."""
+    key = spec.source
+    with _SPECS_LOCK:
+        got = _SPECS.get(key)
+    if got is not None:
+        return got
+    import marshal
+
+    try:
+        raw = marshal.dumps(
+            (spec.remote, spec.modules, spec.prompt, spec.setup, spec.cases, spec.n_cases)
+        )
+    except ValueError:
+        return None
+    text = base64.b64encode(raw).decode("ascii")
+    cost = len(text) + sum(map(len, key[:3])) + sum(len(t) for t in key[3])
+    if cost <= SPEC_CACHE_BYTES // 8:
+        with _SPECS_LOCK:
+            if key not in _SPECS:
+                _SPECS[key] = text
+                _SPECS_BYTES[0] += cost
+            while len(_SPECS) > SPEC_CACHE_ENTRIES or _SPECS_BYTES[0] > SPEC_CACHE_BYTES:
+                k, v = next(iter(_SPECS.items()))
+                del _SPECS[k]
+                _SPECS_BYTES[0] -= len(v) + sum(map(len, k[:3])) + sum(len(t) for t in k[3])
+    return text
 
 
 def request(
-    source: tuple, known: dict[str, list[Outcome]], max_calls: int, time_limit_s: float
+    source: tuple,
+    known: dict[str, list[Outcome]],
+    max_calls: int,
+    time_limit_s: float,
+    spec: JudgeSpec | None = None,
 ) -> tuple[str, dict[str, str]]:
-    """One replay as a sandbox program: its main source and files (see the module doc)."""
+    """One replay as a sandbox program: its main source and files (see the module doc);
+    with ``spec`` (``source`` compiled by the judge) the run loads its code instead of
+    compiling the source again."""
     entry, prompt, setup, tests = source
     req = {
         "source": [entry, prompt, setup, list(tests)],
@@ -390,6 +471,9 @@ def request(
         "max_calls": int(max_calls),
         "time_limit_s": float(time_limit_s),
     }
+    compiled = compiled_spec(spec) if spec is not None and spec.source == source else None
+    if compiled is not None:
+        req["spec"] = compiled
     return MAIN_SOURCE, {**_package_files(), "replay.json": json.dumps(req)}
 
 
@@ -493,10 +577,10 @@ def read_reply(stdout: str, n_cases: int, max_calls: int, source: tuple = ()) ->
         return None
 
 
-def main() -> None:
-    """Inside the replay's run: one replay of ``replay.json``, its reply on the channel."""
-    from flowzoo.tasks.code.testcode import judge_spec
-
+def main(compiled: bool = False) -> None:
+    """Inside the replay's run: one replay of ``replay.json``, its reply on the channel;
+    ``compiled``: this run's Python is the judge's build, so the test code the judge compiled
+    (``spec``) is loaded, not compiled again."""
     with open("replay.json", encoding="utf-8") as f:
         req = json.load(f)
     # the reply gets its own copy of stdout; anything the test code prints goes to stderr
@@ -507,7 +591,15 @@ def main() -> None:
         for k, outs in req["known"].items()
     }
     entry, prompt, setup, tests = req["source"]
-    spec = judge_spec(entry, prompt, setup, tuple(tests))
+    if compiled and "spec" in req:
+        import marshal
+
+        code = marshal.loads(base64.b64decode(req["spec"]))
+        spec = JudgeSpec(*code, source=(entry, prompt, setup, tuple(tests)))
+    else:
+        from flowzoo.tasks.code.testcode import judge_spec
+
+        spec = judge_spec(entry, prompt, setup, tuple(tests))
     cases, session = replay(spec, known, req["max_calls"], req["time_limit_s"])
     reply = {
         "cases": [None if c is None else [c.passed, c.value, c.error] for c in cases],

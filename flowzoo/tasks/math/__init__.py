@@ -17,7 +17,8 @@ from flowzoo.tasks.math.data import (
     reasoning_gym_tasks,
     solve_steps,
 )
-from flowzoo.tasks.math.extract import extract_answer, normalize, to_number
+from flowzoo.tasks.math.extract import extract_answer, read_answer
+from flowzoo.tasks.math.normal import normalize, to_number
 from flowzoo.tasks.math.verify import check, is_equivalent
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "load_math_dataset",
     "load_math_file",
     "normalize",
+    "read_answer",
     "reasoning_gym_tasks",
 ]
 
@@ -45,7 +47,12 @@ class MathFamily:
         return extract_answer(text)
 
     def score(self, task: Task, text: str) -> Verdict:
-        return check(task.answer, extract_answer(text))
+        """The completion's final answer checked against the gold, the problem's words
+        allowed as its unit; a hedge, an unclosed box or an unreadable answer say so."""
+        answer, why = read_answer(text)
+        if answer is None:
+            return Verdict(0.0, False, None, why)
+        return check(task.answer, answer, question=task.question)
 
     def score_many(self, task: Task, texts: Sequence[str]) -> list[Verdict]:
         return [self.score(task, t) for t in texts]

@@ -32,9 +32,11 @@ from flowzoo.tasks.files import (
     check_size,
     file_split,
     math_key,
+    read_located,
     read_parquet,
-    read_rows,
+    row_place,
     saved_dataset,
+    text_field,
 )
 from flowzoo.tasks.math.extract import extract_answer, find_boxed
 
@@ -209,30 +211,33 @@ def arithmetic_tasks(
 # ------------------------------------------------------------------------------ loaders
 
 
-def _read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Rows of a JSONL(.gz)/JSON file with every number kept as written (a gold is exact)."""
-    return read_rows(path, numbers="text")
+def _read_jsonl(path: str | os.PathLike) -> list[tuple[str, dict]]:
+    """Rows of a JSONL(.gz)/JSON file with every number kept as written (a gold is exact),
+    each with where it is (``:7``, a line; `` row 3``, a JSON list's row; from 1)."""
+    return read_located(path, numbers="text")
 
 
-def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
+def _task_from_row(row: dict, where: str, source: str, style: str) -> Task:
+    """One row as a task; ``where``: the row's place in ``source`` (:func:`read_located`)."""
+    at = f"{source}{where}"
     if not isinstance(row, dict):
         raise ValueError(
-            f"{source} row {i}: expected an object of fields, got {type(row).__name__}; "
+            f"{at}: expected an object of fields, got {type(row).__name__}; "
             "every row is one {...} object"
         )
     bad = [k for k in ("answer", "solution", "id") if k in row and not _scalar(row[k])]
     if bad:
         raise ValueError(
-            f"{source} row {i}: field {bad[0]!r} must be text or a number, got "
+            f"{at}: field {bad[0]!r} must be text or a number, got "
             f"{type(row[bad[0]]).__name__}; fix the row or remove it"
         )
-    q = row.get("question") or row.get("problem") or row.get("prompt")
-    if not isinstance(q, str) or not q.strip():
+    q = text_field(row, ("question", "problem", "prompt"), at)
+    if q is None:
         raise ValueError(
-            f"{source} row {i}: field 'question' (or 'problem'/'prompt') is missing or not "
-            "text; every row needs the problem's text"
+            f"{at}: field 'question' (or 'problem'/'prompt') is missing or empty; every row "
+            "needs the problem's text"
         )
-    check_statement(q, f"{source} row {i}")
+    check_statement(q, at)
     if style == "gsm8k":
         raw = str(row.get("answer", ""))
         ans = (
@@ -247,7 +252,7 @@ def _task_from_row(row: dict, i: int, source: str, style: str) -> Task:
         ans = None if ans is None else str(ans)
     if ans is None or not str(ans).strip():
         raise ValueError(
-            f"{source} row {i}: field 'answer' holds no gold answer ({style} style); give "
+            f"{at}: field 'answer' holds no gold answer ({style} style); give "
             "one, or name the file's style (gsm8k:PATH, math:PATH, hf:STYLE:PATH)"
         )
     tid = str(row.get("id") or row.get("unique_id") or f"{style}-{stable_hash(q) % 10**10:010d}")
@@ -282,9 +287,7 @@ def load_math_file(path: str | os.PathLike, style: str = "jsonl") -> TaskSet:
     if style not in MATH_STYLES:
         raise ValueError(f"unknown math file style {style!r}; valid: jsonl, gsm8k, math")
     rows = _read_jsonl(path)
-    return TaskSet(
-        [_task_from_row(r, i, str(path), style) for i, r in enumerate(rows)], name=str(path)
-    )
+    return TaskSet([_task_from_row(r, w, str(path), style) for w, r in rows], name=str(path))
 
 
 def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "auto") -> TaskSet:
@@ -299,9 +302,9 @@ def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "a
     if style not in (*MATH_STYLES, "auto"):
         raise ValueError(f"unknown hf style {style!r}; valid: auto, {', '.join(MATH_STYLES)}")
     if p.is_file() and p.name.endswith((".jsonl", ".json", ".gz")):  # numbers kept exact
-        rows = _read_jsonl(p)
-        style = detect_math_style(rows) if style == "auto" else style
-        tasks = [_task_from_row(r, i, str(p), style) for i, r in enumerate(rows)]
+        located = _read_jsonl(p)
+        style = detect_math_style([r for _, r in located]) if style == "auto" else style
+        tasks = [_task_from_row(r, w, str(p), style) for w, r in located]
         return file_split(tasks, split, math_key, str(p))
     own = False  # whether the dataset itself holds the asked split
     if p.is_file() and p.suffix == ".parquet":  # read with its caps (size, rows, decoded bytes)
@@ -321,8 +324,8 @@ def load_hf_local(path: str | os.PathLike, split: str = "train", style: str = "a
     check_rows(p, len(ds))
     rows = [dict(r) for r in ds]
     style = detect_math_style(rows) if style == "auto" else style
-    tasks = [_task_from_row(r, i, str(p), style) for i, r in enumerate(rows)]
-    return file_split(tasks, WHOLE if own else split, math_key, str(p))
+    tasks = [_task_from_row(r, row_place(i), str(p), style) for i, r in enumerate(rows)]
+    return file_split(tasks, split, math_key, str(p), own=own)
 
 
 def reasoning_gym_tasks(name: str, n: int = 200, split: str = "train", seed: int = 0) -> TaskSet:

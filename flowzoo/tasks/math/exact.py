@@ -17,7 +17,7 @@ import math
 import re
 from fractions import Fraction
 
-from flowzoo.tasks.math.extract import compact, squeeze
+from flowzoo.tasks.math.normal import compact, squeeze
 from flowzoo.tasks.math.poly import Cursor, polynomial
 
 #: longer strings are not tried here (the symbolic check takes them)

@@ -1,16 +1,37 @@
-"""Pull the final answer out of a completion and normalise it for comparison.
+"""Pull the final answer out of a completion: the final box (with what stands beside it on its
+line), ``####``, an answer line, or a last number, and whether that answer is a hedge.
 
-Pure string work (no sympy): it runs on every completion of every rollout, so it is
-written to be fast and to accept anything, including huge or non-ASCII text.
+Pure string work (no sympy): it runs on every completion of every rollout, so it is written
+to be fast and to accept anything, including huge or non-ASCII text. Normalising the answer
+for comparison is :mod:`normal`'s (re-exported here).
 """
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
+from itertools import pairwise
 
 from flowzoo.tasks.math import words as value_words
-from flowzoo.tasks.math.words import number_words
+from flowzoo.tasks.math.boxes import (  # noqa: F401  (re-exported: readers import them here)
+    BOX_RE,
+    DELIMS_RE,
+    box_span,
+    boxes,
+    find_boxed,
+    outside_boxes,
+    top_boxes,
+    wraps_box,
+)
+from flowzoo.tasks.math.normal import (  # noqa: F401  (re-exported)
+    compact,
+    decimal_key,
+    normalize,
+    squeeze,
+    to_number,
+)
+from flowzoo.tasks.math.units import KNOWN, PROSE, canonical, split_unit
+from flowzoo.tasks.math.words import number_words  # noqa: F401  (re-exported)
 
 #: Only the tail of a huge completion is searched for ``####``, ``Answer:`` and a last number:
 #: the final answer sits at the end, and regexes over megabytes of garbage would stall a rollout
@@ -18,6 +39,10 @@ MAX_SCAN_CHARS = 20_000
 #: Boxes are searched in the whole completion (a hedge hidden before the tail still counts), up
 #: to this size; a longer text is no completion (the envs cap an action at 8,192 characters)
 MAX_BOX_SCAN_CHARS = 4_000_000
+#: how much of a line on either side of the final answer is read for what stands beside it
+REGION_CHARS = 600
+#: the most final marks (``####`` lines, answer lines) compared with each other
+MAX_MARKS = 32
 
 #: a number as a completion writes it; an exponent stays attached (``6.02e23`` is one number)
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+(?![\w])|/\d+)?|[-+]?\.\d+"
@@ -29,112 +54,320 @@ _HASHES_RE = re.compile(r"####\s*([^\n]+)")
 _ANSWER_RE = re.compile(
     r"(?:final\s+answer|answer)\s*(?:is|:|=)?\s*[:=]?\s*([^\n]+)", re.IGNORECASE
 )
-
-
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-_BARE_BOX_RE = re.compile(r"\s+([^\s${}]+)")
-
-
-def boxes(text: str) -> tuple[list[str], bool]:
-    r"""Contents of every ``\boxed{...}`` / ``\fbox{...}`` (the whole balanced group), in
-    order, and whether every box was closed. Linear in the text: boxes are read from the last
-    to the first, and a box inside another is jumped over, never read again (a tower of 3,000
-    nested boxes once took 13 s)."""
-    found = list(_BOX_RE.finditer(text))
-    spans: list[tuple[int, str | None] | None] = [None] * len(found)
-    known: dict[int, int | None] = {}  # a box's group start -> its end (None: never closed)
-    for i in range(len(found) - 1, -1, -1):
-        spans[i] = _box_span(text, found[i], known)
-    out: list[str] = []
-    for span in spans:
-        if span is None:
-            return out, False
-        if span[1] is not None:
-            out.append(span[1])
-    return out, True
-
-
-def _box_span(
-    text: str, m: re.Match, known: dict[int, int | None] | None = None
-) -> tuple[int, str | None] | None:
-    """(end, content) of the box whose command ``m`` matched (content None: a bare command
-    with nothing to box); None when it is never closed. ``known``: the ends of the groups of
-    boxes after this one, jumped over (and this box's group end is added to it)."""
-    p = m.end()
-    while p < len(text) and text[p] in " \t":
-        p += 1
-    if p >= len(text) or text[p] != "{":
-        bare = _BARE_BOX_RE.match(text, m.end())  # `\boxed 5` (no braces) is legal LaTeX
-        return (bare.end(), bare.group(1)) if bare else (m.end(), None)
-    depth, start = 0, p
-    end: int | None = None
-    while p < len(text):
-        if known and p != start and p in known:  # an inner box's group: balanced, or never
-            jump = known[p]  # closed (then neither is this one)
-            if jump is None:
-                break
-            p = jump
-            continue
-        c = text[p]
-        if c == "\\":  # an escaped brace (`\{`) is no group
-            p += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                end = p + 1
-                break
-        p += 1
-    if known is not None:
-        known[start] = end
-    return None if end is None else (end, text[start + 1 : end - 1])
-
-
-def _outside_boxes(text: str) -> str:
-    """``text`` without its boxes (each whole, nested ones with it)."""
-    out, pos = [], 0
-    for m in _BOX_RE.finditer(text):
-        if m.start() < pos:
-            continue  # inside a box already taken out
-        span = _box_span(text, m)
-        out.append(text[pos : m.start()])
-        pos = len(text) if span is None else span[0]
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def find_boxed(text: str) -> list[str]:
-    r"""Contents of every closed ``\boxed{...}`` / ``\fbox{...}``, in order."""
-    return boxes(text)[0]
+#: the marks a completion states a final answer with, each to be compared with the others:
+#: ``####`` and a line that opens with "(The) (final) answer is" / "Answer:"
+_FINAL_MARK_RE = re.compile(
+    r"####[ \t]*([^\n]*)|^[ \t>*#_]*(?:the[ \t]+)?(?:final[ \t]+)?answer[ \t]*(?:is\b|:)"
+    r"[ \t*:=]*([^\n]*)",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def extract_answer(text: str | None) -> str | None:
-    r"""The final answer in a completion: the ``\boxed{}`` answer, else ``####``, else
-    ``Answer:``, else a last number that ends the completion (punctuation or a unit may follow). None when there is nothing answer-like, when two
-    boxes anywhere in the completion hold different answers (a hedge names no single answer;
-    the same answer boxed twice is one answer), and when a box is never closed (a truncated
-    answer is no answer). Never raises."""
+    """The final answer in a completion, None where it states none (see :func:`read_answer`)."""
+    return read_answer(text)[0]
+
+
+def read_answer(text: str | None) -> tuple[str | None, str]:
+    r"""(the final answer in a completion, why it has none: ``hedge``, ``unclosed``,
+    ``unreadable`` or ``no_answer``). The answer is the ``\boxed{}`` one, with what stands
+    beside the final box on its line and changes its value (``\boxed{5}^2``, ``\boxed{3}
+    thousand``, ``-\boxed{5}``, a unit); else ``####``'s, else an answer line's, else a last
+    number that ends the completion (punctuation, a unit or a value phrase may follow). A hedge
+    names no answer: boxes that disagree anywhere in the completion, final marks that disagree
+    (``#### 18`` and ``#### 19``, a box and an ``Answer:`` line), or different values joined
+    as alternatives where the answer stands (``$18$ or $19$``); the same answer marked twice
+    is one answer. A box never closed is a truncated answer: none. Never raises."""
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_BOX_SCAN_CHARS:
-        return None
+        return None, "no_answer"
     found, closed = boxes(text)
     if not closed:
-        return None
-    if any(b.strip() for b in found):
-        return _one_answer(found)
+        return None, "unclosed"
     tail = text[-MAX_SCAN_CHARS:]
-    hashes = _HASHES_RE.findall(tail)
-    if hashes and hashes[-1].strip():
-        return _trim_sentence(hashes[-1])
-    for m in reversed(list(_ANSWER_RE.finditer(tail))):
-        cand = _trim_sentence(m.group(1))
-        if cand:
-            return cand
+    if any(b.strip() for b in found):
+        ans, why = _boxed_answer(text, found)
+    else:
+        ans, why = _marked_answer(tail, lead=False)
+        if ans is None and not why:
+            ans, why = _last_number(tail)
+    if ans is not None and _marks_disagree(tail, ans):
+        return None, "hedge"
+    return ans, why
+
+
+def _marked_answer(text: str, lead: bool) -> tuple[str | None, str]:
+    """The answer the last ``####`` line states, else the last answer line (``lead``: only
+    one that opens ``text``); (None, "") without either."""
+    hashes = _HASHES_RE.findall(text)
+    if hashes and (lead or hashes[-1].strip()):
+        return _line_answer(hashes[-1])
+    if lead:
+        m = _LEAD_ANSWER_RE.match(text)
+        return _line_answer(m.group(1)) if m else (None, "")
+    for m in reversed(list(_ANSWER_RE.finditer(text))):
+        if _trim_sentence(m.group(1)):
+            return _line_answer(m.group(1))
+    return None, ""
+
+
+def _line_answer(line: str) -> tuple[str | None, str]:
+    """The answer an answer line states (its first math span, or the line), or a hedge when
+    the line joins different values as alternatives or lists delimited ones (``$18$ or $19$``,
+    ``**18**, **19**``)."""
+    if _joined(line[:REGION_CHARS], None, conj=True):
+        return None, "hedge"
+    ans = _trim_sentence(line)
+    return (ans, "") if ans else (None, "no_answer")
+
+
+def _last_number(tail: str) -> tuple[str | None, str]:
+    """The last number when it ends the completion (with its value phrase), a hedge when it
+    is joined to another value as an alternative (``18 or 19``)."""
     nums = list(_NUMBER_RE.finditer(tail))
-    if nums and _ANSWER_END_RE.fullmatch(tail[nums[-1].end() :]):
-        return _value_phrase(tail, nums[-1])
-    return None
+    if not nums or not _ANSWER_END_RE.fullmatch(tail[nums[-1].end() :]):
+        return None, "no_answer"
+    num = nums[-1]
+    lo = max(tail.rfind("\n", 0, num.start()) + 1, num.start() - REGION_CHARS)
+    if _joined(tail[lo:], num.start() - lo, conj=False):
+        return None, "hedge"
+    return _value_phrase(tail, num), ""
+
+
+# --------------------------------------------------------------- hedges: values joined
+
+
+#: a value an answer region may state: a box (its group read by :func:`box_span`), a math
+#: span, bold, a number, a number word
+_ATOM_RE = re.compile(
+    r"(?P<box>\\(?:boxed|fbox)(?![a-zA-Z]))"
+    r"|(?<!\\)\$\$?(?P<math>[^$\s](?:[^$\n]{0,398}?[^$\s\\])?)\$\$?"  # "$5 or $6": prices
+    r"|\\\((?P<paren>.{1,400}?)\\\)|\\\[(?P<brack>.{1,400}?)\\\]"
+    r"|\*\*(?P<bold>[^*\n]{1,400}?)\*\*|(?<![\w])__(?P<under>[^_\n]{1,400}?)__"
+    rf"|(?P<num>{_MIXED}|{_NUMBER})"
+    r"|(?<![A-Za-z])(?P<word>(?i:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven"
+    r"|twelve|twenty|thirty|forty|fifty|hundred))(?![A-Za-z])"
+)
+#: what joins two values as alternatives: "or" and its kin, after at most one word (a unit:
+#: ``18 dollars or 19``), before fillers and a variable's name (``x = 18 or x = 19``)
+_ALT_RE = re.compile(
+    r"[\s(,;$]*(?:[A-Za-z]+\s+)?(?:or|vs\.?|versus|and/or|maybe|perhaps|possibly)\b[\s:]*"
+    r"(?:(?:maybe|perhaps|possibly|probably|else|even|rather|alternatively|just|either|"
+    r"equivalently)\b[\s,]*)*(?:[A-Za-z]\s*=\s*)?\\?\$?",
+    re.IGNORECASE,
+)
+#: what lists two delimited values (``$18$, $19$``, ``**18** and **19**``, ``$18$/$19$``)
+_CONJ_RE = re.compile(r"\s*(?:,|;|/|&|,?\s*and)\s*", re.IGNORECASE)
+
+
+def _atoms(region: str) -> list[tuple[int, int, bool, str]]:
+    """(start, end, delimited, value text) of each value ``region`` states, in order."""
+    out: list[tuple[int, int, bool, str]] = []
+    pos = 0
+    while len(out) < 64:
+        m = _ATOM_RE.search(region, pos)
+        if m is None:
+            break
+        kind = m.lastgroup or ""
+        if kind == "box":
+            span = box_span(region, m)
+            if span is None:
+                break
+            end, value = span[0], span[1] or ""
+        else:
+            end, value = m.end(), m.group(kind)
+        out.append((m.start(), end, kind not in ("num", "word"), value))
+        pos = max(end, m.start() + 1)
+    return out
+
+
+def _joined(region: str, focus: int | None, conj: bool) -> bool:
+    """Whether ``region`` joins different values as alternatives (``18 or 19``, ``$18$ or
+    maybe $19$``) or, with ``conj``, lists different delimited ones (``$18$, $19$``); with
+    ``focus``, only a chain of joined values that holds that position counts."""
+    atoms = _atoms(region)
+    chain = atoms[:1]
+    for prev, cur in pairwise(atoms):
+        gap = region[prev[1] : cur[0]]
+        if _ALT_RE.fullmatch(gap) or (conj and prev[2] and cur[2] and _CONJ_RE.fullmatch(gap)):
+            chain.append(cur)
+            continue
+        if _differ(chain, focus):
+            return True
+        chain = [cur]
+    return _differ(chain, focus)
+
+
+def _differ(chain: list[tuple[int, int, bool, str]], focus: int | None) -> bool:
+    if len(chain) < 2 or (focus is not None and not any(a <= focus < b for a, b, *_ in chain)):
+        return False
+    return any(not same_answer(chain[0][3], c[3]) for c in chain[1:])
+
+
+def _marks_disagree(text: str, answer: str | None) -> bool:
+    """Whether the final marks of ``text`` (each ``####`` line, each line opening with an
+    answer, and ``answer``) state two different values; a mark that states no plain value
+    (prose, an expression) is not compared."""
+    found = list(_FINAL_MARK_RE.finditer(text))[-MAX_MARKS:]
+    marks = [m.group(1) if m.group(1) is not None else m.group(2) for m in found]
+    seen = None
+    for mark in [*marks, *([answer] if answer is not None else [])]:
+        v = _mark_value(mark)
+        if v is None:
+            continue
+        if seen is None:
+            seen = v
+        elif v != seen:
+            return True
+    return False
+
+
+def _mark_value(mark: str) -> Fraction | None:
+    """The plain value a final mark states (``18``, ``$18$.``, ``18 dollars``), else None."""
+    t = _trim_sentence(mark)
+    if not t or len(t) > 100:
+        return None
+    v = _valued(split_unit(normalize(t))[0])
+    return None if v is None else v[0]
+
+
+# ------------------------------------------------------------ the final box and beside it
+
+
+def _boxed_answer(text: str, found: list[str], whole: bool = False) -> tuple[str | None, str]:
+    """The answer the boxes of ``text`` state, with what stands beside the final box on its
+    line (see :func:`_continuation`; a sign before it, ``-\\boxed{5}``, is part of it; an
+    operator or a digit before it puts it inside an expression: unreadable). ``whole``: a
+    prediction read whole, where any other number, sign or LaTeX outside the boxes makes
+    the box not the whole answer: the text is returned as it is (and refused)."""
+    ans, why = _one_answer(found)
+    if ans is None:
+        return None, why
+    last = next((b for b in reversed(top_boxes(text)) if b[2] and b[2].strip()), None)
+    if last is None:
+        return ans, ""
+    start, end = last[:2]
+    lo = max(text.rfind("\n", 0, start) + 1, start - REGION_CHARS)
+    hi = text.find("\n", end)
+    hi = min(len(text) if hi < 0 else hi, end + REGION_CHARS)
+    if _joined(text[lo:hi], start - lo, conj=False):
+        return None, "hedge"
+    sign = _sign_before(text[lo:start])
+    if sign is None:
+        return None, "unreadable"
+    if sign:
+        start = text.rfind(sign, lo, start)
+    cont, used = _continuation(text[end:hi])
+    if cont:
+        plain = _NUMBER_RE.fullmatch(ans.strip()) is not None
+        value = ans.strip() if plain or cont[0] == " " else f"{{{ans.strip()}}}"
+        ans = value + (" " if cont[0].isdigit() else "") + cont
+    if sign:
+        ans = sign + (ans if _NUMBER_RE.fullmatch(ans) else f"({ans})")
+    if whole:
+        around = outside_boxes(text[:start]) + outside_boxes(text[end + used :])
+        if _NOT_PROSE_RE.search(DELIMS_RE.sub("", around)):
+            return text, ""  # a number, sign or LaTeX beside a box: read whole (and refused)
+    return ans, ""
+
+
+def _sign_before(left: str) -> str | None:
+    """The sign directly before the final box (``-\\boxed{5}``; "" for none, or a dash:
+    ``Answer - \\boxed{5}``), or None when what stands before it puts the box inside an
+    expression (``3 - \\boxed{5}``, ``10^\\boxed{2}``, ``2\\boxed{5}``,
+    ``\\frac{1}{\\boxed{2}}``); a group that only styles it (``\\textbf{\\boxed{5}}``) is none."""
+    left = DELIMS_RE.sub("", left)
+    if left.rstrip().endswith("{"):
+        return "" if _STYLE_GROUP_RE.search(left.rstrip()) else None
+    m = _LEFT_RE.search(left)
+    if m is None:
+        return ""
+    if m.group("operand") is not None or m.group("op") is None:
+        return None
+    return "" if m.group("gap") else m.group("op")
+
+
+#: what stands right before the final box (delimiters aside) and makes it part of a larger
+#: expression: an operator, a digit against it, or a sign (after an operand: binary)
+_LEFT_RE = re.compile(
+    r"(?:(?P<operand>[\d)\]}]|(?<![A-Za-z\\])[A-Za-z])\s*)?(?P<op>[-+])(?P<gap>\s*)$"
+    r"|(?:[\^_*/]|\\(?:times|cdot|div|pm|mp|sqrt|frac)(?![a-zA-Z]))\s*$|\d$"
+)
+#: a brace before the box that opens a plain or styling group, not an operand
+_STYLE_GROUP_RE = re.compile(
+    r"(?:^|[\s=:(,])\{$"
+    r"|\\(?:text\w*|math\w*|bf|underline|color\{[^{}]*\}|displaystyle|boxed|fbox)\s*\{$"
+)
+#: the pieces of what follows a box on its line
+_CONT_RE = re.compile(
+    r"(?P<close>\$+|\\[)\]]|\*\*|__|\}|\\end\{[^{}]*\}|\\right\s*\\?[)\].|}])"
+    r"|(?P<space>[ \t]+|~|\\[,;:! ]|\\q?quad(?![a-zA-Z]))"
+    r"|\\(?:text|textbf|textit|textrm|mathrm|mbox|operatorname)\s*\{(?P<text>[^{}]*)\}"
+    r"|(?P<word>[A-Za-z]+(?:-[A-Za-z]+)*)"
+    r"|(?P<num>\d+(?:[.,/]\d+)*)"
+    r"|(?P<stop>\\\\|&|[.,;:!?](?=[\s$*}]|\\[)\]]|$)|[)\]\n])"
+    r"|(?P<math>\\[a-zA-Z]+|\\.|.)",
+    re.DOTALL,
+)
+
+
+def _continuation(after: str) -> tuple[str, int]:
+    """What follows the final box on its line and belongs to its value, as text to append to
+    the box's answer, and how many characters of ``after`` it takes: math (``^2``, ``\\times
+    10^3``, ``!``, a digit, up to the end of the math, a clause break or a prose word), or
+    words (a value phrase, ``thousand``, ``to the power of 10``; unit words, ``dollars``,
+    ``\\text{ cm}``). ("", 0) when punctuation, prose, a parenthesis or nothing follows."""
+    toks: list[re.Match] = []
+    pos = 0
+    while pos < len(after) and len(toks) < 64:
+        m = _CONT_RE.match(after, pos)
+        if m is None:
+            break
+        toks.append(m)
+        pos = m.end()
+    i = 0
+    while i < len(toks) and toks[i].lastgroup in ("close", "space"):
+        i += 1
+    if i == len(toks) or toks[i].lastgroup == "stop":
+        return "", 0
+    first, tight = toks[i], i == 0
+    if first.lastgroup in ("word", "text"):
+        return _words_beside(toks, i)
+    if not tight and first.group(0) in ("(", "["):
+        return "", 0  # a parenthesis: prose ("\boxed{5} (five)")
+    nxt = next((t for t in toks[i + 1 :] if t.lastgroup != "space"), None)
+    if not tight and first.group(0) in ("-", "–") and (nxt is None or nxt.lastgroup != "num"):
+        return "", 0  # a dash: prose ("\boxed{5} - done")
+    pieces, j, depth = [], i, 0
+    while j < len(toks):
+        t, kind = toks[j], toks[j].lastgroup
+        if kind == "close" and t.group(0) == "}" and depth:
+            depth -= 1  # its own group (``^{3}``), not one around the box
+        elif kind in ("stop", "close"):
+            break
+        depth += t.group(0) == "{"
+        if kind == "space":
+            w = next((u for u in toks[j + 1 :] if u.lastgroup != "space"), None)
+            if w is None or (w.lastgroup == "word" and w.group(0).lower() in PROSE):
+                break
+        pieces.append(f" {t.group('text')} " if kind == "text" else t.group(0))
+        j += 1
+    return "".join(pieces).rstrip(), toks[j - 1].end()
+
+
+def _words_beside(toks: list[re.Match], i: int) -> tuple[str, int]:
+    """The words (and numbers) from token ``i`` on that belong to the value before them (see
+    :func:`_words_after`), as text and the characters of the line they take."""
+    text, ends = "", []  # ends: (end in text, end in the line) of each token taken
+    for t in toks[i:]:
+        kind = t.lastgroup
+        if kind in ("stop", "close", "math"):
+            break
+        text += t.group("text") if kind == "text" else " " if kind == "space" else t.group(0)
+        ends.append((len(text), t.end()))
+    k = _words_after(text, keep_known=True)
+    if not k:
+        return "", 0
+    return " " + text[:k].strip(), max((line for at, line in ends if at <= k), default=0)
 
 
 #: words a value phrase may hold before its last number (``2 to the power of 10``, ``half of
@@ -145,16 +378,59 @@ _PHRASE_WORDS = (value_words.VALUE_WORDS - value_words.APPROXIMATE) | frozenset(
     "twenty thirty forty fifty sixty seventy eighty ninety".split()
 )
 _PHRASE_TOKEN_RE = re.compile(r"[A-Za-z]+|[-+]?\d+(?:\.\d+)?(?:/\d+)?")
+_GLUE = frozenset({"a", "an", "and", "of", "the", "to", "by"})
+
+
+def _words_after(s: str, keep_known: bool) -> int:
+    """How many characters of ``s`` (the text right after a number or a box) belong to the
+    value: a value phrase (``thousand``, ``squared``, ``to the power of 10``, ``and a half``,
+    a multiplier in another language), then at most three unit words, up to prose (``is``,
+    ``in total``), punctuation or a capitalised word. ``keep_known`` False: unit words all of
+    the lexicon (``apples``) are left out, as a unit the gold allows; an unknown word is kept
+    for the checker to refuse or find in the problem. 0 when nothing belongs."""
+    toks: list[re.Match] = []
+    pos = 0
+    for m in _PHRASE_TOKEN_RE.finditer(s):
+        if s[pos : m.start()].strip(" \t-") or len(toks) >= 12:
+            break
+        toks.append(m)
+        pos = m.end()
+    k = 0
+    while k < len(toks) and (
+        toks[k].group(0).lower() in _PHRASE_WORDS
+        or toks[k].group(0)[-1].isdigit()
+        or value_words.is_value_word(toks[k].group(0).lower())
+    ):
+        k += 1
+    while k and toks[k - 1].group(0).lower() in _GLUE:
+        k -= 1
+    end = toks[k - 1].end() if k and value_words.has_value_word(s[: toks[k - 1].end()]) else 0
+    i = k if end else 0
+    units = []
+    while i < len(toks) and len(units) < 3:
+        w = toks[i].group(0)
+        low = w.lower()
+        if w[-1].isdigit() or low in PROSE:
+            break
+        if (
+            w[0].isupper()
+            and len(w) > 1
+            and not (value_words.is_value_word(low) or canonical(low) in KNOWN)
+        ):
+            break  # a new sentence; a capital letter alone is a variable or a multiplier (3 K)
+        units.append(toks[i])
+        i += 1
+    if units and (keep_known or end or not all(canonical(t.group(0)) in KNOWN for t in units)):
+        end = units[-1].end()
+    return end
 
 
 def _value_phrase(tail: str, num: re.Match) -> str:
     """The last number of a completion with the words around it that change its value
-    (``3 thousand``, ``5 squared``, ``minus 5``, ``2 to the power of 10``): never the bare
-    number when such a word is there (the checker reads the phrase or refuses it)."""
-    after = tail[num.end() :]
-    start, end = num.start(), num.end()
-    if value_words.has_value_word(after):
-        end = num.end() + len(after.rstrip(" \t\n.,;:!?)$*"))
+    (``3 thousand``, ``5 squared``, ``minus 5``, ``2 to the power of 10``) or that the
+    checker must judge (an unknown word: ``3 septillion``): never the bare number when such a
+    word is there (the checker reads the phrase or refuses it)."""
+    start, end = num.start(), num.end() + _words_after(tail[num.end() :], keep_known=False)
     toks = list(_PHRASE_TOKEN_RE.finditer(tail, max(0, start - 120), start))
     k, edge = len(toks), start
     while k:  # back over number and phrase words, only spaces or hyphens between them
@@ -171,9 +447,12 @@ def _value_phrase(tail: str, num: re.Match) -> str:
 
 
 #: what may follow a bare final number for it to be the answer: at most three words (a unit,
-#: "in total"), then closing punctuation; a number followed by anything else (``1.\n-``, a
-#: list item ``2. subtract``, an operator) ends nothing
-_ANSWER_END_RE = re.compile(r"\s*(?:[A-Za-z]+\s*){0,3}[\s.,;:!?)$*]*")
+#: "in total"), then closing punctuation or math delimiters (``\(7\)``); a number followed
+#: by anything else (``1.\n-``, a list item ``2. subtract``, an operator) ends nothing
+_ANSWER_END_RE = re.compile(r"\s*(?:[A-Za-z]+\s*){0,3}(?:[\s.,;:!?)$*]|\\[)\]])*")
+
+
+# ------------------------------------------------------------ one answer, whatever wraps it
 
 
 def same_answer(a: str, b: str) -> bool:
@@ -213,23 +492,13 @@ def unbox(s: str) -> str:
         if len(t) > 1 and t[0] == "$" and t[-1] == "$" and "$" not in t.strip("$"):
             s = t.strip("$")
             continue
-        m = _BOX_RE.match(t)
-        span = _box_span(t, m) if m else None
+        m = BOX_RE.match(t)
+        span = box_span(t, m) if m else None
         if span is not None and span[1] is not None and span[0] == len(t):
             s = span[1]
             continue
         return t
     return s.strip()
-
-
-def _wraps(outer: str, inner: str) -> bool:
-    """Whether box content ``outer`` is one box around exactly ``inner``."""
-    o = outer.strip()
-    m = _BOX_RE.match(o)
-    if m is None:
-        return False
-    rest = o[m.end() :].lstrip(" \t")
-    return rest[:1] == "{" and rest[-1:] == "}" and rest[1:-1] == inner
 
 
 #: what marks a prediction as a completion rather than an extracted answer: a box, GSM8K's
@@ -240,298 +509,63 @@ _MARKED_RE = re.compile(
 )
 
 
-def answer_text(s: str) -> str | None:
-    r"""The answer a prediction states when it is written as a completion rather than as an
-    extracted answer: ``\boxed{18}`` and ``\boxed{\boxed{18}}`` (every box of it must hold
-    one answer, as in :func:`extract_answer`; text around a box is prose), ``#### 18``,
-    ``**18**``, ``The answer is **18**.``. ``s`` itself when it has no such marker; None when
-    its boxes hold different answers or one is never closed. No last-number fallback: a
-    prediction is read whole (``**18** or **19**`` stays a hedge)."""
+def answer_text(s: str) -> tuple[str | None, str]:
+    r"""(the answer a prediction states, why none) when it is written as a completion rather
+    than as an extracted answer: ``\boxed{18}`` and ``\boxed{\boxed{18}}`` (every box of it
+    must hold one answer, as in :func:`read_answer`; text around a box is prose, a math
+    delimiter too: ``\(\boxed{7}\)``), ``#### 18``, ``**18**``, ``The answer is **18**.``.
+    ``(s, "")`` when it has no such marker. No last-number fallback: a prediction is read
+    whole (``**18** or **19**`` is a hedge, a number beside a box is refused)."""
     if not _MARKED_RE.search(s):
-        return s
+        return s, ""
     bare = unbox(s)
-    if _BOX_RE.search(bare):
-        if _NOT_PROSE_RE.search(_outside_boxes(bare).replace("**", "")):
-            return bare  # a number, sign or LaTeX beside a box: read whole (and refused)
+    if _marks_disagree(bare, None):
+        return None, "hedge"
+    if BOX_RE.search(bare):
         found, closed = boxes(bare)
-        return _one_answer(found) if closed else None
-    hashes = _HASHES_RE.findall(bare)
-    if hashes:
-        return _trim_sentence(hashes[-1]) or None
-    m = _LEAD_ANSWER_RE.match(bare)
-    return (_trim_sentence(m.group(1)) or None) if m else bare
+        if not closed:
+            return None, "unclosed"
+        return _boxed_answer(bare, found, whole=True)
+    ans, why = _marked_answer(bare, lead=True)
+    if ans is not None or why:
+        return ans, why
+    return (None, "hedge") if _joined(bare[:REGION_CHARS], None, conj=True) else (bare, "")
 
 
 #: what may not stand beside a box in a prediction read as a completion: the box is then not
-#: the whole answer (``-\boxed{5}``, ``3 or \boxed{4}``, ``\boxed{7 } 6}``)
+#: the whole answer (``3 \cdot \boxed{5}``, ``\boxed{7 } 6}``)
 _NOT_PROSE_RE = re.compile(r"[\d{}\\^_=+\-*/<>|&%]")
 _LEAD_ANSWER_RE = re.compile(
     r"^\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:)\s*[:=]?\s*(.*)$", re.IGNORECASE | re.DOTALL
 )
 
 
-def _one_answer(found: list[str]) -> str | None:
+def _one_answer(found: list[str]) -> tuple[str | None, str]:
     """The answer boxes hold: the last box's, when every box holds the same answer (a box
-    around nothing but another box holds that box's answer); else None."""
+    around nothing but another box holds that box's answer); else a hedge."""
     # a box holding nothing but the next box is that box (compared in C: a tower of nested
     # boxes costs no quadratic reading)
     nxt: list[str | None] = [*found[1:], None]
-    kept = [b for b, n in zip(found, nxt, strict=True) if n is None or not _wraps(b, n)]
+    kept = [b for b, n in zip(found, nxt, strict=True) if n is None or not wraps_box(b, n)]
     boxed = [b.strip() for b in kept if b.strip()]
     if not boxed:
-        return None
+        return None, "no_answer"
     last = boxed[-1]
-    return last if all(same_answer(b, last) for b in boxed[:-1]) else None
+    same = all(same_answer(b, last) for b in set(boxed[:-1]))  # each distinct text once
+    return (last, "") if same else (None, "hedge")
 
 
-_MATH_SPAN_RE = re.compile(r"\$+([^$]+)\$+")
+_MATH_SPAN_RE = re.compile(r"\$+([^$]+)\$+|\\\((.+?)\\\)|\\\[(.+?)\\\]")
 
 
 def _trim_sentence(s: str) -> str:
-    """The answer in an answer line: its first ``$...$`` span where it has one (Minerva's
-    "The final answer is $14$. I hope it is correct."), else the line without trailing
-    punctuation."""
+    """The answer in an answer line: its first math span (``$...$``, ``\\(...\\)``,
+    ``\\[...\\]``) where it has one (Minerva's "The final answer is $14$. I hope it is
+    correct."), else the line without trailing punctuation."""
     s = s.strip().strip("*").strip()
     m = _MATH_SPAN_RE.search(s)
     if m:
-        s = m.group(1)
+        s = next(g for g in m.groups() if g is not None)
     for _ in range(3):  # "**18**." and "**18.**": emphasis and punctuation in either order
         s = s.rstrip(" .;,").strip("*_ ").strip()
     return unbox(s)
-
-
-#: spacing: ``~``, ``\\ ``, ``\\quad``, ``\\qquad``, ``\\:``, ``\\>`` (``\\,`` is handled apart:
-#: it may group thousands)
-_SPACING_RE = re.compile(r"~|(?<!\\)\\ |\\q?quad(?![a-zA-Z])|\\[:>]|\\enspace|\\hspace\{[^{}]*\}")
-_STYLE_RE = re.compile(r"\\(?:textstyle|scriptstyle|displaystyle)(?![a-zA-Z])")
-_DOLLAR_WORD_RE = re.compile(r"\b(?:dollars?|usd)\b", re.IGNORECASE)
-_TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
-#: unit words by canonical name. No one-letter unit: ``2m`` may be ``2 * m``. Units are
-#: compared by name (``5 cm`` is not ``5 km``), never converted
-_UNIT_WORDS = {
-    "dollar": "dollars dollar usd",
-    "cent": "cents cent",
-    "unit": "units unit",
-    "meter": "meters meter metres metre",
-    "centimeter": "cm centimeters centimeter centimetres centimetre",
-    "millimeter": "mm millimeters millimeter millimetres millimetre",
-    "kilometer": "km kilometers kilometer kilometres kilometre",
-    "kilogram": "kg kilograms kilogram",
-    "gram": "grams gram",
-    "liter": "liters liter litres litre",
-    "pound": "pounds pound lbs lb",
-    "hour": "hours hour hrs hr",
-    "minute": "minutes minute mins min",
-    "second": "seconds second secs",
-    "day": "days day",
-    "week": "weeks week",
-    "month": "months month",
-    "year": "years year",
-    "mile": "miles mile",
-    "foot": "feet foot ft",
-    "inch": "inches inch",
-    "apple": "apples apple",
-    "person": "people persons person",
-    "point": "points point",
-    "degree": "degrees degree",
-    "mph": "mph",
-}
-_UNIT_OF = {w: name for name, words in _UNIT_WORDS.items() for w in words.split()}
-_UNITS = "|".join(sorted(_UNIT_OF, key=len, reverse=True))
-_UNIT_RE = re.compile(
-    rf"^(.*?(?:[\d}}%]\s*|[a-zA-Z]\s+))((?:square\s+|sq\.?\s+|cubic\s+)?(?:{_UNITS})"
-    rf"(?:\s+per\s+(?:{_UNITS}))?)\s*\.?$",
-    re.IGNORECASE,
-)
-_THIN_GROUPS_RE = re.compile(r"(?<![\d.])\d{1,3}(?:\\,\d{3})+(?![\d,])")
-_SCI_RE = re.compile(
-    r"^([-+]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x|×)\s*10\s*\^\s*\{?\s*([-+]?\d{1,4})\s*\}?$"
-)
-
-
-_VULGAR = dict(
-    zip(
-        "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅐⅛⅜⅝⅞⅑⅒",
-        "1/2 1/3 2/3 1/4 3/4 1/5 2/5 3/5 4/5 1/6 5/6 1/7 1/8 3/8 5/8 7/8 1/9 1/10".split(),
-        strict=True,
-    )
-)
-_VULGAR_RE = re.compile(f"(\\d?)([{''.join(_VULGAR)}])")
-_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
-_SUPERSCRIPT_RE = re.compile(f"[{_SUPERSCRIPTS}]+")
-_SUPERSCRIPT_OF = str.maketrans(_SUPERSCRIPTS, "0123456789-+")
-
-
-def _unicode_math(s: str) -> str:
-    """Unicode math written as the checker reads it: ``2½`` is the mixed number ``2 1/2``,
-    ``5²`` is ``5^{2}``, ``×`` and ``÷`` are ``\\times`` and ``\\div``, ``⁄`` is ``/``."""
-    s = _VULGAR_RE.sub(lambda m: (m.group(1) + " " if m.group(1) else "") + _VULGAR[m.group(2)], s)
-    s = _SUPERSCRIPT_RE.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPT_OF) + "}", s)
-    return s.replace("\u2044", "/").replace("×", "\\times ").replace("÷", "\\div ")
-
-
-def normalize(ans: str) -> str:
-    r"""Canonical text of an answer: LaTeX wrappers, ``$`` and thousands separators removed,
-    degree signs written as the unit word, so that equal answers usually compare equal as
-    strings. It removes only what cannot change the value: a variable name (``x =``) and a
-    unit stay (see :func:`split_unit`), and spaces are collapsed, not removed."""
-    # never cut: a cut could drop what follows a run of padding ("42", 2,000 spaces, "43");
-    # callers bound the length (``verify.MAX_ANSWER_CHARS``)
-    s = ans.strip().replace("\u2212", "-")  # U+2212 MINUS SIGN
-    if not s.isascii():
-        s = _unicode_math(s)
-    # a dollar sign is a currency, so a unit (``\\$5`` is ``5 dollars``, never 5 cents); one
-    # before a digit is currency too when the ``$`` do not pair up as math delimiters
-    cur = "\\$" in s or (s.count("$") % 2 == 1 and re.search(r"\$\s*[-+]?\d", s) is not None)
-    s = s.replace("\\$", "").replace("$", "").replace("\\!", "")
-    s = _SPACING_RE.sub(" ", s)
-    s = _STYLE_RE.sub("", s)
-    # a thin space groups thousands (12\,345) or is a space: "1\,0" is not 10
-    s = _THIN_GROUPS_RE.sub(lambda m: m.group(0).replace("\\,", ""), s)
-    s = s.replace("\\,", " ").replace("\\;", " ")
-    s = s.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
-    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    s = s.replace("^\\circ", " degrees").replace("^{\\circ}", " degrees").replace("°", " degrees")
-    s = s.replace("\\%", "%")
-    for _ in range(3):
-        s2 = _TEXT_CMD_RE.sub(r"\1", s)
-        if s2 == s:
-            break
-        s = s2
-    s = s.strip().rstrip(".,").strip()
-    s = re.sub(r"\s+", " ", s)
-    if cur and not _DOLLAR_WORD_RE.search(s):
-        s = f"{s} dollars"
-    # scientific notation is read as its exact value: 6.02 \times 10^{23} -> 6.02e23
-    s = _SCI_RE.sub(r"\1e\2", s)
-    # thousands separators: 1,234,567 -> 1234567 (only when every group has 3 digits)
-    s = re.sub(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])", lambda m: m.group(1).replace(",", ""), s)
-    return s
-
-
-#: a word the question may have asked for after a number (``14 \\text{ eggs}``): three or more
-#: letters after a space, not a function name (``2 m`` and ``2ab`` stay variables)
-_WORD_UNIT_RE = re.compile(r"^(.*?[\d}%])\s+\(?([a-zA-Z]{3,}(?:\s+[a-zA-Z]{3,}){0,2})\)?\s*\.?$")
-_NOT_UNITS = frozenset(
-    "sqrt frac sin cos tan cot sec csc log exp max gcd lcm mod inf infty".split()
-)
-
-
-def split_unit(s: str) -> tuple[str, str]:
-    """(value, canonical unit) of a normalised answer: ``5 cm`` -> ``("5", "centimeter")``,
-    ``2 miles per hour`` -> ``("2", "mile per hour")``, ``14 eggs`` -> ``("14", "egg")`` (a
-    word not in the list is a unit by its lowercase singular); ``(s, "")`` without one."""
-    m = _UNIT_RE.match(s)
-    if m is None or not m.group(1).strip():
-        w = _WORD_UNIT_RE.match(s)
-        words = w.group(2).lower().split() if w else []
-        if not words or not w.group(1).strip() or _NOT_UNITS & set(words):
-            return s, ""
-        return w.group(1).strip(), " ".join(_UNIT_OF.get(x, x.rstrip("s")) for x in words)
-    words = re.split(r"\s+", m.group(2).lower().replace("sq.", "square").replace("sq ", "square "))
-    return m.group(1).strip(), " ".join(_UNIT_OF.get(w, w) for w in words)
-
-
-#: spaces that can change the value: between two digits (``1 0``, ``2 1/2``) and between two
-#: letters (``\pi r``); every other space is typography
-_GAP_RE = re.compile(r"\s+")
-
-
-def squeeze(s: str) -> str:
-    """``s`` without the spaces that cannot change its value, the others kept as one space:
-    ``2 \\pi`` -> ``2\\pi`` and ``x = 2`` -> ``x=2``, but ``1 0`` stays apart from ``10``."""
-
-    def gap(m: re.Match) -> str:
-        a = s[m.start() - 1] if m.start() else ""
-        b = s[m.end()] if m.end() < len(s) else ""
-        keep = a.isalpha() and b.isalpha() or a.isdigit() and b.isdigit()
-        return " " if keep else ""
-
-    return _GAP_RE.sub(gap, s)
-
-
-def compact(s: str) -> str:
-    """``s`` with no spaces, for the exact tokenisers (they read a command by its name, so
-    ``\\cdot t`` is ``\\cdot``, ``t``); empty, which they read as nothing, where a space
-    separates two digits (``1 0`` is not 10)."""
-    t = squeeze(s)
-    return "" if _DIGIT_GAP_RE.search(t) else t.replace(" ", "")
-
-
-_DIGIT_GAP_RE = re.compile(r"\d \d")
-_FRAC_RE = re.compile(r"^(-?)\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}$")
-_FRAC_SHORT_RE = re.compile(r"^(-?)\\frac(\d)(\d)$")
-_MIXED_RE = re.compile(r"^(-?)(\d+)\s*(?:\s(\d+)\s*/\s*(\d+)|\\frac\s*\{(\d+)\}\s*\{(\d+)\})$")
-_PLAIN_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
-#: exponents beyond this are not converted to exact rationals (``Fraction("1e99999999")``
-#: builds a 100-million-digit integer); such numbers compare by :func:`decimal_key`
-MAX_EXPONENT = 400
-
-
-def decimal_key(s: str) -> tuple[int, str, int] | None:
-    """(sign, significant digits, exponent) of a plain decimal such as ``-1.50e3``: equal
-    keys <=> equal values, computed in time linear in the text, whatever the exponent."""
-    if not _PLAIN_RE.match(s):
-        return None
-    sign = -1 if s.startswith("-") else 1
-    s = s.lstrip("+-")
-    mant, _, exp = s.lower().partition("e")
-    whole, _, frac = mant.partition(".")
-    digits = (whole + frac).lstrip("0")
-    e = (int(exp) if exp else 0) - len(frac)
-    if not digits:
-        return (0, "", 0)
-    stripped = digits.rstrip("0")
-    return (sign, stripped, e + len(digits) - len(stripped))
-
-
-def _exponent_ok(s: str) -> bool:
-    _, _, exp = s.lower().partition("e")
-    return not exp or len(exp.lstrip("+-")) <= 4 and abs(int(exp)) <= MAX_EXPONENT
-
-
-_RATIO_RE = re.compile(r"^([-+]?\d+)\s*/\s*([-+]?\d+)$")
-
-
-def to_number(s: str) -> tuple[Fraction, bool] | None:
-    r"""Exact value of a normalised numeric answer, and whether it carried a ``%``.
-
-    Handles integers, decimals, ``a/b``, ``\frac{a}{b}``, mixed numbers ``2 2/3`` and
-    percentages. Exact rationals avoid float false positives on tiny magnitudes."""
-    s = s.strip()
-    pct = False
-    if s.endswith("%"):
-        pct, s = True, s[:-1].strip()
-    if not s or len(s) > 200:
-        return None
-    if s[0].isalpha():
-        n = number_words(s)
-        return None if n is None else (Fraction(n), pct)
-    try:
-        if _PLAIN_RE.match(s):
-            return (Fraction(s), pct) if _exponent_ok(s) else None
-        m = _RATIO_RE.match(s)
-        if m:
-            den = int(m.group(2))
-            return (Fraction(int(m.group(1)), den), pct) if den else None
-        m = _FRAC_RE.match(s) or _FRAC_SHORT_RE.match(s)
-        if m:
-            den = int(m.group(3))
-            if den == 0:
-                return None
-            v = Fraction(int(m.group(2)), den)
-            return (-v if m.group(1) else v), pct
-        m = _MIXED_RE.match(s)
-        if m:
-            num, den = (
-                (int(m.group(3)), int(m.group(4)))
-                if m.group(3)
-                else (int(m.group(5)), int(m.group(6)))
-            )
-            if den == 0:
-                return None
-            v = int(m.group(2)) + Fraction(num, den)
-            return (-v if m.group(1) else v), pct
-    except (ValueError, ZeroDivisionError, OverflowError):
-        return None
-    return None

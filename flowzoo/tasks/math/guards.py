@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from flowzoo.tasks.math.extract import _UNITS, squeeze
+from flowzoo.tasks.math.normal import squeeze
+from flowzoo.tasks.math.units import UNITS
 
 #: environments an answer may use (matrices, cases, alignments); any other name is no LaTeX
 #: the checker reads, and math-verify would read one of its operands
@@ -63,7 +64,7 @@ _RELATION_RE = re.compile(
     r"\\(?:approx|sim|simeq|cong|equiv|neq|ne|leq?|geq?|lt|gt|ll|gg|propto|lesssim|gtrsim)"
     r"(?![a-zA-Z])|[<>≈≠≤≥~]|!="
 )
-_UNIT_WORD_RE = re.compile(f"(?:{_UNITS})", re.IGNORECASE)
+_UNIT_WORD_RE = re.compile(f"(?:{UNITS})", re.IGNORECASE)
 _COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
 _WORD_RE = re.compile(r"[a-zA-Z]{2,}")
 _NUM_RE = re.compile(r"\d+(?:\.\d+)?")

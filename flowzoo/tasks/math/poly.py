@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from flowzoo.tasks.math.extract import compact
+from flowzoo.tasks.math.normal import compact
 
 MAX_CHARS = 120
 MAX_POWER = 12

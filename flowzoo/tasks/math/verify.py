@@ -19,16 +19,11 @@ from fractions import Fraction
 from flowzoo.tasks.base import Verdict
 from flowzoo.tasks.math import words
 from flowzoo.tasks.math.exact import closed_value, exact_check, irrational
-from flowzoo.tasks.math.extract import (
-    answer_text,
-    decimal_key,
-    normalize,
-    number_words,
-    split_unit,
-    squeeze,
-    to_number,
-)
+from flowzoo.tasks.math.extract import answer_text
 from flowzoo.tasks.math.guards import _BASE_RE, _based, _letters, hedged, malformed, unread
+from flowzoo.tasks.math.normal import decimal_key, normalize, squeeze, to_number
+from flowzoo.tasks.math.units import known_unit, split_unit
+from flowzoo.tasks.math.words import number_words
 from flowzoo.tasks.math.worker import (  # noqa: F401  (re-exported: the checker's public names)
     DEFAULT_TIMEOUT_S,
     POOL_SIZE,
@@ -184,14 +179,37 @@ def _system_ok(s: str) -> bool:
     return True
 
 
-def judge(ng: str, npred: str, timeout_s: float | None = None) -> tuple[bool, str]:
+def judge(
+    ng: str, npred: str, timeout_s: float | None = None, question: str | None = None
+) -> tuple[bool, str]:
     """(equal, reason) for two normalised answers. A prediction is right only if everything
     it states is: each value of a chain (``4 = 3`` is not 3), its variable's name where both
     name one (``y = 2x + 3`` is not ``x = 2x + 3``); an unsolved equation answers no value.
-    One symbolic time budget for the whole answer: a chain of parts shares it."""
+    One symbolic time budget for the whole answer: a chain of parts shares it. A wrong list
+    of different values for a gold of one value is a hedge. ``question``: the problem
+    statement, whose words may stand after a number as its unit (:func:`units.known_unit`)."""
+    ok, why = _judge(ng, npred, timeout_s, question)
+    if not ok and why != "hedge" and _listed(ng, npred):
+        return False, "hedge"
+    return ok, why
+
+
+def _listed(ng: str, npred: str) -> bool:
+    """Whether a prediction lists different values (no prose among them) where the gold
+    states one."""
+    if len(_split_top(ng, ",")) > 1 or _PROSE_RE.search(npred):
+        return False
+    return len({squeeze(x) for x in _split_top(npred, ",")}) > 1
+
+
+_PROSE_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")
+
+
+def _judge(ng: str, npred: str, timeout_s: float | None, question: str | None) -> tuple[bool, str]:
+    """:func:`judge` without naming a list as a hedge."""
     budget = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     deadline = time.monotonic() + budget
-    compare = functools.partial(_compare, deadline=deadline, budget=budget)
+    compare = functools.partial(_compare, deadline=deadline, budget=budget, question=question)
     sg, sp = statement(ng), statement(npred)
     if sp is None:
         if "," in npred and not _system_ok(npred):
@@ -218,9 +236,12 @@ def compare(ng: str, npred: str, timeout_s: float | None = None) -> tuple[bool, 
     return _compare(ng, npred, time.monotonic() + budget, budget)
 
 
-def _compare(ng: str, npred: str, deadline: float, budget: float) -> tuple[bool, str]:
+def _compare(
+    ng: str, npred: str, deadline: float, budget: float, question: str | None = None
+) -> tuple[bool, str]:
     """One normalised value against another: units by name (a unit on one side only is the
-    one the question asked for; two units must be the same; ``%`` is a unit too), then
+    one the question asked for, when it is a known unit or a word of ``question``: any other
+    word is refused, never dropped; two units must be the same; ``%`` is a unit too), then
     exactly, then math-verify on what it reads whole, with every decimal as its exact
     fraction, until ``deadline``. Words that change a value (``3 thousand``, ``5 squared``,
     ``3 and a half``, ``7 percent``) are read first, never taken for a unit
@@ -234,6 +255,8 @@ def _compare(ng: str, npred: str, deadline: float, budget: float) -> tuple[bool,
     npred, up = split_unit(npred)
     if ug and up and ug != up or (ug and npred.endswith("%")) or (up and ng.endswith("%")):
         return False, "unit_mismatch"
+    if up and not ug and not known_unit(up, question):
+        return False, "unknown_word"  # "3 septillion", "3 tausend": not a unit the gold allows
     ng, npred = unwrap(ng), unwrap(npred)
     if ng.count("'") != npred.count("'"):
         return False, "prime"  # 14' (feet, or a derivative) is not 14
@@ -242,7 +265,7 @@ def _compare(ng: str, npred: str, deadline: float, budget: float) -> tuple[bool,
         return False, "container_mismatch"  # a set is not a pair, tuple or interval
     fast = fast_check(ng, npred)
     if fast is not None:
-        return fast, "exact" if fast else "mismatch"
+        return fast, "exact" if fast else "hedge" if hedged(ng, npred) else "mismatch"
     why = unread(ng, npred)
     if why:
         return False, why
@@ -332,30 +355,39 @@ def _words(s: str) -> str:
     return " ".join(s.replace("-", " ").split()).casefold()
 
 
-#: settled verdicts by (gold, prediction): the G samples of a group repeat their answers and
-#: a problem is scored many times over a run, so the in-process work is done once per pair.
-#: Only short pairs, never a verdict that depends on a time limit or a worker
-_VERDICTS: Memo[tuple[str, str], tuple[bool, str | None, str]] = Memo(1 << 13)
+#: settled verdicts by (gold, prediction), and the problem statement where one was given (its
+#: words may be units): the G samples of a group repeat their answers and a problem is scored
+#: many times over a run, so the in-process work is done once per pair. Only short pairs,
+#: never a verdict that depends on a time limit or a worker
+_VERDICTS: Memo[tuple[str, ...], tuple[bool, str | None, str]] = Memo(1 << 13)
 _MAX_MEMO_CHARS = 400
 _UNSETTLED = frozenset({"timeout", "worker_died", "symbolic_unavailable"})
 
 
-def check(gold: str, prediction: str | None, timeout_s: float | None = None) -> Verdict:
-    """Score an extracted answer against the gold answer; never raises."""
+def check(
+    gold: str, prediction: str | None, timeout_s: float | None = None, question: str | None = None
+) -> Verdict:
+    """Score an extracted answer against the gold answer; never raises. ``question``: the
+    problem statement, whose nouns may follow the number as its unit (``3 marbles``); without
+    it only the unit lexicon's words may (:func:`units.known_unit`)."""
     if not isinstance(gold, str) or not isinstance(prediction, str):
-        return _check(gold, prediction, timeout_s)
-    key = (gold, prediction)
+        return _check(gold, prediction, timeout_s, None)
+    if not isinstance(question, str):
+        question = None
+    key = (gold, prediction) if question is None else (gold, prediction, question)
     hit = _VERDICTS.get(key)
     if hit is not None:
         return Verdict(float(hit[0]), hit[0], hit[1], hit[2])
-    v = _check(gold, prediction, timeout_s)
+    v = _check(gold, prediction, timeout_s, question)
     settled = v.reason not in _UNSETTLED and not v.reason.startswith("error:")
     if settled and len(gold) + len(prediction) <= _MAX_MEMO_CHARS:
         _VERDICTS.put(key, (v.correct, v.extracted, v.reason))
     return v
 
 
-def _check(gold: str, prediction: str | None, timeout_s: float | None) -> Verdict:
+def _check(
+    gold: str, prediction: str | None, timeout_s: float | None, question: str | None
+) -> Verdict:
     """:func:`check` without the memo of settled verdicts."""
     try:
         if prediction is None or not str(prediction).strip():
@@ -364,11 +396,11 @@ def _check(gold: str, prediction: str | None, timeout_s: float | None) -> Verdic
         if len(prediction) > MAX_ANSWER_CHARS:
             return Verdict(0.0, False, prediction[:MAX_ANSWER_CHARS], "too_long")
         # a prediction written as a completion (``#### 18``, ``**18**``, ``\\boxed{18}``) states
-        # the answer it marks; two boxes with different answers state none
-        stated = answer_text(prediction)
+        # the answer it marks; two boxes with different answers (a hedge) state none
+        stated, why = answer_text(prediction)
         if stated is None or not stated.strip():
-            return Verdict(0.0, False, prediction, "no_answer")
-        gold, prediction = answer_text(gold) or gold, stated
+            return Verdict(0.0, False, prediction, why or "no_answer")
+        gold, prediction = answer_text(gold)[0] or gold, stated
         g, p = gold.strip(), prediction.strip()
         if _INT_RE.fullmatch(g) and _INT_RE.fullmatch(p):  # most RL answers: nothing to parse
             ok = int(g) == int(p)
@@ -380,7 +412,7 @@ def _check(gold: str, prediction: str | None, timeout_s: float | None) -> Verdic
             if _text_answer(gold, ng):  # words are compared as words, never as letter products
                 ok = _words(ng) == _words(npred)
                 return Verdict(float(ok), ok, prediction, "text" if ok else "text_mismatch")
-            ok, reason = judge(ng, npred, timeout_s)
+            ok, reason = judge(ng, npred, timeout_s, question)
             return Verdict(float(ok), ok, prediction, reason)
         return Verdict(float(ok), ok, prediction, "exact" if ok else "mismatch")
     except Exception as e:  # a verdict, never an exception, whatever the input

@@ -67,11 +67,23 @@ REFUSED = APPROXIMATE | frozenset(
     "twice thrice double doubled triple tripled quadruple quadrupled halved square cube root "
     "power powers exponent raised factorial inverse reciprocal negative negated opposite "
     "minimum maximum zillion zillions gazillion bazillion jillion myriad googol mils lac lacs "
-    "bil tril trn mio mrd hundo cubic below under".split()
+    "bil tril trn mio mrd hundo cubic below under googolplex umpteen".split()
 )
+#: multipliers and hundreds in other languages (Latin script; a word in another script is
+#: no LaTeX the checker reads): never read, never taken for a unit
+FOREIGN = frozenset(
+    "tausend tausende hundert hunderte millionen milliarde milliarden billionen mille milliard "
+    "milliards millon millones cien ciento cientos mila milione milioni miliardo miliardi cento "
+    "milhao milhoes bilhao biliao duizend honderd miljoen miljoenen miljard tusen tusind hundra "
+    "hundre miljon miljoner milion miliony milionow miliard miliardy tysiac tysiace tysiecy tisic "
+    "tisice tuhat tuhatta miljoona miljoonaa ezer millio milliardo ribu juta ratus miliar nghin "
+    "ngan trieu elfu hazar hazaar hajar lakhs crores kharab".split()
+)
+#: endings of multiplier words a list cannot hold (``septillion``, ``Milliarden``, ``tenfold``)
+SUFFIXES = ("fold", "illion", "illions", "illiard", "illiards", "illiarde", "illionen")
 #: every word that makes an answer a value phrase rather than a number with a unit
 VALUE_WORDS = frozenset(MULTIPLIERS) | frozenset(DENOMINATORS) | frozenset(POWERS) | PERCENT
-VALUE_WORDS |= OPERATORS | REFUSED
+VALUE_WORDS |= OPERATORS | REFUSED | FOREIGN
 #: a word (a run of letters not part of a LaTeX command name)
 _WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]+")
 #: value words of two parts: "7 per cent", "2 and 3/4"
@@ -146,9 +158,15 @@ def has_value_word(s: str) -> bool:
     """Whether ``s`` has a word that changes a value (not inside a LaTeX command name). A set
     lookup per word: one regex alternation over every value word costs ~50x more."""
     found = {w.lower() for w in _WORD_RE.findall(s)}
-    if found & VALUE_WORDS or any(w.endswith("fold") for w in found):  # "threefold"
+    if found & VALUE_WORDS or any(w.endswith(SUFFIXES) for w in found):  # "threefold"
         return True
     return bool(found & {"per", "and"}) and _PAIRED_RE.search(s) is not None
+
+
+def is_value_word(w: str) -> bool:
+    """Whether one (lowercase) word changes a value: a value word, or one with a
+    multiplier's ending."""
+    return w in VALUE_WORDS or w.endswith(SUFFIXES)
 
 
 def read(s: str) -> str | None:
@@ -422,7 +440,7 @@ class _Reader:
         words = [t for k, t, _ in self.toks[self.i :] if k == "word"]
         if len(words) != len(self.toks) - self.i:
             raise _Unread("more after the value than unit words")
-        bad = [w for w in words if (w in VALUE_WORDS or w.endswith("fold")) and w not in _AREA]
+        bad = [w for w in words if is_value_word(w) and w not in _AREA]
         area = [w for w in words if w in _AREA]
         if bad or (area and len(area) == len(words)):
             raise _Unread(f"value words where a unit belongs: {bad or area}")
@@ -450,4 +468,4 @@ def _apply(op: str, a: Fraction, b: Fraction) -> Fraction:
     return a % b
 
 
-__all__ = ["UNREAD", "VALUE_WORDS", "has_value_word", "number_words", "read"]
+__all__ = ["UNREAD", "VALUE_WORDS", "has_value_word", "is_value_word", "number_words", "read"]

@@ -290,3 +290,64 @@ def test_the_build_recipe_is_read_only_from_a_tiny_builds_metadata(tmp_path):
         assert build_recipe(tmp_path) is None, text
     meta.write_text('{"key": "3517b26cb5e0", "recipe_version": 12}')
     assert build_recipe(tmp_path) == {"key": "3517b26cb5e0", "version": 12}
+
+
+@pytest.mark.parametrize(
+    "record,why",
+    [
+        (None, "records no identity"),
+        ("tiny-m", "records no identity"),
+        ({"path": "/m"}, "records no identity"),
+        ({"path": "/m", "sizes": "x"}, "records no identity"),
+        ({"path": "/m", "sizes": {"model.safetensors": 10}, "sha256": "a"}, "not a file"),
+        ({"path": "/m", "sizes": {"model.safetensors": 10}}, "only the sizes"),
+    ],
+)
+def test_a_checkpoint_without_its_build_identity_is_refused(record, why):
+    """A checkpoint whose ``base_model`` record was removed or cut down by hand (or never
+    written) could continue on any build: the resume is refused, saying so and how to start
+    over, never compared as "nothing to compare"."""
+    base = {"path": "/m", "sizes": {"model.safetensors": 10}, "sha256": {"model.safetensors": "a"}}
+    data = {"train": {"spec": "jsonl:a", "files": {"a": "1" * 64}}}
+    state = {"data": data} if record is None else {"base_model": record, "data": data}
+    with pytest.raises(ValueError) as e:
+        provenance.check_resume(state, base, data, "ck/state.pt")
+    msg = str(e.value)
+    assert why in msg and "ck/state.pt" in msg and "base_model" in msg and "--resume false" in msg
+    assert provenance.check_resume({"base_model": base, "data": data}, base, data, "ck") == []
+    sizes_only = {"path": "/m", "sizes": {"model.safetensors": 10}}  # a build past the limit
+    assert (
+        provenance.check_resume({"base_model": sizes_only, "data": data}, sizes_only, data, "ck")
+        == []
+    )
+
+
+def test_a_resume_from_a_checkpoint_whose_build_record_was_removed_is_refused(tiny_model, tmp_path):
+    """End to end: the ``base_model`` key taken out of a real checkpoint (its digest sidecar
+    rewritten to match) refuses the resume before the run directory changes; the record put
+    back, the run resumes."""
+    from flowzoo.agents.train import checkpoint
+
+    out = tmp_path / "r"
+    Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False).train()
+    ckpt = out / "checkpoint" / "state.pt"
+
+    def rewrite(state: dict) -> None:
+        torch.save(state, ckpt)
+        with open(ckpt, "rb") as f:
+            sha = checkpoint.stream_sha256(f)
+        checkpoint.digest_path(ckpt).write_text(json.dumps({"sha256": [sha]}))
+
+    state = torch.load(ckpt, weights_only=True)
+    record = state.pop("base_model")
+    rewrite(state)
+    before = _files(out)
+    with pytest.raises(ValueError) as e:
+        Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
+    msg = str(e.value)
+    assert "records no identity of the model build" in msg and str(ckpt) in msg
+    assert "--resume false" in msg
+    assert _files(out) == before
+    rewrite({**state, "base_model": record})
+    s = Trainer(_cfg(tiny_model, out, steps=2, eval_every=0), progress=False).train()
+    assert s["status"] == "completed" and s["resumed_at"] == 1
