@@ -23,7 +23,7 @@ from statistics import mean, stdev
 from typing import Any
 
 from flowzoo.analysis.behaviour import role_rates
-from flowzoo.analysis.findings import matched_pairs, paired_by_seed, too_little
+from flowzoo.analysis.findings import matched_pairs, paired_by_seed, too_little, update_matched
 from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.stats import t_sf
 
@@ -78,8 +78,7 @@ def _is_conflict(cell: Any) -> bool:
 
 
 def _protocol(cell: Any) -> str:
-    matched = {bool(r.config.get("update_matched", False)) for r in cell.runs}
-    return "update-matched control" if matched == {True} else "study's protocol"
+    return "update-matched control" if update_matched(cell) else "study's protocol"
 
 
 def _read_pair(i: Any, s: Any) -> dict | None:

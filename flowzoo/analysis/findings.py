@@ -8,6 +8,7 @@ readings of :mod:`flowzoo.analysis.readings`, so a verdict can come out either w
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from statistics import mean
 from typing import Any
 
@@ -75,14 +76,39 @@ def too_little(cells: list, min_runs: int = MIN_RUNS) -> str | None:
     return None
 
 
+def update_matched(cell: Any) -> bool:
+    """Whether ``cell``'s runs ran under the update-matched control."""
+    return all(bool(r.config.get("update_matched", False)) for r in cell.runs)
+
+
 def matched_pairs(multi: list) -> list[tuple]:
-    """(isolated cell, shared cell) pairs that differ only by policy."""
+    """(isolated cell, shared cell) pairs that differ only by policy. An isolated cell under
+    the update-matched control pairs with the shared cell of the study's protocol where no
+    shared cell ran under the control: one policy already makes the shared step count, so
+    its run is the same either way (tests/agents/train/test_protocol.py)."""
     by = {(c.key[0], c.key[1], c.key[2], c.key[4], c.key[5], c.key[3]): c for c in multi}
     out = []
     for (task, wf, model, param, lev, pol), c in by.items():
-        if pol == "isolated" and (task, wf, model, param, lev, "shared") in by:
-            out.append((c, by[(task, wf, model, param, lev, "shared")]))
+        if pol != "isolated":
+            continue
+        partner = by.get((task, wf, model, param, lev, "shared"))
+        if partner is None and update_matched(c):
+            run = c.runs[0]
+            study = replace(run, config={**run.config, "update_matched": False}).levers
+            partner = by.get((task, wf, model, param, study, "shared"))
+        if partner is not None:
+            out.append((c, partner))
     return out
+
+
+def by_protocol(pairs: list) -> dict[str, list[tuple]]:
+    """Matched pairs split by protocol (the study's, the update-matched control), so a
+    claim is read within one; {"": pairs} where no pair ran under the control."""
+    control = [p for p in pairs if update_matched(p[0])]
+    if not control:
+        return {"": pairs}
+    study = [p for p in pairs if not update_matched(p[0])]
+    return {"the study's protocol": study, "the update-matched control": control}
 
 
 def _improves(multi: list) -> str:
@@ -402,7 +428,9 @@ def findings(stats: list) -> list[str]:
     lines = [_improves(multi)]
     pairs = matched_pairs(multi)
     if pairs:
-        lines += [x for x in (_peaks(pairs), _falls(pairs), _amplification(pairs)) if x]
+        for proto, ps in by_protocol(pairs).items():
+            said = [x for x in (_peaks(ps), _falls(ps), _amplification(ps)) if ps and x]
+            lines += [f"*Under {proto}:* {x}" if proto else x for x in said]
     else:
         lines.append(
             "**Isolated vs Shared** — inconclusive: no matched pair of cells (same workflow, "

@@ -16,12 +16,14 @@ from tests.analysis.test_sweep_report import _fake_run
 CURVE = [(0, 0.40), (3, 0.50), (6, 0.55), (9, 0.60)]
 
 
-def _pair_runs(root, env, iso_rates, sh_rates, matched=False, conflict=True, seeds=None):
+def _pair_runs(
+    root, env, iso_rates, sh_rates, matched=False, conflict=True, seeds=None, shared=True
+):
     role = {"voting-math": "aggregator", "orch-workers-math": "synthesizer"}[env]
     tag = f"{env}-{'um' if matched else 'st'}"
     for k, (ri, rs) in enumerate(zip(iso_rates, sh_rates, strict=True)):
         seed = seeds[k] if seeds else k
-        for pol, rate in (("isolated", ri), ("shared", rs)):
+        for pol, rate in (("isolated", ri), ("shared", rs))[: 2 if shared else 1]:
             name = f"{tag}-{pol}-s{seed}"
             _fake_run(
                 root,
@@ -111,3 +113,19 @@ def test_unpaired_seeds_and_non_conflict_runs(tmp_path):
 def test_no_section_without_the_conflict(tmp_path):
     _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58], [0.3, 0.35, 0.28], conflict=False)
     assert "## Capture at a cost" not in build_report(tmp_path, window=2, plots=False).read_text()
+
+
+def test_the_control_pairs_with_the_study_protocols_shared_runs(tmp_path):
+    """The sweep runs Shared once for both protocols: the isolated runs under the control
+    are read against the same shared runs, and each claim is read within one protocol."""
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58, 0.61], [0.3, 0.35, 0.28, 0.33])
+    _pair_runs(
+        tmp_path, "voting-math", [0.5, 0.4, 0.55, 0.45], [0, 0, 0, 0], matched=True, shared=False
+    )
+    md = build_report(tmp_path, window=2, plots=False).read_text()
+    rows = [x for x in _section(tmp_path).splitlines() if "voting-math" in x]
+    assert any("study's protocol" in x and "supported (p" in x for x in rows)
+    assert any("update-matched" in x and "| 0.315 |" in x for x in rows)  # the same shared runs
+    findings = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    assert "*Under the study's protocol:* **Isolated-Policy reaches a higher peak" in findings
+    assert "*Under the update-matched control:* **Isolated-Policy reaches a higher peak" in findings
