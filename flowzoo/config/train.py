@@ -465,10 +465,11 @@ class TrainConfig:
                 raise ValueError(f"env_options may not set {k!r}: {why}")
         # checked as make_env would check them (names, types, ranges; "false" is not a bool)
         check_options(self.env, self.env_options, "env_options")
-        if self.env_options.get("tools"):
+        if self.env_options.get("tools") and self.rollout == "tree":
             raise ValueError(
-                f"env_options tools={self.env_options['tools']!r}: training through tool turns "
-                "is not built yet (docs/tools.md); the env side runs with make_env(..., tools=)"
+                f"env_options tools={self.env_options['tools']!r} with rollout='tree': tree "
+                "rollouts through tool turns are not built (a sibling would branch inside a "
+                "turn of several samples); use rollout='independent' (docs/tools.md)"
             )
         check_estimator(self)
         check_policy(self)

@@ -82,7 +82,8 @@ class Parsed:
 @dataclass(frozen=True)
 class ToolCall:
     """One tool step of a turn: what the agent saw and wrote, what ran, what it got back
-    (``Turn.calls``, ``TurnView.calls``: what a trainer of tool turns will read)."""
+    (``Turn.calls``, ``TurnView.calls``; a trainer keeps its own record of each call's tokens:
+    :class:`flowzoo.agents.train.segments.Segment`)."""
 
     prompt: str
     action: str
@@ -132,6 +133,37 @@ def parse_call(text: str) -> Parsed | None:
         flags.append("tool_extra_calls")
     body = body.removesuffix("\n")
     return Parsed(words[0] if words else "", tuple(words[1:]), body, shown, tuple(flags))
+
+
+def call_end(text: str) -> int | None:
+    """Where the first call in ``text`` ends: the index just past its closing fence line's
+    newline, or None while no call is complete (no opening line, or an opening or closing
+    line not yet ended by a newline: ```` ``` ```` may still become ```` ```python ````).
+    Why: a rollout cuts a sample that may call here, so text the model wrote after a call
+    (a guessed result) is neither run, shown nor trained. Stable once found: a longer text
+    with the same prefix ends its first call at the same place (the lines it reads are
+    whole), so a generation can be cut at the first token where it is not None."""
+    m = _OPEN.search(text)
+    if m is None or m.end() >= len(text):
+        return None
+    close = _CLOSE.search(text, m.end() + 1)
+    if close is None or close.end() >= len(text):
+        return None
+    return close.end() + 1
+
+
+def calls_left(env: Any, agent: str) -> int:
+    """How many tool calls ``agent`` may still make before its turn's message: 0 without
+    tools, for a role without them, or once its running turn has spent ``max_tool_calls``
+    (its next action is then its message, whatever it holds). An agent other than the one
+    acting has not started its turn, so it has the whole budget."""
+    env = getattr(env, "unwrapped", env)
+    tb = getattr(env, "toolbox", None)
+    if tb is None or not tb.allowed(env.role_of(agent)):
+        return 0
+    st = getattr(env, "_tools", None)
+    used = len(st.calls) if st is not None and agent == env.agent_selection else 0
+    return max(0, tb.max_calls - used)
 
 
 def visible_examples(task: Task) -> tuple:

@@ -123,7 +123,7 @@ class Batch:
             rewards=rewards,
             groups=tuple(groups),
             informative=tuple(informative(groups, rewards)),
-            truncated=frozenset(t.index for t in turns if not t.finished and t.completion_ids),
+            truncated=frozenset(t.index for t in turns if t.cut),
             role_turns=MappingProxyType(count["turns"]),
             flagged=MappingProxyType(count["flagged"]),
             tampered=MappingProxyType(count["tampered"]),

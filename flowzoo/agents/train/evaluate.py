@@ -164,9 +164,9 @@ def evaluate_env(
                     extra[k][0] += float(rec.info[k])
                     extra[k][1] += 1
             for t in rec.turns:
-                tokens += len(t.completion_ids)
-                per_role[t.role][4] += not t.finished
-                per_role[t.role][7] += t.prompt_cut > 0
+                tokens += t.n_tokens  # a turn with tool calls: every generated segment
+                per_role[t.role][4] += any(not s.finished for s in t.segments)
+                per_role[t.role][7] += any(s.prompt_cut > 0 for s in t.segments)
             for view, b in zip(env.turn_log(), env.behaviour_log(), strict=True):
                 row = per_role[view.role]
                 row[0] += 1
@@ -263,7 +263,18 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
         pols = {n: AdapterPolicy(base, n) for n in names}
     for n, spec in frozen.items():  # the run's fixed players, as it played them
         pols[n] = frozen_player(spec or cfg.model, seed=cfg.seed)
-    return cfg.env, dict(cfg.env_options), lambda role: (mapping[role], pols[mapping[role]])
+
+    def policy_for(role: str) -> tuple[str, Any]:
+        # a role of another env (flowzoo eval --env): the run's one trained policy, if one
+        name = mapping.get(role) or (names[0] if len(names) == 1 else None)
+        if name is None:
+            raise ValueError(
+                f"{run} has no policy for role {role!r} (it trained {sorted(mapping)}); play "
+                "it with --role-model ROLE=SPEC"
+            )
+        return name, pols[name]
+
+    return cfg.env, dict(cfg.env_options), policy_for
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -36,12 +36,13 @@ from flowzoo.agents.train.diagnostics import (
 )
 from flowzoo.agents.train.losses import Advantages, aggregate, k3_kl
 from flowzoo.agents.train.rollout import TurnRecord
+from flowzoo.agents.train.segments import per_turn, pieces
 from flowzoo.config import TrainConfig
 
 
 def _trainable(t: TurnRecord, adv: Advantages) -> bool:
     """A turn the update trains on: it has a completion and its advantage is not skipped."""
-    return bool(t.completion_ids) and t.index not in adv.skip
+    return t.n_tokens > 0 and t.index not in adv.skip
 
 
 class TrainingDiverged(RuntimeError):
@@ -223,14 +224,19 @@ class Learner:
         the micro-batch's mean kl and clip fraction)."""
         cfg = self.cfg
         beta, temp = self._kl_for(role), self._temp(role)
-        p_ids = [t.prompt_ids for t in mb]
-        c_ids = [t.completion_ids for t in mb]
+        # a turn with tool calls: each generated segment after its own prompt, joined back per
+        # turn (tool output is only ever prompt: never in the loss; :mod:`.segments`)
+        p_ids, c_ids = pieces(mb)
         new_lp, new_v = self.algorithm.outputs(pol, head, mb, adv, temp)
-        ref_lp = self.router.reference_logprobs(name, p_ids, c_ids, temp) if beta > 0 else None
+        ref_lp = (
+            per_turn(mb, self.router.reference_logprobs(name, p_ids, c_ids, temp))
+            if beta > 0
+            else None
+        )
         local: dict[str, float] = defaultdict(float)
         tok_losses = []
         for j, t in enumerate(mb):
-            old = torch.tensor(t.logprobs, dtype=torch.float32, device=new_lp[j].device)
+            old = torch.tensor(t.all_logprobs, dtype=torch.float32, device=new_lp[j].device)
             values = (new_v[j], *adv.value_targets(t)) if new_v is not None else None
             pl, clipped = self.algorithm.loss(cfg, role, new_lp[j], old, adv.tokens(t, old), values)
             if ref_lp is not None:  # the KL anchor: per role, the same for every algorithm
@@ -286,7 +292,7 @@ class Learner:
         weights = self._weights(batch)
         wmap = {t.index: w for t, w in zip(batch, weights, strict=True)}
         total_tokens, total_seqs = distributed.sum_floats(
-            [sum(len(t.completion_ids) for t in batch), float(len(batch))], self.dist
+            [sum(t.n_tokens for t in batch), float(len(batch))], self.dist
         )
         return wmap, total_tokens, total_seqs
 
@@ -346,7 +352,7 @@ class Learner:
                 i += len(mb)
             for _ in range(idle):
                 self._idle_pass(name, pol, role)
-            acc["tokens"] += sum(len(t.completion_ids) for t in rturns)
+            acc["tokens"] += sum(t.n_tokens for t in rturns)
             acc["turns"] += len(rturns)
             sums[role] = acc
             cur = flat_grad(params)

@@ -12,6 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from flowzoo.agents.models.policy import Policy
+from flowzoo.agents.train.segments import Segment
+from flowzoo.agents.train.toolturns import ToolTurns, toolbox_of
 from flowzoo.envs.core import Cut
 
 
@@ -44,12 +46,48 @@ class TurnRecord:
     flags: tuple[str, ...] = ()
     #: prompt tokens cut from the prompt's middle to fit the model's context (0: it fit)
     prompt_cut: int = 0
+    #: the turn's tool calls as generated, in order (the fields above are its message's);
+    #: () without tools (:mod:`flowzoo.agents.train.segments`)
+    calls: tuple[Segment, ...] = ()
+
+    @property
+    def segments(self) -> tuple[Any, ...]:
+        """Every generated piece of the turn in order: its calls, then its message (this
+        record, which has a segment's fields)."""
+        return (*self.calls, self)
+
+    @property
+    def n_tokens(self) -> int:
+        """The tokens the turn generated, its calls' included (what the loss trains on)."""
+        return len(self.completion_ids) + sum(len(s.completion_ids) for s in self.calls)
+
+    @property
+    def all_logprobs(self) -> list[float]:
+        """The sampled log-probs of every generated token, in order (the update's old ones)."""
+        if not self.calls:
+            return self.logprobs
+        return [x for s in self.segments for x in s.logprobs]
+
+    @property
+    def cut(self) -> bool:
+        """A segment of the turn was cut at the token budget (its end is not the model's);
+        a failed served call (no tokens) is not a cut."""
+        return any(not s.finished and bool(s.completion_ids) for s in self.segments)
 
     @classmethod
     def of(
-        cls, g, episode: int, agent: str, role: str, turn: int, step: int, policy: str
+        cls,
+        g,
+        episode: int,
+        agent: str,
+        role: str,
+        turn: int,
+        step: int,
+        policy: str,
+        calls: tuple[Segment, ...] = (),
     ) -> TurnRecord:
-        """The record of one sampled completion ``g`` (a :class:`Generation`)."""
+        """The record of one sampled completion ``g`` (a :class:`Generation`), its turn's
+        message, after its ``calls``."""
         return cls(
             episode,
             agent,
@@ -63,6 +101,7 @@ class TurnRecord:
             g.text,
             g.finished,
             prompt_cut=int(getattr(g, "prompt_cut", 0) or 0),  # a served player's has none
+            calls=calls,
         )
 
 
@@ -177,14 +216,16 @@ def rollout(
 ) -> list[EpisodeRecord]:
     """Play one episode in every env. ``policy_for(role) -> (policy name, Policy)``;
     ``max_new_tokens`` and ``temperature`` one value or one per role. ``reset=False`` continues each env from
-    its current state (only new turns recorded)."""
-    _no_tool_turns(envs)
+    its current state (only new turns recorded; an env left inside a tool turn: the calls
+    made before are not). An env with tools: a call and its message are one turn, its calls
+    in :attr:`TurnRecord.calls` (:mod:`.toolturns`)."""
     n = len(envs)
     reset_options = list(reset_options) if reset_options is not None else [None] * n
     seeds = list(seeds) if seeds is not None else [None] * n
     groups = list(groups) if groups is not None else list(range(n))
     records: list[EpisodeRecord] = []
     turn_counts: list[dict[str, int]] = []
+    tools = ToolTurns(envs)
     for i, env in enumerate(envs):
         if reset:
             env.reset(seed=seeds[i], options=reset_options[i])
@@ -208,6 +249,8 @@ def rollout(
                 turns, pols = turns[:1], pols[:1]  # it reads the env's state: its turn only
             queued[i] = [a for a, _ in turns]
             for (agent, prompt), (name, pol) in zip(turns, pols, strict=True):
+                if tools.on[i] and tools.waits(i, agent, prompt):
+                    continue  # sampled before an earlier agent's call, on this prompt
                 role = env.role_of(agent)
                 pol_obj[name] = pol
                 key = (name, limit_for(max_new_tokens, role), temperature_for(temperature, role))
@@ -218,9 +261,15 @@ def rollout(
                 pol_obj[name], [(envs[i], a, p) for i, a, p in items], limit, temp, generator
             )
             for (i, agent, prompt), g in zip(items, gens, strict=True):
+                if tools.on[i]:  # a sample that may be a call ends with it
+                    g = tools.cut(envs[i], agent, pol_obj[name], g)
                 made[(i, agent)] = (prompt, g, name)
         for i, agents in queued.items():
             env = envs[i]
+            if tools.on[i]:
+                tools.take(i, agents, made)
+                _step_tools(env, i, agents, made, records[i], turn_counts[i], tools, live)
+                continue
             for agent in agents:
                 prompt, g, name = made[(i, agent)]
                 if env.episode_over() or env.agent_selection != agent:
@@ -241,17 +290,51 @@ def rollout(
     return records
 
 
-def _no_tool_turns(envs: Sequence[RolloutEnv]) -> None:
-    """Refuse envs whose roles call tools (``make_env(..., tools=[...])``): training and
-    evaluating through tool turns is not built yet (docs/tools.md), and a rollout that took
-    each call for a turn would miscount turns, rewards and flags without a word."""
+def _step_tools(
+    env, i: int, agents: list[str], made: dict, rec: EpisodeRecord, counts, tools, live: set
+) -> None:
+    """Step env ``i`` (one with tools) on this round's samples, in order: a call keeps its
+    agent's turn open (its segment kept) and ends the round for this env, whose later
+    samples wait for their turn; a message closes the turn with its calls. An episode cut by
+    ``max_cycles`` after a call records that unfinished turn too (reward 0, flagged)."""
+    for k, agent in enumerate(agents):
+        prompt, g, name = made.pop((i, agent))
+        if env.episode_over() or env.agent_selection != agent:
+            break
+        if env.observe(agent)["prompt"] != prompt:
+            break
+        role = env.role_of(agent)
+        before = len(env.turn_log())
+        env.step(as_action(g))
+        called = len(env.turn_log()) == before  # no turn was closed: a call, the turn goes on
+        if called and not env.episode_over():
+            tools.open[(i, agent)].append(Segment.of(g))
+            tools.keep(i, agents[k + 1 :], made)
+            return
+        calls = tuple(tools.open.pop((i, agent), ()))
+        t = TurnRecord.of(g, i, agent, role, counts[agent], len(rec.turns), name, calls)
+        counts[agent] += 1
+        if not called:
+            rec.turns.append(t)
+        if env.episode_over():
+            _close(rec, env, unfinished=t if called else None)
+            live.discard(i)
+            return
+    tools.keep(i, agents, made)
+
+
+def tools_refused_in_tree(envs: Sequence[RolloutEnv]) -> None:
+    """Refuse envs with tools in a tree rollout: its siblings branch at a turn and keep only
+    that turn, and a turn with calls spans several samples, so which states the siblings
+    share (the turn's start or each call) is not decided yet; independent rollouts play
+    tool turns (``rollout``)."""
     for env in envs:
-        tb = getattr(getattr(env, "unwrapped", env), "toolbox", None)
+        tb = toolbox_of(env)
         if tb is not None:
             raise NotImplementedError(
-                f"{getattr(env, 'env_id', env)} has tools={list(tb.names)}: rollouts, training "
-                "and evaluation through tool turns are not built yet (docs/tools.md); make the "
-                "env without tools= to train or evaluate it"
+                f"{getattr(env, 'env_id', env)} has tools={list(tb.names)}: tree rollouts "
+                "through tool turns are not built (a sibling would branch inside a turn that "
+                "spans several samples); use rollout='independent' with tools"
             )
 
 
@@ -280,8 +363,10 @@ def turn_reward(info: dict, turn: int, agent_reward: float) -> float:
     return float(agent_reward)
 
 
-def _close(rec: EpisodeRecord, env) -> None:
-    """Copy a finished episode's rewards and infos onto its record and turns."""
+def _close(rec: EpisodeRecord, env, unfinished: TurnRecord | None = None) -> None:
+    """Copy a finished episode's rewards and infos onto its record and turns; ``unfinished``:
+    a turn with calls that ``max_cycles`` cut before its message (not in the env's turn log:
+    flagged ``max_cycles``, its reward the agent's, 0 for a truncated episode)."""
     rec.rewards = {a: float(env.rewards[a]) for a in env.agents}
     rec.info = dict(env.infos[env.possible_agents[0]])
     by_agent = {a: dict(env.infos[a]) for a in env.agents}
@@ -291,6 +376,13 @@ def _close(rec: EpisodeRecord, env) -> None:
         t.team_reward = float(by_agent[t.agent].get("team_reward", 0.0))
         t.role_reward = float(by_agent[t.agent].get("role_reward", 0.0))
     _read_flags(rec.turns, env.turn_log())
+    if unfinished is not None:
+        t, info = unfinished, by_agent[unfinished.agent]
+        t.reward = turn_reward(info, t.turn, rec.rewards.get(t.agent, 0.0))
+        t.team_reward = float(info.get("team_reward", 0.0))
+        t.role_reward = float(info.get("role_reward", 0.0))
+        t.flags = ("max_cycles",)
+        rec.turns.append(t)
     _advance_dead(env)
 
 
@@ -325,7 +417,7 @@ def tree_rollout(
     so role-and-turn GRPO groups share one prompt. Continuation turns are not returned."""
     import copy
 
-    _no_tool_turns(envs)
+    tools_refused_in_tree(envs)
     n = len(envs)
     seeds = list(seeds) if seeds is not None else [None] * n
     for i, env in enumerate(envs):

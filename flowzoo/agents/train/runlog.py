@@ -197,9 +197,15 @@ class RunLog:
 
 
 def _tokens(turn) -> int:
-    """A turn's length in tokens: its ids where the policy is ours, the server's log-probs
-    for a served role."""
-    return len(turn.completion_ids) or len(turn.logprobs)
+    """A turn's length in tokens (its tool calls' included): its ids where the policy is
+    ours, the server's log-probs for a served role."""
+    return turn.n_tokens or len(turn.all_logprobs)
+
+
+def _cut(turn) -> bool:
+    """A segment of the turn was cut at its budget: it produced tokens (ids, or a served
+    model's log-probs) and no EOS; a failed served call (none) is not a cut."""
+    return any(not s.finished and bool(s.completion_ids or s.logprobs) for s in turn.segments)
 
 
 def step_metrics(step: int, batch: Batch, per_policy: dict, adv_stats: dict) -> dict:
@@ -208,6 +214,7 @@ def step_metrics(step: int, batch: Batch, per_policy: dict, adv_stats: dict) -> 
     length, truncation, entropy estimate, the update's statistics and gradient-mass share,
     parse-flag and tamper rates; cosines between role gradients; group statistics."""
     records, turns, rewards = batch.records, batch.turns, batch.rewards
+    tools = any("tool_calls" in i for r in records for i in r.agent_infos.values())
     role_rows: dict[str, dict[str, float]] = {}
     by_role: dict[str, list[int]] = defaultdict(list)
     for i, t in enumerate(turns):
@@ -219,14 +226,14 @@ def step_metrics(step: int, batch: Batch, per_policy: dict, adv_stats: dict) -> 
             "reward": float(np.mean([rewards[i] for i in idx])),
             "role_signal": float(np.mean([t.role_reward for t in ts])),
             "resp_len": float(np.mean([_tokens(t) for t in ts])),
-            "entropy_est": float(np.mean([-np.mean(t.logprobs) for t in ts if t.logprobs]))
-            if any(t.logprobs for t in ts)
+            "entropy_est": float(np.mean([-np.mean(t.all_logprobs) for t in ts if t.all_logprobs]))
+            if any(t.all_logprobs for t in ts)
             else 0.0,
             # cut at the budget: a turn that produced tokens and no EOS (a failed call has none)
-            "truncated_frac": float(
-                np.mean([not t.finished and bool(t.completion_ids or t.logprobs) for t in ts])
-            ),
+            "truncated_frac": float(np.mean([_cut(t) for t in ts])),
         }
+        if tools:  # an env with tools: a role's calls per turn (a turn is one, its calls apart)
+            row["tool_calls"] = float(np.mean([len(t.calls) for t in ts]))
         role_rows[role] = row
         if ts[0].policy.startswith("frozen:"):  # played by a fixed player: no gradient at all
             row["frozen"] = True
@@ -252,6 +259,7 @@ def step_metrics(step: int, batch: Batch, per_policy: dict, adv_stats: dict) -> 
         "sampled": {
             "turns": len(turns),
             "tokens": int(sum(_tokens(t) for t in turns)),
+            **({"tool_calls": sum(len(t.calls) for t in turns)} if tools else {}),
         },
         "flag_rate": {r: batch.flagged[r] / max(1, n[r]) for r in n},
         # programs caught writing to their judge's channel or faking an exit, per role
@@ -290,7 +298,7 @@ def prompts_cut(turns) -> dict[str, int]:
     (only roles with at least one)."""
     out: dict[str, int] = defaultdict(int)
     for t in turns:
-        if getattr(t, "prompt_cut", 0):
+        if any(getattr(s, "prompt_cut", 0) for s in getattr(t, "segments", (t,))):
             out[t.role] += 1
     return dict(out)
 

@@ -92,8 +92,11 @@ class Trainer:
         )
         probe = self.env_factory("train", heldout.train_pool_size(cfg))
         self.train_tasks = probe.tasks
-        #: the held-out set, its source and its measured overlap with the training pool
-        self.held_out = heldout.resolve(cfg, self.train_tasks) if cfg.eval_every > 0 else None
+        #: the held-out set, its source and its measured overlap with the training pool; a
+        #: separate held-out file is read and checked even when nothing evaluates on it
+        #: (``eval_every=0``): a broken file is said now, not at the next run that evaluates
+        evaluates = cfg.eval_every > 0 or bool(cfg.eval_dataset)
+        self.held_out = heldout.resolve(cfg, self.train_tasks) if evaluates else None
         if self.held_out is not None and self.dist.main:
             print(f"flowzoo: {self.held_out.line()}", file=self.console)
         self.roles = probe.roles

@@ -55,7 +55,8 @@ def test_the_central_critic_reads_every_earlier_turn_then_the_agents_prompt(tiny
     stay those of the prompt alone)."""
     pol = tiny_policy
     batch, (s0, s1, agg) = _episode(pol, [("solver_0", "12"), ("solver_1", "7 + 5 = 12")], "Pick")
-    ins = central_critic.critic_prompts(pol, batch, [s0, s1, agg])
+    # one input per generated segment of a turn: a turn without tool calls has one
+    ins = {i: one for i, (one,) in central_critic.critic_prompts(pol, batch, [s0, s1, agg]).items()}
     assert ins[s0.index] == s0.prompt_ids
     want = "[solver_0] 12\n[solver_1] 7 + 5 = 12\n"
     assert central_critic.transcript(central_critic.earlier_turns(batch, agg)) == want
@@ -134,15 +135,16 @@ def test_ppo_with_a_central_critic_makes_one_update_on_a_real_rollout(tiny_model
         assert adv.returns[t.index].shape == (n,) and adv.old_values[t.index].shape == (n,)
         assert adv.token[t.index].shape == (n,)
         assert torch.allclose(adv.returns[t.index], torch.full((n,), t.reward))
-        seen = pol.decode(adv.critic_prompts[t.index])
+        (critic_in,) = adv.critic_prompts[t.index]  # one segment: a turn without tool calls
+        seen = pol.decode(critic_in)
         before = [u for u in batch.records[t.episode].turns if u.step < t.step]
         assert all(f"[{u.agent}] {u.text}" in seen for u in before)
-        assert adv.critic_prompts[t.index][-len(t.prompt_ids) + 1 :] == t.prompt_ids[1:]
+        assert critic_in[-len(t.prompt_ids) + 1 :] == t.prompt_ids[1:]
     for t in aggs:
         solvers = [u for u in batch.records[t.episode].turns if u.role == "solver"]
         assert len(solvers) == 3
         assert all(
-            f"[{u.agent}] {u.text}" in pol.decode(adv.critic_prompts[t.index]) for u in solvers
+            f"[{u.agent}] {u.text}" in pol.decode(adv.critic_prompts[t.index][0]) for u in solvers
         )
     head = tr.learner.heads[tr.router.names[0]]
     before = [p.detach().clone() for p in head.parameters()]
@@ -165,7 +167,7 @@ def test_ppo_with_a_central_critic_makes_one_update_on_a_real_rollout(tiny_model
         _, central = central_critic.outputs(pol, head, mb, adv, cfg.temperature)
         _, local = turn_outputs(pol, head, mb, adv, cfg.temperature)
         _, direct = pol.score(
-            [adv.critic_prompts[t.index] for t in mb],
+            [adv.critic_prompts[t.index][0] for t in mb],
             [t.completion_ids for t in mb],
             cfg.temperature,
             hidden=True,

@@ -21,6 +21,7 @@ import torch
 
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.losses import Advantages, model_outputs
+from flowzoo.agents.train.segments import per_turn, pieces
 from flowzoo.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -82,14 +83,11 @@ def turn_outputs(
     temperature: float,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """Log-probs (and, with a value head, values) of each turn's completion after its own
-    prompt, from one scoring pass: every algorithm's outputs but a centralised critic's."""
-    return model_outputs(
-        policy,
-        head,
-        [t.prompt_ids for t in turns],
-        [t.completion_ids for t in turns],
-        temperature,
-    )
+    prompt, from one scoring pass: every algorithm's outputs but a centralised critic's. A
+    turn with tool calls: each generated segment after its own prompt, joined per turn."""
+    p_ids, c_ids = pieces(turns)
+    lps, values = model_outputs(policy, head, p_ids, c_ids, temperature)
+    return per_turn(turns, lps), (per_turn(turns, values) if values is not None else None)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import torch
 
 from flowzoo.agents.train.algorithms.base import turn_outputs
 from flowzoo.agents.train.losses import Advantages, model_outputs
+from flowzoo.agents.train.segments import critic_pieces, per_turn, pieces
 
 if TYPE_CHECKING:
     from flowzoo.agents.train.batch import Batch
@@ -44,9 +45,10 @@ if TYPE_CHECKING:
 @dataclass
 class CentralAdvantages(Advantages):
     """PPO's advantages with, per turn (``turn.index``), the token ids its critic reads
-    before the completion (None for turns with no tokens)."""
+    before each generated segment (one for a turn without tool calls; None for turns with no
+    tokens)."""
 
-    critic_prompts: list[list[int] | None] = field(default_factory=list)
+    critic_prompts: list[list[list[int]] | None] = field(default_factory=list)
 
 
 def earlier_turns(batch: Batch, t: TurnRecord) -> list[TurnRecord]:
@@ -63,10 +65,10 @@ def transcript(earlier: Sequence[TurnRecord]) -> str:
     return "".join(f"[{u.agent}] {u.text}\n" for u in earlier)
 
 
-def critic_prompt(policy: Any, t: TurnRecord, text: str) -> list[int]:
-    """The ids ``policy``'s critic reads before ``t``'s completion: BOS (where the prompt
-    starts with it), the transcript ``text`` (its oldest tokens cut to fit the context),
-    then the turn's own prompt."""
+def critic_prompt(policy: Any, t: Any, text: str) -> list[int]:
+    """The ids ``policy``'s critic reads before ``t``'s completion (``t``: a turn, or one
+    segment of a turn with tool calls): BOS (where the prompt starts with it), the
+    transcript ``text`` (its oldest tokens cut to fit the context), then ``t``'s own prompt."""
     prompt = list(t.prompt_ids)
     ids = list(policy.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
     room = int(policy.max_context) - len(prompt) - len(t.completion_ids)
@@ -76,9 +78,16 @@ def critic_prompt(policy: Any, t: TurnRecord, text: str) -> list[int]:
     return head + ids + prompt[len(head) :]
 
 
-def critic_prompts(policy: Any, batch: Batch, turns: Sequence[TurnRecord]) -> dict[int, list[int]]:
-    """Each turn's critic input (by ``turn.index``), tokenised by the policy that plays it."""
-    return {t.index: critic_prompt(policy, t, transcript(earlier_turns(batch, t))) for t in turns}
+def critic_prompts(
+    policy: Any, batch: Batch, turns: Sequence[TurnRecord]
+) -> dict[int, list[list[int]]]:
+    """Each turn's critic inputs (by ``turn.index``), one per generated segment (the earlier
+    turns' messages, then the segment's own prompt), tokenised by the policy that plays it."""
+    out = {}
+    for t in turns:
+        text = transcript(earlier_turns(batch, t))
+        out[t.index] = [critic_prompt(policy, s, text) for s in t.segments]
+    return out
 
 
 def outputs(
@@ -94,16 +103,11 @@ def outputs(
     prompts = getattr(adv, "critic_prompts", None)
     if head is None or not prompts:
         return turn_outputs(policy, head, turns, adv, temperature)
-    completions = [t.completion_ids for t in turns]
-    lps, _ = model_outputs(policy, None, [t.prompt_ids for t in turns], completions, temperature)
-    central: list[list[int]] = []
-    for t in turns:
-        p = prompts[t.index]
-        if p is None:
-            raise ValueError(f"no critic input was built for turn {t.index}")
-        central.append(p)
+    p_ids, completions = pieces(turns)
+    lps, _ = model_outputs(policy, None, p_ids, completions, temperature)
+    central = critic_pieces(turns, prompts)
     _, values = model_outputs(policy, head, central, completions, temperature)
-    return lps, values
+    return per_turn(turns, lps), per_turn(turns, values)
 
 
 __all__ = [

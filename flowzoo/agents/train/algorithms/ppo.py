@@ -1,6 +1,7 @@
 """PPO: a value head on the policy's last hidden state and GAE over each agent's turns.
 
-Each agent's turns in an episode form one trajectory (its completion tokens in order); the
+Each agent's turns in an episode form one trajectory (its completion tokens in order: a turn
+with tool calls gives the tokens of every generated segment, the tool output left out); the
 turn's own reward (``turn_rewards``: the overlong penalty included) reaches that turn; GAE with ``gamma``
 and ``lam`` runs backwards over that token sequence. The policy loss is the same clipped
 surrogate as GRPO's, per token.
@@ -24,6 +25,7 @@ from flowzoo.agents.train.algorithms.base import Algorithm, Critic, ValueTerms
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.losses import Advantages, model_outputs
 from flowzoo.agents.train.rollout import TurnRecord
+from flowzoo.agents.train.segments import critic_pieces, per_turn, pieces
 from flowzoo.config import TrainConfig
 
 
@@ -89,7 +91,8 @@ def advantages(
     router, heads = critic.router, critic.heads
     central = cfg.critic_input == "central"
     n = len(batch.turns)
-    critic_in: list[list[int] | None] = [None] * n
+    #: per turn, what the critic reads before each of its generated segments
+    critic_in: list[list[list[int]] | None] = [None] * n
     token: list[torch.Tensor | None] = [None] * n
     returns: list[torch.Tensor | None] = [None] * n
     old_values: list[torch.Tensor | None] = [None] * n
@@ -100,9 +103,9 @@ def advantages(
         for t in batch.turns:
             if t.policy == name:
                 trajs[(t.episode, t.agent)].append(t)
-        flat = [t for ts in trajs.values() for t in ts if t.completion_ids]
-        for t in flat:  # what the critic reads before each completion
-            critic_in[t.index] = t.prompt_ids
+        flat = [t for ts in trajs.values() for t in ts if t.n_tokens]
+        for t in flat:  # what the critic reads before each completion (each segment's prompt)
+            critic_in[t.index] = [s.prompt_ids for s in t.segments]
         if central:
             for i, ids in central_critic.critic_prompts(pol, batch, flat).items():
                 critic_in[i] = ids
@@ -111,18 +114,14 @@ def advantages(
             for i in range(0, len(flat), cfg.micro_batch):
                 mb = flat[i : i + cfg.micro_batch]
                 _, vs = model_outputs(
-                    pol,
-                    head,
-                    [critic_in[t.index] or [] for t in mb],
-                    [t.completion_ids for t in mb],
-                    cfg.temperature,
+                    pol, head, critic_pieces(mb, critic_in), pieces(mb)[1], cfg.temperature
                 )
-                for t, v in zip(mb, vs, strict=True):
+                for t, v in zip(mb, per_turn(mb, vs), strict=True):
                     values[t.index] = v.detach().cpu()
         advs: list[torch.Tensor] = []
         mine: list[tuple[int, torch.Tensor]] = []
         for ts in trajs.values():
-            ts = [t for t in sorted(ts, key=lambda x: x.turn) if t.completion_ids]
+            ts = [t for t in sorted(ts, key=lambda x: x.turn) if t.n_tokens]
             if not ts:
                 continue
             a, ret = gae(  # each turn's own reward, not only the last turn's
