@@ -406,7 +406,7 @@ def _words_after(s: str, keep_known: bool) -> int:
         k -= 1
     end = toks[k - 1].end() if k and value_words.has_value_word(s[: toks[k - 1].end()]) else 0
     i = k if end else 0
-    units = []
+    units: list[re.Match[str]] = []
     while i < len(toks) and len(units) < 3:
         w = toks[i].group(0)
         low = w.lower()

@@ -76,7 +76,7 @@ def split_unit(s: str) -> tuple[str, str]:
     if m is None or not m.group(1).strip():
         w = _WORD_UNIT_RE.match(s)
         words = w.group(2).lower().split() if w else []
-        if not words or not w.group(1).strip() or _NOT_UNITS & set(words):
+        if w is None or not words or not w.group(1).strip() or _NOT_UNITS & set(words):
             return s, ""
         return w.group(1).strip(), " ".join(canonical(x) for x in words)
     words = re.split(r"\s+", m.group(2).lower().replace("sq.", "square").replace("sq ", "square "))

@@ -400,15 +400,16 @@ def _check(
         stated, why = answer_text(prediction)
         if stated is None or not stated.strip():
             return Verdict(0.0, False, prediction, why or "no_answer")
-        gold, prediction = answer_text(gold)[0] or gold, stated
+        prediction = stated
+        gold = answer_text(gold)[0] or gold
         g, p = gold.strip(), prediction.strip()
         if _INT_RE.fullmatch(g) and _INT_RE.fullmatch(p):  # most RL answers: nothing to parse
             ok = int(g) == int(p)
         else:
             ng, npred = normalize(gold), normalize(prediction)
-            why = malformed(npred)
-            if why:  # a parser would read one of its pieces
-                return Verdict(0.0, False, prediction, why)
+            bad = malformed(npred)
+            if bad:  # a parser would read one of its pieces
+                return Verdict(0.0, False, prediction, bad)
             if _text_answer(gold, ng):  # words are compared as words, never as letter products
                 ok = _words(ng) == _words(npred)
                 return Verdict(float(ok), ok, prediction, "text" if ok else "text_mismatch")
