@@ -255,7 +255,8 @@ def _checked(
         wf_options = wf_cls.Options(**{k: v for k, v in opts.items() if k in wf_fields})
         wf_cls.check_options(wf_options)  # ranges, choices, templates: no family needed
     except (TypeError, ValueError) as e:
-        raise type(e)(f"{where}bad workflow option for {spec.id!r}: {e}") from None
+        cls = TypeError if isinstance(e, TypeError) else ValueError  # never type(e)(msg)
+        raise cls(f"{where}bad workflow option for {spec.id!r}: {e}") from e
     return checked, wf_options
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -18,9 +19,22 @@ from typing import Any, Protocol, runtime_checkable
 MAX_STATEMENT_CHARS = 1 << 20
 
 
+#: a UTF-16 surrogate alone (a JSON "\\ud800" escape): no character
+SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
+
+
 def check_statement(text: Any, where: str) -> None:
     """A ValueError naming ``where`` (the file and row) when a problem statement holds more
-    than :data:`MAX_STATEMENT_CHARS` characters (a 30 MB field once loaded silently)."""
+    than :data:`MAX_STATEMENT_CHARS` characters (a 30 MB field once loaded silently), or holds
+    a NUL character or a lone UTF-16 surrogate (no text a model reads holds either; a NUL
+    cuts the statement short in C-string tooling, a surrogate cannot be encoded or hashed):
+    refused, never stripped, so the row is fixed at its source."""
+    if isinstance(text, str) and ("\x00" in text or SURROGATE_RE.search(text)):
+        what = "a NUL character (\\u0000)" if "\x00" in text else "a lone UTF-16 surrogate"
+        raise ValueError(
+            f"{where}: its problem statement holds {what}, which no statement holds; fix "
+            "or remove the row"
+        )
     if isinstance(text, str) and len(text) > MAX_STATEMENT_CHARS:
         raise ValueError(
             f"{where}: its problem statement holds {len(text):,} characters, past the limit "

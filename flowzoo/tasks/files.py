@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from flowzoo.tasks.base import TEST_FRACTION_DEN, Task, TaskSet, normalise_statement, stable_hash
+from flowzoo.tasks.base import (
+    SURROGATE_RE,
+    TEST_FRACTION_DEN,
+    Task,
+    TaskSet,
+    normalise_statement,
+    stable_hash,
+)
 
 #: the split that means "the whole file, unsplit" (a separate held-out file, ``eval_dataset``)
 WHOLE = "all"
@@ -66,14 +73,63 @@ def _checked_float(text: str) -> float:
     return v
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object naming one key twice (``json.loads`` would keep the last silently)."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(
+                f"the key {k!r} appears twice in one object (JSON keeps only the last, so one "
+                "of its values would be dropped unseen); keep one"
+            )
+        out[k] = v
+    return out
+
+
 def parse_json(text: str, numbers: str = "text") -> Any:
     """``json.loads`` with numbers kept as written (``numbers="text"``: :class:`JsonNumber`)
-    or as finite Python numbers (``"value"``); ``NaN``/``Infinity`` refused either way."""
+    or as finite Python numbers (``"value"``); ``NaN``/``Infinity`` and an object naming one
+    key twice (:class:`DuplicateKeyError`) refused either way."""
     if numbers == "text":
         return json.loads(
-            text, parse_float=JsonNumber, parse_int=JsonNumber, parse_constant=_no_constant
+            text,
+            parse_float=JsonNumber,
+            parse_int=JsonNumber,
+            parse_constant=_no_constant,
+            object_pairs_hook=_unique_pairs,
         )
-    return json.loads(text, parse_float=_checked_float, parse_constant=_no_constant)
+    return json.loads(
+        text,
+        parse_float=_checked_float,
+        parse_constant=_no_constant,
+        object_pairs_hook=_unique_pairs,
+    )
+
+
+def _field_name(path: str) -> str:
+    """A key path as a row's field: ``'question'`` at the top, ``['x'][0]`` deeper."""
+    if path.count("[") == 1 and path.startswith("['"):
+        return path[1:-1]
+    return path or "text"
+
+
+def _lone_surrogate(v: Any, depth: int = 0) -> str | None:
+    """The field (a key path) of the first text in ``v`` holding a lone surrogate, or None."""
+    if isinstance(v, str):
+        return "" if SURROGATE_RE.search(v) else None
+    if depth > 64:
+        return None
+    items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+    for k, x in items:
+        if isinstance(k, str) and SURROGATE_RE.search(k):
+            return f"[{k.encode('utf-8', 'backslashreplace').decode()!r}]"
+        sub = _lone_surrogate(x, depth + 1)
+        if sub is not None:
+            return f"[{k!r}]{sub}"
+    return None
 
 
 def _where(path: Path, line: int | None) -> str:
@@ -84,6 +140,8 @@ def _parse(text: str, path: Path, line: int | None, numbers: str) -> Any:
     """One JSON document, or a ValueError naming the file, the line and the fix."""
     try:
         return parse_json(text, numbers)
+    except DuplicateKeyError as e:
+        raise ValueError(f"{_where(path, line)}: {e}") from None
     except json.JSONDecodeError as e:
         raise ValueError(
             f"{_where(path, line)}: not valid JSON ({e.msg} at column {e.colno}); fix that row "
@@ -211,6 +269,12 @@ def read_located(path: str | os.PathLike, numbers: str = "text") -> list[tuple[s
                 f"{p}{where}: expected a JSON object of fields, got {type(row).__name__} "
                 f"({str(row)[:40]}); every row is one {{...}} object"
             )
+        bad = _lone_surrogate(row)
+        if bad is not None:
+            raise ValueError(
+                f"{p}{where}: field {_field_name(bad)} holds a lone UTF-16 surrogate (a \\ud800-"
+                "\\udfff escape with no pair), which is no character; fix or remove the row"
+            )
     return rows
 
 
@@ -224,8 +288,11 @@ def text_field(row: dict, names: Iterable[str], where: str) -> str | None:
     """The first of ``names`` that ``row`` holds as non-empty text (None: none does); a
     field of ``names`` holding anything but text (a number, a list, true) is a ValueError
     naming the row and the field, never read as text: a statement that is a number is a
-    broken row (a JSON number is kept as its source text, so it must be told apart)."""
+    broken row (a JSON number is kept as its source text, so it must be told apart). Two of
+    ``names`` holding different text (``question`` and ``problem``: two statements) is a
+    ValueError naming both: which one the row means cannot be told."""
     found = None
+    found_name = ""
     for name in names:
         v = row.get(name)
         if v is None:
@@ -242,8 +309,15 @@ def text_field(row: dict, names: Iterable[str], where: str) -> str | None:
                 f"{where}: field {name!r} must be text (a JSON string), got {kind} "
                 f"({str(v)[:40]}); quote it or fix the row"
             )
-        if found is None and v.strip():
-            found = v
+        if not v.strip():
+            continue
+        if found is None:
+            found, found_name = v, name
+        elif v.strip() != found.strip():
+            raise ValueError(
+                f"{where}: fields {found_name!r} and {name!r} both hold a statement, and they "
+                "differ; keep one of them"
+            )
     return found
 
 

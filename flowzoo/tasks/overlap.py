@@ -29,6 +29,7 @@ criterion, and which tasks repeat within each set; :func:`overlap_matches` names
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -74,6 +75,10 @@ _ONES = {w: i + 1 for i, w in enumerate("one two three four five six seven eight
 _QUOTED = r"(?<![a-z0-9])(?:'[^'\s]{1,24}'|\"[^\"\s]{1,24}\")(?![a-z0-9])"
 #: a number, signed where the minus is no operator ("or -1", "(-3", not "5-3" or "5 - 3")
 _NUM = r"(?:(?<![\w)\]])-(?=\d))?\d+(?:,\d{3})+(?:\.\d+)?|(?:(?<![\w)\]])-(?=\d))?\d+(?:\.\d+)?"
+#: words that sign the number after them
+_SIGN_WORDS = frozenset({"minus", "negative"})
+#: what may come right before a value, so that "minus" there signs it
+_BEFORE_A_VALUE = frozenset("is was are were be at to from of reads shows = ( [ :".split())
 _TOKEN = re.compile(_NUM + r"|[a-z_]+|" + _QUOTED + r"|[^\s\w]")
 
 
@@ -106,12 +111,22 @@ def tokens(text: str) -> list[str]:
     """A statement's words, numbers (number words as digits: "five", "twenty-one", "twice",
     "dozen"; not "one" alone), quoted literals and symbols, lower-cased: the units both
     readings compare."""
-    raw = _TOKEN.findall(text[:MAX_READ_CHARS].lower())
+    raw = _TOKEN.findall(fold_number_forms(text[:MAX_READ_CHARS]).lower())
     out: list[str] = []
     i = 0
     while i < len(raw):
         t = raw[i]
         c = t[0]
+        if t in _SIGN_WORDS and i + 1 < len(raw) and raw[i + 1][0].isdigit():
+            # "negative 4" is -4; "minus 4" only where a value starts ("it is minus 4",
+            # "at minus 4"): elsewhere it is the operator ("5 minus 4", "the sum, minus 4")
+            if t == "minus" and out and out[-1] not in _BEFORE_A_VALUE:
+                out.append("-")
+            else:
+                out.append(_number("-" + raw[i + 1]))
+                i += 1
+            i += 1
+            continue
         if c.isdigit() or (c == "-" and len(t) > 1):
             t = _number(t)
         elif len(t) > 2 and c in "'\"" and t[-1] == c:
@@ -142,18 +157,63 @@ def quantities(toks: list[str]) -> tuple[str, ...]:
 
 _FRAC = re.compile(r"\\d?frac\{([^{}]*)\}\{([^{}]*)\}")
 _BOXED = re.compile(r"\\boxed\{(.*)\}")
+#: a minus sign that is no ASCII hyphen: U+2212, the fullwidth and small hyphen-minus
+_MINUS = str.maketrans({"\u2212": "-", "\uff0d": "-", "\ufe63": "-"})
+#: a decimal comma: one comma between digits, not three after it (``1,200`` groups
+#: thousands), no comma list around it (``1,2,3``) and no bracket (``(1,2)`` is a pair)
+_DECIMAL_COMMA = re.compile(r"(?<![\d,.(\[{])(\d+),(\d{1,2}|\d{4,})(?![\d,)\]}])")
+#: thousands grouped by spaces (``1 200``, ``12 345 678``; also no-break and thin spaces)
+_SPACED_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:[ \u00a0\u202f\u2009]\d{3})+(?![\d.,/])")
+
+
+def fold_number_forms(text: str) -> str:
+    """``text`` with its numbers written one way: any script's decimal digits as ASCII (``５``,
+    ``٥``), any minus sign as ``-``, a decimal comma as a point (``2,5``), thousands grouped
+    by spaces joined (``1 200``). What a problem states and its gold are both read through
+    it, so a copy in another script or locale states the same quantities."""
+    if not text.isascii():
+        text = re.sub(r"\d", lambda m: str(unicodedata.decimal(m[0], 0)), text.translate(_MINUS))
+    text = _SPACED_GROUPS.sub(lambda m: re.sub(r"\D", "", m[0]), text)
+    return _DECIMAL_COMMA.sub(r"\1.\2", text)
+
+
+def _gold_value(a: str) -> Fraction | None:
+    """The exact value a gold states, read as the math verifier reads an answer (its
+    normaliser: ``\\$``, ``\\tfrac``, ``\\text{}``, thousands; its unit split: ``11
+    dollars``, ``11 pens``; its number words: ``minus 4``, ``twelve``), or None."""
+    from flowzoo.tasks.math import words
+    from flowzoo.tasks.math.normal import normalize, to_number
+    from flowzoo.tasks.math.units import split_unit
+
+    try:
+        value, _unit = split_unit(normalize(a))
+        got = to_number(value)
+        if got is None:
+            said = words.read(value)
+            got = None if said is None or said == words.UNREAD else to_number(said)
+    except (ValueError, ArithmeticError, RecursionError):
+        return None
+    return None if got is None else got[0]  # ``50%`` and ``50``: one stated quantity
 
 
 def gold_form(answer: str) -> str:
-    """A gold answer in one form: a number as its exact value (``0.5``, ``1/2``,
-    ``\\frac{1}{2}`` alike), anything else without spacing, case or dollar signs."""
+    """A gold answer in one form: a number as its exact value, whatever its writing
+    (``0.5``, ``1/2``, ``\\tfrac{1}{2}``; ``11``, ``\\$11``, ``11 dollars``, ``11 pens``;
+    ``-5``, ``\u22125``, ``minus 4``; ``５``; ``2,5``; ``1 200``): marked ``=``; anything else
+    without spacing, case or dollar signs."""
     a = answer[:200].strip()
     if a.isascii() and a.isdigit():  # the common case, at once
         return f"={int(a)}"
     m = _BOXED.fullmatch(a)
-    a = (m[1] if m else a).replace("$", "").replace("\\!", "").replace("\\%", "%")
+    a = fold_number_forms(m[1] if m else a)
+    v = _gold_value(a)
+    if v is not None:
+        return f"={v}"
+    a = a.replace("$", "").replace("\\!", "").replace("\\%", "%")
     a = _FRAC.sub(r"(\1)/(\2)", "".join(a.split())).rstrip(".%").lower()
-    num = a.replace(",", "").replace("(", "").replace(")", "")
+    if "," in a:  # a tuple or a list ("(1,2)"), never one number
+        return a.lstrip("=")
+    num = a.replace("(", "").replace(")", "")
     try:
         n, _, d = num.partition("/")
         return f"={Fraction(n) / Fraction(d) if d else Fraction(n)}"
@@ -194,8 +254,9 @@ def _read(task: Task) -> _Read:
 
 
 def _differ(a: str | None, b: str | None) -> bool:
-    """Whether two golds say two answers: both numbers of other values, or both text that
-    differs (a number and a text, ``24`` and ``24 tulips``, cannot be told apart)."""
+    """Whether two golds say two answers: both numbers (after :func:`gold_form`: ``8 pens``
+    is the number 8) of other values, or both text that differs (a number and a text, ``24``
+    and ``x = 24``, cannot be told apart)."""
     if a is None or b is None or a.startswith("=") != b.startswith("="):
         return False
     return a != b

@@ -82,6 +82,41 @@ def test_extract_program(text, expect):
     assert extract_program(text, "f") == expect
 
 
+_F = "`" * 3
+_ADD = "def f(x):\n    return x + 7\n"
+
+
+@pytest.mark.parametrize("label", ["text", "bash", "output", "tool run", "console", ""])
+def test_a_block_before_the_answer_is_its_own_block(label):
+    """A fenced block of any label ahead of the answer is parsed as a block: the program is the
+    Python block, never text spanning two blocks (a closing fence is no opening one)."""
+    text = f"{_F}{label}\nhello\n{_F}\n\nNow the code:\n\n{_F}python\n{_ADD}{_F}\nDone."
+    assert extract_program(text, "f", "def f(x):\n") == _ADD
+
+
+@pytest.mark.parametrize(
+    "text,expect",
+    [
+        # output after the answer, a labelled non-Python block last: the Python block wins
+        (f"{_F}py\n{_ADD}{_F}\n{_F}output\n8\n{_F}", _ADD),
+        # the last Python block defining the entry point, not a later helper-only block
+        (f"{_F}python\n{_ADD}{_F}\n{_F}python\nprint(f(1))\n{_F}", _ADD),
+        # info strings after the language word, longer fences, tildes, an unclosed last block
+        (f"{_F}python title=sol.py\n{_ADD}{_F}", _ADD),
+        (f"````python\n{_ADD}````", _ADD),
+        (f"~~~python\n{_ADD}~~~", _ADD),
+        (f"{_F}text\nx\n{_F}\n{_F}python\n{_ADD}", _ADD),
+        # a block of another label is read only when it alone defines the entry point
+        (f"{_F}code\n{_ADD}{_F}", _ADD),
+        (f"{_F}bash\npython sol.py\n{_F}", None),
+        # bare code outside the blocks
+        (f"{_F}output\n8\n{_F}\n{_ADD}", _ADD),
+    ],
+)
+def test_fenced_blocks_by_label(text, expect):
+    assert extract_program(text, "f") == expect
+
+
 def test_body_only_completion_continues_the_prompt():
     assert (
         extract_program("    return x + 1\n", "f", "def f(x):\n") == "def f(x):\n    return x + 1\n"

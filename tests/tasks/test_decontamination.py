@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from flowzoo.tasks.base import Task
 from flowzoo.tasks.code.data import function_tasks
 from flowzoo.tasks.code.stdio_data import stdio_tasks
 from flowzoo.tasks.files import file_split, math_key
-from flowzoo.tasks.math.data import arithmetic_tasks, load_math_dataset
+from flowzoo.tasks.math.data import arithmetic_tasks, load_hf_local, load_math_dataset
 from flowzoo.tasks.overlap import gold_form, overlap, overlap_matches, quantities, tokens
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,12 +91,83 @@ def test_one_form_of_numbers_and_golds():
 def test_a_near_copy_with_a_gold_written_otherwise_is_caught_by_ngrams():
     q = "In a garden there are 3 rows of tulips and every row has 8 tulips in it. Total tulips?"
     near = q.replace("Total tulips?", "How many tulips in total?")
-    assert hit((q, "24 tulips"), (near, "24")) == (
-        "ngram",
-    )  # a number and a text: no contradiction
+    # "24 tulips" is the number 24 (the unit split off), so what is solved matches too
+    assert hit((q, "24 tulips"), (near, "24")) == ("solved", "ngram")
+    assert hit((q, "x = 24"), (near, "24")) == ("ngram",)  # a number and a text: no contradiction
     assert hit((q, "24"), (near, "25")) == ()  # two numbers of other values: another problem
     words = "Name the capital city of the country whose flag shows a red maple leaf on white"
     assert hit((words, "Ottawa"), (words.upper() + " please", "ottawa")) == ("ngram",)
+
+
+@pytest.mark.parametrize(
+    "written,other",
+    [
+        ("11", "\\$11"), ("11", "11 dollars"), ("11", "11 pens"), ("11", "\\text{11 pens}"),
+        ("1/2", "\\tfrac{1}{2}"), ("1/2", "\\dfrac12"), ("-5", "\u22125"), ("5", "\uff15"),
+        ("5", "\u0665"), ("2.5", "2,5"), ("1200", "1 200"), ("1200", "1\u202f200"),
+        ("-4", "minus 4"), ("-4", "negative four"), ("12", "twelve"), ("11", "\\boxed{11}"),
+    ],
+)  # fmt: skip
+def test_a_gold_written_another_way_is_one_value(written, other):
+    """The gold read as the math verifier reads an answer: its normaliser, its unit split, its
+    number words; digits of any script, any minus sign, a decimal comma, spaced thousands."""
+    assert gold_form(written) == gold_form(other) == f"={Fraction(written)}"
+
+
+@pytest.mark.parametrize("a,b", [("1,2,3", "123"), ("(1,2)", "1.2"), ("x=3", "3"), ("8", "2")])
+def test_lists_pairs_and_other_values_stay_apart(a, b):
+    assert gold_form(a) != gold_form(b)
+
+
+@pytest.mark.parametrize(
+    "train,test",
+    [
+        (("Ana has 5 pens and buys 3 more. How many pens?", "8"),
+         ("After buying 3 pens, how many pens does Ana own if she began with 5?", "8 pens")),
+        (("Tom pays 4 coins each for 3 cakes. What does he pay?", "12"),
+         ("For 3 cakes at 4 coins each, what is the cost in dollars?", "\\$12")),
+        (("Ana has \uff15 pens and buys \uff13 more. How many pens?", "\uff18"),
+         ("After buying 3 pens, how many pens does Ana own if she began with 5?", "8")),
+        (("\u0639\u0646\u062f\u0647 \u0665 \u0648 \u0663 pens. Total?", "\u0668"),
+         ("Ana holds 5 pens and 3 pens. How many in all?", "8")),
+        (("The sum of 2,5 kg and 1 200 g, in grams?", "3 700"),
+         ("In grams, what do 1200 g and 2.5 kg weigh together?", "3700")),
+        (("It is minus 4 degrees and drops 3 more. Temperature?", "minus 7"),
+         ("From -4 degrees the temperature falls 3. What is it now?", "\u22127")),
+    ],
+)  # fmt: skip
+def test_a_copy_stating_numbers_another_way_is_caught_by_what_it_solves(train, test):
+    assert "solved" in hit(train, test)
+
+
+def test_a_number_stated_in_a_unit_is_told_apart_from_another_number():
+    """A gold with a unit and a bare gold of another value are two answers: the same words
+    (the n-gram reading) asking for them are two problems, not a copy."""
+    base = "Ana has 5 pens and her friend Bo brings 3 pens over to the table where they sit"
+    train = (base + " and then Ana buys 3 more pens. How many pens does Ana have?", "8 pens")
+    test = (base + " and then Ana gives 3 pens away. How many pens does Ana have?", "2")
+    assert hit(train, test) == ()
+    assert "ngram" in hit(train, (test[0], "8"))  # the same gold: a near copy
+
+
+def test_a_files_split_keeps_reworded_twins_with_units_on_one_side(tmp_path):
+    """60 problems, each with a rewording whose gold is "N pens" and a template sibling: no
+    test row's twin is left in train."""
+    lines = []
+    for i in range(60):
+        a, b = 10 + i, 3 + (i % 7)
+        lines += [
+            {"id": f"b{i}", "question": f"Ana has {a} pens and buys {b} more. How many pens does she have?", "answer": str(a + b)},
+            {"id": f"r{i}", "question": f"After buying {b} pens, how many pens does Ana own if she began with {a}?", "answer": f"{a + b} pens"},
+            {"id": f"s{i}", "question": f"Ana has {a + 1} pens and buys {b} more. How many pens does she have?", "answer": str(a + b + 1)},
+        ]  # fmt: skip
+    p = tmp_path / "one.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    train = {t.id for t in load_hf_local(p, split="train")}
+    test = [t.id for t in load_hf_local(p, split="test")]
+    assert test
+    twin = {"b": "r", "r": "b"}
+    assert [x for x in test if x[0] in twin and twin[x[0]] + x[1:] in train] == []
 
 
 # ------------------------------------------------------------------ template siblings are not

@@ -210,3 +210,40 @@ def test_a_row_with_a_bad_field_names_the_field(tmp_path):
     p = jsonl(tmp_path / "q.jsonl", [{"answer": "1"}])
     with pytest.raises(ValueError, match=r":1: field 'question'"):
         load_math_dataset(f"jsonl:{p}", split=WHOLE)
+
+
+@pytest.mark.parametrize(
+    "line,msg",
+    [
+        ('{"question": "What is \\ud800 1+1?", "answer": "2"}', r"f.jsonl:2: field 'question' holds a lone UTF-16 surrogate"),
+        ('{"question": "What is 1+1?", "answer": "2", "x": {"\\udc00": 1}}', r"f.jsonl:2: field \['x'\].* lone UTF-16 surrogate"),
+        ('{"question": "What is 1+1?", "answer": "2", "answer": "3"}', r"f.jsonl:2: the key 'answer' appears twice"),
+        ('{"question": "What is 1+1?", "problem": "What is 2+2?", "answer": "2"}', r"f.jsonl:2: fields 'question' and 'problem' both hold a statement"),
+        ('{"question": "What is \\u0000 1+1?", "answer": "2"}', r"f.jsonl:2: its problem statement holds a NUL"),
+    ],
+)  # fmt: skip
+def test_a_row_no_text_can_hold_is_refused_naming_its_line(tmp_path, line, msg):
+    """A lone surrogate (no character: hashing the row would fail far from it), a key given
+    twice (JSON keeps the last silently), two statements, a NUL in a statement: refused, never
+    repaired, with the file and line."""
+    p = tmp_path / "f.jsonl"
+    p.write_text('{"question": "What is 2+2?", "answer": "4"}\n' + line + "\n")
+    with pytest.raises(ValueError, match=msg):
+        load_math_dataset(f"jsonl:{p}", split=WHOLE)
+
+
+def test_a_key_given_twice_in_a_json_list_or_a_code_row_is_refused(tmp_path):
+    p = tmp_path / "f.json"
+    p.write_text('[{"question": "What is 1+1?", "answer": "2", "answer": "3"}]')
+    with pytest.raises(ValueError, match=r"f.json: the key 'answer' appears twice"):
+        load_math_dataset(f"jsonl:{p}", split=WHOLE)
+    row = '{"text": "Add one.", "code": "def f(x): return x+1", "test_list": ["assert f(1) == 2"], "text": "x"}'
+    c = tmp_path / "c.jsonl"
+    c.write_text(row + "\n")
+    with pytest.raises(ValueError, match=r"c.jsonl:1: the key 'text' appears twice"):
+        load_code_dataset(f"file:{c}", split=WHOLE)
+
+
+def test_one_statement_under_two_names_is_one_statement(tmp_path):
+    p = jsonl(tmp_path / "f.jsonl", [{"question": "What is 1+1?", "problem": " What is 1+1?", "answer": "2"}])  # fmt: skip
+    assert [t.question for t in load_math_dataset(f"jsonl:{p}", split=WHOLE)] == ["What is 1+1?"]

@@ -177,7 +177,10 @@ class EvalData:
             hint = (
                 "" if self.cfg is not None else " (a file of other problems: name its env: --env)"
             )
-            raise type(e)(f"--dataset read as {fam} problems for {env_id}: {e}{hint}") from None
+            # one of two plain classes, never ``type(e)(msg)``: a subclass (UnicodeError) takes
+            # other arguments and would turn the message into a TypeError
+            cls = FileNotFoundError if isinstance(e, FileNotFoundError) else ValueError
+            raise cls(f"--dataset read as {fam} problems for {env_id}: {e}{hint}") from e
         whole = "its own test split" if tasks.origin == "own split" else "every row"
         source = f"--dataset {spec} ({whole if split == WHOLE else 'its test split'})"
         record: dict[str, Any] = {"source": source, "rows": len(tasks), "files": files_of(spec)}

@@ -177,6 +177,18 @@ def test_a_code_file_read_for_math_envs_says_to_name_the_env(tmp_path):
     assert len(EvalData("tiny-s", str(path)).for_env("voting-code").tasks) == 1
 
 
+def test_a_row_with_a_lone_surrogate_is_refused_with_its_line_not_rebuilt(tmp_path, capsys):
+    """The loader's error reaches ``flowzoo eval`` as a ValueError with the file and line
+    (an error is never rebuilt as ``type(e)(msg)``: a UnicodeError takes five arguments)."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"question": "What is 1+2?", "answer": "3"}\n{"question": "What is \\ud800 1+1?", "answer": "2"}\n')  # fmt: skip
+    with pytest.raises(ValueError, match=r"p.jsonl:2: field 'question' holds a lone UTF-16"):
+        EvalData("tiny-s", str(path)).for_env("voting-math")
+    assert main(["eval", "--model", "tiny-s", "--dataset", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "p.jsonl:2" in err and "TypeError" not in err
+
+
 # ------------------------------------------------------------------ end to end, on the tiny model
 
 
