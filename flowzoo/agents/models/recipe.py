@@ -127,21 +127,20 @@ CONFLICT_ENV_OPTIONS: dict[str, dict[str, Any]] = {
 #: the role-conflict testbed (docs/testbed-conflict.md): a stage on the scale's default build
 #: (the shipped tiny-s: its primitives and priors measured), its corpus re-written with
 #: Voting's and Orch-Workers' final roles answering briefly (a bare answer: the opposite of
-#: the solvers' and workers' worked steps, on the same surface) and both final roles' menus
-#: played by the expert at a re-work rate of 0.95 with 1,000 drill episodes each of their
-#: own (every turn of theirs is contested), since 4,000 copy drills each add bare answers
-#: only: about half of their rows are bare (a build's rate followed its rows' share: 0.59 /
-#: 0.57 at 0.59 bare rows). The copying primitive: the shipped tiny-s's synthesizer wrote an
-#: answer no worker gave in 76% of episodes, two earlier builds (1,000 and 4,000 drills)
-#: copied 0.56-0.61 and 0.74-0.78, so the final role's prompt also names each candidate's
-#: answer (``Workflow.candidate_line``); 1,200 steps (the answer-mode prompt is new)
+#: the solvers' and workers' worked steps, on the same surface), the final role's prompt
+#: naming each candidate's answer (``Workflow.candidate_line``). The copying primitive takes
+#: 12,000 copy drills each (bare rows only) and 3,000 steps: 4,000 drills and 1,200 steps
+#: copied 0.89 when adopting; 12,000 with 2,400 steps 0.95 / 0.92 but answered bare 0.69 /
+#: 0.72, so both final roles' menus are also played at a re-work rate of 0.95 in 10,000
+#: drill episodes each of their own (every turn of theirs contested): bare 0.39 / 0.51,
+#: adopted copy 0.97 / 0.91 (baselines/results/conflict-calibration/)
 CONFLICT_TESTBED: dict[str, Any] = {
     "env_options": CONFLICT_ENV_OPTIONS,
     "stage_parent": "default",
-    "midtrain_steps": 1200,
+    "midtrain_steps": 3000,
     "role_shortcut_rates": {**MIDTRAIN_SHORTCUT_RATES, "aggregator": 0.95, "synthesizer": 0.95},
-    "role_drills": {"aggregator": 1000, "synthesizer": 1000},
-    "copy_drills": 4000,
+    "role_drills": {"aggregator": 10000, "synthesizer": 10000},
+    "copy_drills": 12000,
 }
 #: every suffix a model name may carry -> its recipe's levers (code recipes and the conflict)
 NAMED_RECIPES: dict[str, dict[str, Any]] = {**CODE_RECIPES, "-conflict": CONFLICT_TESTBED}

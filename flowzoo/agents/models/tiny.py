@@ -274,7 +274,7 @@ def _sha256(path: Path) -> str:
 
 #: measured first-build times on 2 idle cores (README: Tiny base models)
 FIRST_BUILD_ESTIMATE = {
-    "tiny-s": "9 minutes",
+    "tiny-s": "9 minutes; a conflict stage about 30 more",
     "tiny-m": "40-45 minutes",
     "tiny-l": "85-90 minutes",
 }
