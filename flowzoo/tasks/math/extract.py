@@ -76,8 +76,11 @@ def read_answer(text: str | None) -> tuple[str | None, str]:
     number that ends the completion (punctuation, a unit or a value phrase may follow). A hedge
     names no answer: boxes that disagree anywhere in the completion, final marks that disagree
     (``#### 18`` and ``#### 19``, a box and an ``Answer:`` line), or different values joined
-    as alternatives where the answer stands (``$18$ or $19$``); the same answer marked twice
-    is one answer. A box never closed is a truncated answer: none. Never raises."""
+    as alternatives where the answer stands (``$18$ or $19$``, ``\\boxed{18}\\ \\text{or}\\
+    19``, ``*18* or *19*``), or lines after the final answer that open with an alternative or
+    end on another value (``\\nOr 19.``, ``\\nWait, it's 19.``); the same answer marked twice
+    is one answer. A next line that goes on with the value (``\\nthousand``) is part of it.
+    A box never closed is a truncated answer: none. Never raises."""
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_BOX_SCAN_CHARS:
         return None, "no_answer"
     found, closed = boxes(text)
@@ -98,16 +101,83 @@ def read_answer(text: str | None) -> tuple[str | None, str]:
 def _marked_answer(text: str, lead: bool) -> tuple[str | None, str]:
     """The answer the last ``####`` line states, else the last answer line (``lead``: only
     one that opens ``text``); (None, "") without either."""
-    hashes = _HASHES_RE.findall(text)
-    if hashes and (lead or hashes[-1].strip()):
-        return _line_answer(hashes[-1])
+    hashes = list(_HASHES_RE.finditer(text))
+    if hashes and (lead or hashes[-1].group(1).strip()):
+        return _after_line(text, hashes[-1])
     if lead:
         m = _LEAD_ANSWER_RE.match(text)
         return _line_answer(m.group(1)) if m else (None, "")
     for m in reversed(list(_ANSWER_RE.finditer(text))):
         if _trim_sentence(m.group(1)):
-            return _line_answer(m.group(1))
+            return _after_line(text, m)
     return None, ""
+
+
+def _after_line(text: str, m: re.Match) -> tuple[str | None, str]:
+    """The answer a final mark's line states, a hedge when the lines after it state an
+    alternative or end on another value (see :func:`_after_answer`)."""
+    ans, why = _line_answer(m.group(1))
+    if ans is None:
+        return ans, why
+    end = m.end()
+    cont, at = _next_line(text, end)  # "The answer is $18$\nthousand": the value goes on
+    if cont:
+        ans, end = _joined_value(ans, cont), at
+    return (None, "hedge") if _after_answer(text[end:], ans) else (ans, why)
+
+
+#: what may close the line of the final box with nothing more said
+_CLOSERS = " \t$.,;:!?*_)]}\\"
+#: a line after the final answer that opens with an alternative ("Or 19.", "*or* 19")
+_ALT_LINE_RE = re.compile(
+    r"(?:[\s*_~$]|\\[(\[])*(?:or|vs\.?|versus|maybe|perhaps|possibly|alternatively)\b",
+    re.IGNORECASE,
+)
+
+
+def _next_line(text: str, hi: int) -> tuple[str, int]:
+    """What the first non-blank line after position ``hi`` adds to the final value when it
+    goes on with it (``thousand``, ``\\times 1000``, ``^2``), and where that ends in ``text``;
+    ("", 0) for a line that starts anew (a capital, a number, a list item)."""
+    m = re.compile(r"\s*").match(text, hi)
+    at = m.end() if m else hi
+    line_end = text.find("\n", at)
+    line = text[at : len(text) if line_end < 0 else line_end][:REGION_CHARS]
+    if not line or line[0].isdigit() or line[0].isupper() or line[0] in "*-#>|+(":
+        return "", 0
+    cont, used = _continuation(" " + line)
+    return (cont, at + used - 1) if cont else ("", 0)
+
+
+def _after_answer(rest: str, ans: str) -> bool:
+    """Whether what follows the final answer (the lines after it, to the end of the
+    completion) takes it back: an alternative that opens them (``\\nOr 19.``), or a last
+    number that ends the completion and is another value (``\\nWait, it's 19.``); prose,
+    working that ends on the same value, and text without numbers change nothing."""
+    if not rest.strip():
+        return False
+    if _ALT_LINE_RE.match(rest):
+        return True
+    tail = rest[-MAX_SCAN_CHARS:]
+    nums = list(_NUMBER_RE.finditer(tail))
+    if not nums or not _ANSWER_END_RE.fullmatch(tail[nums[-1].end() :]):
+        return False
+    num = nums[-1]
+    lo = max(tail.rfind(c, 0, num.start()) for c in ".!?\n") + 1
+    bare = not tail[lo : num.start()].strip(_CLOSERS)  # a value on a line of its own
+    if not bare and not _RESTATE_RE.search(tail, lo, num.start()):
+        return False  # "Let me know if you need step 2.": no value stated again
+    said, last = _valued(normalize(unbox(ans))), _valued(normalize(num.group(0)))
+    return said is not None and last is not None and said[0] != last[0]
+
+
+#: what makes a sentence's last number a value stated again ("Wait, actually it's 19.",
+#: "so the total is 19", "12 + 6 = 19")
+_RESTATE_RE = re.compile(
+    r"\b(?:wait|actually|correct\w*|instead|rather|oops|mistake|sorry|mean|should|answer|result"
+    r"|total|it'?s|is|are|was|equals?|gives|makes|get|got)\b|=",
+    re.IGNORECASE,
+)
 
 
 def _line_answer(line: str) -> tuple[str | None, str]:
@@ -130,7 +200,15 @@ def _last_number(tail: str) -> tuple[str | None, str]:
     lo = max(tail.rfind("\n", 0, num.start()) + 1, num.start() - REGION_CHARS)
     if _joined(tail[lo:], num.start() - lo, conj=False):
         return None, "hedge"
+    if _BARE_LIST_RE.fullmatch(tail, lo, num.start()):
+        return tail[lo : num.end()].strip(), ""  # a bare list ("18, 19"): the checker judges it
     return _value_phrase(tail, num), ""
+
+
+#: a line that lists numbers before its last one, and nothing else
+_BARE_LIST_RE = re.compile(rf"(?:[ \t]*(?:{_NUMBER})[ \t]*[,;])+[ \t]*")
+#: a math span's closing delimiter right after a number (``$18$ apples``)
+_CLOSE_RE = re.compile(r"\$+|\\[)\]]")
 
 
 # --------------------------------------------------------------- hedges: values joined
@@ -150,11 +228,21 @@ _ATOM_RE = re.compile(
 #: what joins two values as alternatives: "or" and its kin, after at most one word (a unit:
 #: ``18 dollars or 19``), before fillers and a variable's name (``x = 18 or x = 19``)
 _ALT_RE = re.compile(
-    r"[\s(,;$]*(?:[A-Za-z]+\s+)?(?:or|vs\.?|versus|and/or|maybe|perhaps|possibly)\b[\s:]*"
+    r"[\s(,;$.?!—–-]*(?:[A-Za-z]+\s+)?(?:or|vs\.?|versus|and/or|maybe|perhaps|possibly)\b[\s:]*"
     r"(?:(?:maybe|perhaps|possibly|probably|else|even|rather|alternatively|just|either|"
     r"equivalently)\b[\s,]*)*(?:[A-Za-z]\s*=\s*)?\\?\$?",
     re.IGNORECASE,
 )
+#: typography between two values that says nothing itself: LaTeX spaces and text groups
+#: (``\\ \\text{or}\\ ``, ``~or~``, ``\\quad``), markdown emphasis (``*or*``), pictographs
+_GAP_NOISE_RE = re.compile(
+    r"\\(?:text\w*|math\w*|mbox|operatorname)\s*\{|\\[hv]space\*?\s*\{[^{}]*\}"
+    r"|\\(?:q?quad|\w*space)(?![a-zA-Z])|\\[,;:! ]|[~*_{}$\u00a0]"
+    r"|[\u2600-\u27bf\u2b00-\u2bff\ufe0f\U0001f000-\U0001faff]"
+)
+#: a range names no one value: "between 18 and 19"
+_RANGE_GAP_RE = re.compile(r"\s*(?:and|to|-|–)\s*", re.IGNORECASE)
+_RANGE_LEAD_RE = re.compile(r"\bbetween[\s$*_~]*$", re.IGNORECASE)
 #: what lists two delimited values (``$18$, $19$``, ``**18** and **19**``, ``$18$/$19$``)
 _CONJ_RE = re.compile(r"\s*(?:,|;|/|&|,?\s*and)\s*", re.IGNORECASE)
 
@@ -180,15 +268,25 @@ def _atoms(region: str) -> list[tuple[int, int, bool, str]]:
     return out
 
 
-def _joined(region: str, focus: int | None, conj: bool) -> bool:
+def _joined(region: str, focus: int | None, conj: bool, nested: bool = False) -> bool:
     """Whether ``region`` joins different values as alternatives (``18 or 19``, ``$18$ or
     maybe $19$``) or, with ``conj``, lists different delimited ones (``$18$, $19$``); with
-    ``focus``, only a chain of joined values that holds that position counts."""
+    ``focus``, only a chain of joined values that holds that position counts; a delimited
+    value that holds alternatives itself (``**18 or 19**``) is read one level down."""
     atoms = _atoms(region)
+    for a in [] if nested else atoms:
+        inner = a[3]
+        if a[2] and inner and (focus is None or a[0] <= focus < a[1]):
+            if _joined(inner, None, conj=False, nested=True):
+                return True
     chain = atoms[:1]
     for prev, cur in pairwise(atoms):
-        gap = region[prev[1] : cur[0]]
-        if _ALT_RE.fullmatch(gap) or (conj and prev[2] and cur[2] and _CONJ_RE.fullmatch(gap)):
+        gap = _GAP_NOISE_RE.sub(" ", region[prev[1] : cur[0]])
+        if (
+            _ALT_RE.fullmatch(gap)
+            or (conj and prev[2] and cur[2] and _CONJ_RE.fullmatch(gap))
+            or (_RANGE_GAP_RE.fullmatch(gap) and _RANGE_LEAD_RE.search(region, 0, prev[0]))
+        ):
             chain.append(cur)
             continue
         if _differ(chain, focus):
@@ -255,12 +353,16 @@ def _boxed_answer(text: str, found: list[str], whole: bool = False) -> tuple[str
     if sign is None:
         return None, "unreadable"
     if sign:
-        start = text.rfind(sign, lo, start)
+        m = _RAW_SIGN_RE.search(text, lo, start)
+        start = m.start() if m else start
     cont, used = _continuation(text[end:hi])
+    if not cont and hi < len(text) and not text[end:hi].strip(_CLOSERS):
+        cont, used = _next_line(text, hi)  # "\boxed{18}\nthousand": the value goes on
+        used = used - end if cont else 0
     if cont:
-        plain = _NUMBER_RE.fullmatch(ans.strip()) is not None
-        value = ans.strip() if plain or cont[0] == " " else f"{{{ans.strip()}}}"
-        ans = value + (" " if cont[0].isdigit() else "") + cont
+        ans = _joined_value(ans, cont)
+    if _after_answer(text[max(hi, end + used) :], ans):
+        return None, "hedge"
     if sign:
         ans = sign + (ans if _NUMBER_RE.fullmatch(ans) else f"({ans})")
     if whole:
@@ -275,7 +377,8 @@ def _sign_before(left: str) -> str | None:
     ``Answer - \\boxed{5}``), or None when what stands before it puts the box inside an
     expression (``3 - \\boxed{5}``, ``10^\\boxed{2}``, ``2\\boxed{5}``,
     ``\\frac{1}{\\boxed{2}}``); a group that only styles it (``\\textbf{\\boxed{5}}``) is none."""
-    left = DELIMS_RE.sub("", left)
+    left = _SIGN_TEXT_RE.sub("-", DELIMS_RE.sub("", left).replace("\u2212", "-"))
+    left = _LATEX_SPACE_RE.sub(" ", left)
     if left.rstrip().endswith("{"):
         return "" if _STYLE_GROUP_RE.search(left.rstrip()) else None
     m = _LEFT_RE.search(left)
@@ -283,13 +386,35 @@ def _sign_before(left: str) -> str | None:
         return ""
     if m.group("operand") is not None or m.group("op") is None:
         return None
-    return "" if m.group("gap") else m.group("op")
+    if m.group("op") in ("minus", "negative"):
+        return "-"
+    if m.group("gap"):  # "Answer - \boxed{5}": a dash after a word that is no link
+        word = _LAST_WORD_RE.search(left, 0, m.start("op"))
+        if word and word.group(1).lower() not in _LINKS:
+            return ""
+    return "-" if m.group("op") == "-" else m.group("op")
+
+
+#: a sign written as text or a word before the final box (``\text{-}``, ``minus``)
+_SIGN_TEXT_RE = re.compile(r"\\(?:text\w*|math\w*|mbox)\s*\{\s*[-\u2212]\s*\}")
+_LATEX_SPACE_RE = re.compile(
+    r"\\(?:q?quad|\w*space)(?![a-zA-Z])|\\[hv]space\*?\s*\{[^{}]*\}|\\[,;:! >]|~"
+)
+_LAST_WORD_RE = re.compile(r"([A-Za-z]+)[ \t]*$")
+#: words after which a dash before the box is its sign ("the answer is - \boxed{5}")
+_LINKS = frozenset("is are was were be equals equal makes gives get gets got".split())
+#: the sign before the final box as written (to cut it from what stands around the box)
+_RAW_SIGN_RE = re.compile(
+    r"(?:[-+\u2212]|\\(?:text\w*|math\w*|mbox)\s*\{\s*[-\u2212]\s*\}|(?i:minus|negative))"
+    r"(?:\s|~|\\[,;:! >]|\\q?quad(?![a-zA-Z])|\$+|\\[(\[])*$"
+)
 
 
 #: what stands right before the final box (delimiters aside) and makes it part of a larger
 #: expression: an operator, a digit against it, or a sign (after an operand: binary)
 _LEFT_RE = re.compile(
-    r"(?:(?P<operand>[\d)\]}]|(?<![A-Za-z\\])[A-Za-z])\s*)?(?P<op>[-+])(?P<gap>\s*)$"
+    r"(?:(?P<operand>[\d)\]}]|(?<![A-Za-z\\])[A-Za-z])\s*)?(?P<op>[-+]|(?<![A-Za-z])(?i:minus|negative))"
+    r"(?P<gap>\s*)$"
     r"|(?:[\^_*/]|\\(?:times|cdot|div|pm|mp|sqrt|frac)(?![a-zA-Z]))\s*$|\d$"
 )
 #: a brace before the box that opens a plain or styling group, not an operand
@@ -304,7 +429,8 @@ _CONT_RE = re.compile(
     r"|\\(?:text|textbf|textit|textrm|mathrm|mbox|operatorname)\s*\{(?P<text>[^{}]*)\}"
     r"|(?P<word>[A-Za-z]+(?:-[A-Za-z]+)*)"
     r"|(?P<num>\d+(?:[.,/]\d+)*)"
-    r"|(?P<stop>\\\\|&|[.,;:!?](?=[\s$*}]|\\[)\]]|$)|[)\]\n])"
+    r"|(?P<stop>\\\\|&|[.,;:!?](?=[\s$*}]|\\[)\]]|$)|[)\]\n]"
+    r"|[\u2600-\u27bf\u2b00-\u2bff\ufe0f\U0001f000-\U0001faff])"
     r"|(?P<math>\\[a-zA-Z]+|\\.|.)",
     re.DOTALL,
 )
@@ -378,6 +504,10 @@ _PHRASE_WORDS = (value_words.VALUE_WORDS - value_words.APPROXIMATE) | frozenset(
     "twenty thirty forty fifty sixty seventy eighty ninety".split()
 )
 _PHRASE_TOKEN_RE = re.compile(r"[A-Za-z]+|[-+]?\d+(?:\.\d+)?(?:/\d+)?")
+_TO_THE_RE = re.compile(
+    r"[ \t]*to[ \t]+the[ \t]+(?:[-+]?\d+(?:st|nd|rd|th)?|(?!power\b)[A-Za-z]+)(?:[ \t]+power)?(?![\w])",
+    re.IGNORECASE,
+)
 _GLUE = frozenset({"a", "an", "and", "of", "the", "to", "by"})
 
 
@@ -388,6 +518,9 @@ def _words_after(s: str, keep_known: bool) -> int:
     ``in total``), punctuation or a capitalised word. ``keep_known`` False: unit words all of
     the lexicon (``apples``) are left out, as a unit the gold allows; an unknown word is kept
     for the checker to refuse or find in the problem. 0 when nothing belongs."""
+    power = _TO_THE_RE.match(s)
+    if power:  # "to the 2nd", "to the third power": a power, read or refused, never dropped
+        return power.end()
     toks: list[re.Match] = []
     pos = 0
     for m in _PHRASE_TOKEN_RE.finditer(s):
@@ -430,7 +563,12 @@ def _value_phrase(tail: str, num: re.Match) -> str:
     (``3 thousand``, ``5 squared``, ``minus 5``, ``2 to the power of 10``) or that the
     checker must judge (an unknown word: ``3 septillion``): never the bare number when such a
     word is there (the checker reads the phrase or refuses it)."""
-    start, end = num.start(), num.end() + _words_after(tail[num.end() :], keep_known=False)
+    close = _CLOSE_RE.match(tail, num.end())
+    after = close.end() if close else num.end()
+    k = _words_after(tail[after:], keep_known=False)
+    if close and k:  # "$18$ thousand": the words after the math span change its value too
+        return f"{num.group(0)} {tail[after : after + k].strip()}"
+    start, end = num.start(), num.end() + (0 if close else k)
     toks = list(_PHRASE_TOKEN_RE.finditer(tail, max(0, start - 120), start))
     k, edge = len(toks), start
     while k:  # back over number and phrase words, only spaces or hyphens between them
@@ -449,7 +587,9 @@ def _value_phrase(tail: str, num: re.Match) -> str:
 #: what may follow a bare final number for it to be the answer: at most three words (a unit,
 #: "in total"), then closing punctuation or math delimiters (``\(7\)``); a number followed
 #: by anything else (``1.\n-``, a list item ``2. subtract``, an operator) ends nothing
-_ANSWER_END_RE = re.compile(r"\s*(?:[A-Za-z]+\s*){0,3}(?:[\s.,;:!?)$*]|\\[)\]])*")
+_ANSWER_END_RE = re.compile(
+    r"(?:\$+|\\[)\]])?\s*(?:[A-Za-z]+\s*){0,3}(?:[\s.,;:!?)$*]|\\[)\]]|[\u2600-\u27bf\ufe0f\U0001f000-\U0001faff])*"
+)
 
 
 # ------------------------------------------------------------ one answer, whatever wraps it
@@ -562,10 +702,125 @@ def _trim_sentence(s: str) -> str:
     """The answer in an answer line: its first math span (``$...$``, ``\\(...\\)``,
     ``\\[...\\]``) where it has one (Minerva's "The final answer is $14$. I hope it is
     correct."), else the line without trailing punctuation."""
-    s = s.strip().strip("*").strip()
+    s = _PICTOGRAPH_RE.sub("", s).strip().strip("*").strip()
     m = _MATH_SPAN_RE.search(s)
     if m:
-        s = next(g for g in m.groups() if g is not None)
+        inner = next(g for g in m.groups() if g is not None)
+        after = s[m.end() :]  # "$18$ thousand", "$18$^2": what changes it
+        cont, _ = _continuation(after)
+        nl = after.find("\n")
+        if not cont and nl >= 0 and not after[:nl].strip(_CLOSERS):
+            cont = _next_line(after, nl)[0]  # a line of its own: "$18$\nthousand"
+        s = _joined_value(inner, cont) if cont else inner
+    else:
+        s = _lead_value(s)
     for _ in range(3):  # "**18**." and "**18.**": emphasis and punctuation in either order
         s = s.rstrip(" .;,").strip("*_ ").strip()
     return unbox(s)
+
+
+def _joined_value(ans: str, cont: str) -> str:
+    """A value with what follows it and changes it (see :func:`_continuation`)."""
+    plain = _NUMBER_RE.fullmatch(ans.strip()) is not None
+    value = ans.strip() if plain or cont[0] == " " else f"{{{ans.strip()}}}"
+    return value + (" " if cont[0].isdigit() else "") + cont
+
+
+#: pictographs beside an answer (``✅``, ``🍎``): decoration, never part of a value
+_PICTOGRAPH_RE = re.compile(r"[\u2600-\u27bf\u2b00-\u2bff\ufe0f\U0001f000-\U0001faff]")
+_LEAD_NUMBER_RE = re.compile(f"(?:{_MIXED}|{_NUMBER})")
+_LEAD_WORD_RE = re.compile(r"[A-Za-z]+(?:[ -]+[A-Za-z]+){0,5}")
+#: what opens a remark after an answer line's value: a clause break, a parenthesis, a dash, or
+#: a prose word (``18 apples in total``, ``18, i.e. eighteen``, ``18 (12 + 6)``)
+_REMARK_RE = re.compile(r"\s*(?:[,;.!?](?:\s|$)|\(|[—–]|--)|\s+([A-Za-z]+)\b")
+_PAREN_RE = re.compile(r"\([^()]*\)")
+#: a parenthesis that works the answer out (an operator, ``=``, or words), dropped from a remark
+_WORKING_RE = re.compile(r"[-+*/=×÷]|\\(?:times|cdot|div|frac)|[A-Za-z]{2,}")
+_VALUE_TOKEN_RE = re.compile(r"[A-Za-z]+|\d+(?:[.,/]\d+)*")
+_SCALE_WORDS = (
+    frozenset(value_words.MULTIPLIERS)
+    | frozenset(value_words.DENOMINATORS)
+    | frozenset(value_words.POWERS)
+    | value_words.PERCENT
+    | value_words.REFUSED
+    | value_words.FOREIGN
+)
+
+
+def _lead_value(s: str) -> str:
+    """An answer line's value without the remark that follows it: the leading number (or
+    number words) with its value phrase and unit words, when what follows is a remark (a
+    clause break, a parenthesis, prose) that states no other value: ``18 apples in total``,
+    ``18, i.e. eighteen``, ``eighteen (18)``, ``18 (12 + 6)``. Anything else is left whole
+    (``18 + 1``, ``18, 19``, ``18 (in thousands)``) for the checker to judge or refuse."""
+    m = _LEAD_NUMBER_RE.match(s)
+    if m is not None:
+        cut = m.end()
+    else:
+        w = _LEAD_WORD_RE.match(s)
+        words = w.group(0).replace("-", " ").split() if w else []
+        cut = 0
+        for n in range(len(words), 0, -1):
+            if value_words.number_words(" ".join(words[:n])) is not None:
+                cut = [t.end() for t in re.finditer(r"[A-Za-z]+", s)][n - 1]
+                break
+        if not cut:
+            return s
+    lead = _plain_value(s[:cut])
+    unit = _words_after(s[cut:], keep_known=True)
+    cut += unit
+    rest = s[cut:]
+    if lead is None or not rest.strip():
+        return s
+    paren = _PAREN_RE.match(rest.lstrip())
+    if paren and not unit:  # "2 (x+1)" is a product: only words or a restatement are a remark
+        inner = paren.group(0)[1:-1]
+        if not re.search(r"[A-Za-z]{2,}|=", inner) and _plain_value(inner) != lead:
+            return s
+    r = _REMARK_RE.match(rest)
+    if r is None or (r.group(1) is not None and r.group(1).lower() not in PROSE):
+        return s
+    return s[:cut].strip() if _remark_agrees(rest, lead) else s
+
+
+def _plain_value(t: str) -> Fraction | None:
+    """The value of a number or of number words, else None."""
+    n = value_words.number_words(t.strip())
+    if n is not None:
+        return Fraction(n)
+    v = _valued(normalize(t))
+    return None if v is None else v[0]
+
+
+def _remark_agrees(rest: str, lead: Fraction) -> bool:
+    """Whether a remark after an answer states no value but ``lead``: a parenthesis that
+    works it out is dropped (unless it scales, ``(in thousands)``); every other number or
+    number-word run must be ``lead``, and no scale word may stand there."""
+    for _ in range(4):
+        t = _PAREN_RE.sub(
+            lambda m: (
+                " "
+                if _WORKING_RE.search(m.group(0)[1:-1]) and not _scales(m.group(0))
+                else m.group(0)[1:-1]
+            ),
+            rest,
+        )
+        if t == rest:
+            break
+        rest = t
+    run: list[str] = []
+    for tok in [*_VALUE_TOKEN_RE.findall(rest[:REGION_CHARS]), ""]:
+        low = tok.lower()
+        if low in _SCALE_WORDS:
+            return False
+        if tok and (tok[0].isdigit() or value_words.number_words(low) is not None):
+            run.append(low)
+            continue
+        if run and _plain_value(" ".join(run)) != lead:
+            return False
+        run = []
+    return True
+
+
+def _scales(t: str) -> bool:
+    return any(w.lower() in _SCALE_WORDS for w in _VALUE_TOKEN_RE.findall(t))

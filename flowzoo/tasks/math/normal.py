@@ -17,7 +17,12 @@ from flowzoo.tasks.math.words import number_words
 _SPACING_RE = re.compile(r"~|(?<!\\)\\ |\\q?quad(?![a-zA-Z])|\\[:>]|\\enspace|\\hspace\{[^{}]*\}")
 _STYLE_RE = re.compile(r"\\(?:textstyle|scriptstyle|displaystyle)(?![a-zA-Z])")
 _DOLLAR_WORD_RE = re.compile(r"\b(?:dollars?|usd)\b", re.IGNORECASE)
-_TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_TEXT_CMD_RE = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textsf|mathrm|mathbf|mathit|mathsf|boldsymbol|bm|mbox"
+    r"|operatorname|underline|emph|textcolor\s*\{[a-zA-Z]*\})\s*\{([^{}]*)\}"
+)
+#: a colour switch (``\\color{red}``) styles what follows, never changes its value
+_COLOR_RE = re.compile(r"\\color\s*\{[a-zA-Z]*\}")
 _THIN_GROUPS_RE = re.compile(r"(?<![\d.])\d{1,3}(?:\\,\d{3})+(?![\d,])")
 _SCI_RE = re.compile(
     r"^([-+]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x|×)\s*10\s*\^\s*\{?\s*([-+]?\d{1,4})\s*\}?$"
@@ -60,7 +65,7 @@ def normalize(ans: str) -> str:
     cur = "\\$" in s or (s.count("$") % 2 == 1 and re.search(r"\$\s*[-+]?\d", s) is not None)
     s = s.replace("\\$", "").replace("$", "").replace("\\!", "")
     s = _SPACING_RE.sub(" ", s)
-    s = _STYLE_RE.sub("", s)
+    s = _COLOR_RE.sub("", _STYLE_RE.sub("", s))
     # a thin space groups thousands (12\,345) or is a space: "1\,0" is not 10
     s = _THIN_GROUPS_RE.sub(lambda m: m.group(0).replace("\\,", ""), s)
     s = s.replace("\\,", " ").replace("\\;", " ")

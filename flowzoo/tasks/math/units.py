@@ -65,6 +65,8 @@ def canonical(word: str) -> str:
     """A unit word's name: the lexicon's for a unit (``km`` -> ``kilometer``), else the
     lowercase word without trailing ``s`` (``eggs`` -> ``egg``)."""
     w = word.lower()
+    if w not in UNIT_OF and w.endswith("s") and w[:-1] in UNIT_OF:
+        return UNIT_OF[w[:-1]]  # a plural abbreviation: "kms", "hrs"
     return UNIT_OF.get(w, w.rstrip("s"))
 
 

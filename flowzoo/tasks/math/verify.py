@@ -37,6 +37,20 @@ from flowzoo.tasks.memo import Memo
 MAX_SYMBOLIC_CHARS = 400
 #: Longer predictions are not answers: scored 0 without being read (bounds every path)
 MAX_ANSWER_CHARS = 2000
+#: Longest run of digits a gold or a prediction may hold (hex letters count: ``1011_2`` and
+#: ``A3_{16}`` are numbers in a base). Longer is no answer a checker compares: refused, reason
+#: ``too_many_digits``, before any conversion (a 50,000-digit gold once took 26 s to reject)
+MAX_NUMBER_DIGITS = 1000
+_DIGIT_RUN_RE = re.compile(r"[0-9A-Fa-f]+")
+
+
+def _too_many_digits(s: str) -> bool:
+    """Whether ``s`` holds a run of digits longer than :data:`MAX_NUMBER_DIGITS` (linear)."""
+    return len(s) > MAX_NUMBER_DIGITS and any(
+        m.end() - m.start() > MAX_NUMBER_DIGITS for m in _DIGIT_RUN_RE.finditer(s)
+    )
+
+
 #: what reading an answer may spend of its symbolic budget and still be given all of it
 _GRACE_S = 0.1
 
@@ -395,6 +409,8 @@ def _check(
         gold, prediction = str(gold), str(prediction)
         if len(prediction) > MAX_ANSWER_CHARS:
             return Verdict(0.0, False, prediction[:MAX_ANSWER_CHARS], "too_long")
+        if _too_many_digits(gold) or _too_many_digits(prediction):
+            return Verdict(0.0, False, prediction, "too_many_digits")
         # a prediction written as a completion (``#### 18``, ``**18**``, ``\\boxed{18}``) states
         # the answer it marks; two boxes with different answers (a hedge) state none
         stated, why = answer_text(prediction)
