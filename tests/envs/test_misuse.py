@@ -389,22 +389,14 @@ def test_a_tokenized_view_survives_surrogates_from_partners(text, _):
 
 
 @pytest.mark.parametrize("question", ["What is 1 + \ud800 1?", "\udc80\udc81 2 + 2 = ?"])
-def test_a_task_holding_surrogates_gives_encodable_prompts(question):
+def test_a_task_holding_surrogates_is_refused_where_it_is_made(question):
+    """A statement with a lone UTF-16 surrogate cannot be encoded into any prompt: refused
+    when the task is made (in memory as from a file), naming it, never a prompt patched
+    later (a model's own surrogates in actions are replaced and flagged, above)."""
     from flowzoo.tasks.base import Task
 
-    env = flowzoo.make_env("single-math", n_tasks=2)
-    task = Task(id="sur/0", family="math", question=question, answer="2")
-    env.reset(seed=0, options={"task": task})
-    env.observe("solver")["prompt"].encode("utf-8")
-    assert "prompt_surrogate_replaced" in env.infos["solver"]["flags"]
-    view = TokenizedView(
-        single_agent(flowzoo.make_env("single-math", n_tasks=2), "solver"),
-        encode=lambda s: list(s.encode("utf-8")),
-        decode=lambda ids: bytes(ids).decode("utf-8", "replace"),
-        vocab_size=256,
-    )
-    obs, info = view.reset(seed=0, options={"task": task})
-    assert view.observation_space.contains(obs) and info["obs_length"] > 0
+    with pytest.raises(ValueError, match="sur/0.*lone UTF-16 surrogate"):
+        Task(id="sur/0", family="math", question=question, answer="2")
 
 
 @pytest.mark.parametrize(
