@@ -594,8 +594,18 @@ def main(compiled: bool = False) -> None:
     if compiled and "spec" in req:
         import marshal
 
-        code = marshal.loads(base64.b64decode(req["spec"]))
-        spec = JudgeSpec(*code, source=(entry, prompt, setup, tuple(tests)))
+        remote, modules, prompt_code, setup_code, cases, n_cases = marshal.loads(
+            base64.b64decode(req["spec"])
+        )
+        spec = JudgeSpec(
+            remote,
+            modules,
+            prompt_code,
+            setup_code,
+            cases,
+            n_cases,
+            source=(entry, prompt, setup, tuple(tests)),
+        )
     else:
         from flowzoo.tasks.code.testcode import judge_spec
 
