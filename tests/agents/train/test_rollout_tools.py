@@ -20,8 +20,9 @@ from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.rollout import rollout, tree_rollout
 from flowzoo.agents.train.segments import per_turn, pieces
 from flowzoo.agents.train.toolturns import stop_at_call
-from flowzoo.agents.train.trainer import TrainConfig, Trainer
+from flowzoo.agents.train.trainer import Trainer
 from flowzoo.envs.tools import call_end, calls_left
+from tests.agents.train.test_training import _cfg as training_cfg
 
 FENCE = "`" * 3
 CALL = f"{FENCE}tool python\nprint(3 * 3 - 2)\n{FENCE}\n"
@@ -63,28 +64,10 @@ class CallsFirst:
 
 
 def _cfg(tiny_model, tmp_path, **kw):
-    base = dict(
-        env="voting-math",
-        env_options={"tools": ["python"], "tool_roles": ["solver"], "max_tool_calls": 2},
-        model=str(tiny_model),
-        steps=1,
-        problems_per_step=2,
-        group_size=2,
-        eval_every=0,
-        eval_ood_episodes=0,
-        save_every=0,
-        max_new_tokens=24,
-        filter_groups=False,
-        mask_truncated=False,
-        ppo_mini_batch=0,
-        lr_schedule="constant",
-        warmup_steps=0,
-        lr=1e-3,
-        out_dir=str(tmp_path / "run"),
-        resume=False,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    """The training tests' tiny config on a tools env (solvers may call ``python``)."""
+    tools = {"tools": ["python"], "tool_roles": ["solver"], "max_tool_calls": 2}
+    base = dict(env_options=tools, group_size=2, max_new_tokens=24)
+    return training_cfg(tiny_model, tmp_path, **{**base, **kw})
 
 
 def _calling(tr: Trainer) -> CallsFirst:
