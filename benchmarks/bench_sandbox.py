@@ -379,7 +379,8 @@ def _shared_verdict_rows(quick: bool) -> list[Row]:
     programs scored, 56 distinct, in the code main job's evaluation)."""
     import random
 
-    from flowzoo.tasks.code import CodeFamily, load_code_dataset, shared_sandbox
+    from flowzoo.tasks.code import CodeFamily, load_code_dataset
+    from flowzoo.tasks.code.family import shared_sandbox
 
     tasks = list(load_code_dataset("guarded", split="test", n=10 if quick else 25))
     rng, probe = random.Random(0), CodeFamily()

@@ -277,7 +277,7 @@ class Toolbox:
         if own is not None:
             return own
         if self._sandbox is None:
-            from flowzoo.tasks.code import shared_sandbox
+            from flowzoo.tasks.code.family import shared_sandbox
 
             self._sandbox = shared_sandbox("process", {})
         return self._sandbox
@@ -438,7 +438,7 @@ class Toolbox:
     def _examples(self, task: Task, text: str, chosen: list, limit_s: float) -> str:
         """Which ``chosen`` examples the program passes, judged as scoring judges (in the
         same sandbox) by a family of its own: these verdicts never become rewards."""
-        from flowzoo.tasks.code import CodeFamily, is_stdio
+        from flowzoo.tasks.code.family import CodeFamily, is_stdio
 
         fam = self.family
         judge = CodeFamily(

@@ -50,7 +50,7 @@ class FlowzooTextEnv(BaseTextEnv):
         # the row's options may not choose the sandbox: only the user's env_config does
         where = f"SkyRL row {spec.get('task_id')!r} (extras['flowzoo']['options'])"
         row = row_env_options(_table(spec.get("options")), where)
-        from flowzoo.tasks.code import check_row_limits  # no timeout past a row's caps
+        from flowzoo.tasks.code.family import check_row_limits  # no timeout past a row's caps
 
         check_row_limits(row, where)
         opts = {"split": spec.get("split", "train"), **row, **user_sandbox_choice(env_config)}

@@ -112,7 +112,7 @@ class FlowzooEnv(vf.Env[FlowzooEnvConfig]):
         sandbox comes from the taskset's config, the user's own."""
         where = f"verifiers task {info.get('task_id')!r} (info['options'])"
         opts = row_env_options(info.get("options"), where)
-        from flowzoo.tasks.code import check_row_limits  # no timeout past a row's caps
+        from flowzoo.tasks.code.family import check_row_limits  # no timeout past a row's caps
 
         check_row_limits(opts, where)
         user = getattr(getattr(self, "taskset", None), "config", None)

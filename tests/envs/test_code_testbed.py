@@ -44,7 +44,7 @@ def test_the_guard_is_read_from_the_parsed_program_not_its_text():
     """A guard is the function's first statement returning on a condition of its parameters,
     on one line, two, or as a conditional expression; a guard on something else, one that is
     not first, a loop's ``if`` and unparsable text are not."""
-    from flowzoo.tasks.code import guards_first
+    from flowzoo.tasks.code.family import guards_first
 
     def f(body: str) -> str:
         return "def sum_gt(xs):\n" + body

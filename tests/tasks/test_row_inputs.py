@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from flowzoo.tasks.code import ROW_LIMITS_S, CodeFamily, check_row_limits
 from flowzoo.tasks.code.data import load_code_dataset, load_code_file
+from flowzoo.tasks.code.family import ROW_LIMITS_S, CodeFamily, check_row_limits
 from flowzoo.tasks.files import WHOLE, read_located, text_field
 from flowzoo.tasks.math.data import load_math_dataset
 

@@ -24,7 +24,7 @@ from typing import Any, cast
 import torch
 
 from flowzoo.agents.train import distributed
-from flowzoo.agents.train.algorithm import algorithm_for
+from flowzoo.agents.train.algorithms import algorithm_for
 from flowzoo.agents.train.algorithms.base import Critic
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.diagnostics import (

@@ -146,7 +146,7 @@ def test_rloo_advantages_match_a_hand_computation():
 
 def test_rloo_is_selected_by_name_and_trains(tiny_model, tmp_path):
     """``--algo rloo`` runs the loop: no critic, its advantages per turn, weights move."""
-    from flowzoo.agents.train.algorithm import algorithm_for
+    from flowzoo.agents.train.algorithms import algorithm_for
     from flowzoo.cli import build_parser
     from tests.agents.train.test_training import _changed, _snapshot, _varied_rewards
 

@@ -275,7 +275,7 @@ def test_each_estimator_is_a_config_and_cli_choice_with_help():
     """The names: ``--algo role-baseline`` (+ ``--baseline-decay``), ``--algo dr-mas``,
     ``--critic-input central`` (PPO); ``flowzoo train --help`` shows each with its help text
     and source."""
-    from flowzoo.agents.train.algorithm import ALGORITHMS
+    from flowzoo.agents.train.algorithms import ALGORITHMS
 
     assert ALGORITHMS["role-baseline"].state is not None
     sub = build_parser()._subparsers._group_actions[0].choices["train"]

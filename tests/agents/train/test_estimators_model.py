@@ -97,7 +97,7 @@ def test_a_local_critics_outputs_are_the_one_scoring_pass(tiny_policy):
     assert a[1] is not None and b[1] is not None
     assert all(torch.equal(x, y) for x, y in zip(a[0] + a[1], b[0] + b[1], strict=True))
     # ... which is the call the learner made before the hook, for every critic-free algorithm
-    from flowzoo.agents.train.algorithm import ALGORITHMS
+    from flowzoo.agents.train.algorithms import ALGORITHMS
     from flowzoo.agents.train.losses import model_outputs
 
     assert all(alg.outputs is turn_outputs for n, alg in ALGORITHMS.items() if n != "ppo")

@@ -231,7 +231,7 @@ def test_every_env_has_what_the_rollout_relies_on():
 
 
 def test_the_algorithm_is_chosen_once_from_the_config():
-    from flowzoo.agents.train.algorithm import ALGORITHMS, algorithm_for
+    from flowzoo.agents.train.algorithms import ALGORITHMS, algorithm_for
     from flowzoo.config import ALGOS
 
     assert set(ALGORITHMS) == set(ALGOS)
