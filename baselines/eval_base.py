@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from flowzoo.agents.models.policy import Policy
-from flowzoo.agents.models.tiny import resolve_model
 from flowzoo.agents.train.evaluate import evaluate_env, single_policy
+from flowzoo.tiny.build import resolve_model
 
 MATH = ["eval-opt-math", "voting-math", "orch-workers-math", "single-math"]
 CODE = ["eval-opt-code", "voting-code", "orch-workers-code", "single-code"]

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.threads import apply_threads
-from flowzoo.agents.models.tiny import resolve_model
 from flowzoo.agents.train.checkpoint import weights_identity
 from flowzoo.agents.train.testbed import behaviour_rates, measure_base
+from flowzoo.tiny.build import resolve_model
 
 
 def main() -> None:

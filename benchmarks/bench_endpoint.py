@@ -17,7 +17,7 @@ def run(quick: bool = False) -> list[Row]:
     from flowzoo.agents.models.endpoint import EndpointPolicy
     from flowzoo.agents.models.policy import Policy
     from flowzoo.agents.models.serve import VLLMServer
-    from flowzoo.agents.models.tiny import ensure_tiny
+    from flowzoo.tiny.build import ensure_tiny
 
     if vllm_python() is None:
         print("[endpoint] skipped: FLOWZOO_VLLM_PYTHON is not set", file=sys.stderr)

@@ -110,7 +110,7 @@ def _trl(model: str, problems: int, steps: int) -> float | None:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from flowzoo.agents.models.tiny import ensure_tiny
+    from flowzoo.tiny.build import ensure_tiny
 
     model = str(ensure_tiny("tiny-s", progress=False))
     steps = 4 if quick else 6

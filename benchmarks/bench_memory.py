@@ -34,7 +34,7 @@ def _measure(policy: str, param: str, model: str) -> dict:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from flowzoo.agents.models.tiny import ensure_tiny
+    from flowzoo.tiny.build import ensure_tiny
 
     model = str(ensure_tiny("tiny-s", progress=False))
     shared = _measure("shared", "full", model)

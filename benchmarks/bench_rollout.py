@@ -15,9 +15,9 @@ from benchmarks.common import Row
 
 def run(quick: bool = False) -> list[Row]:
     from flowzoo.agents.models.policy import Policy
-    from flowzoo.agents.models.tiny import ensure_tiny
     from flowzoo.agents.train.evaluate import single_policy
     from flowzoo.agents.train.rollout import rollout
+    from flowzoo.tiny.build import ensure_tiny
 
     n_env, g = (16, 4) if quick else (64, 8)
     pol = Policy(ensure_tiny("tiny-s", progress=False))

@@ -57,7 +57,7 @@ if missing:
     fail(f"its TrainConfig has no field {', '.join(missing)} (a baseline must share them)")
 model = None
 try:
-    from flowzoo.agents.models.tiny import resolve_model
+    from flowzoo.tiny.build import resolve_model
     model = str(resolve_model(settings["model"]))
 except Exception:
     pass

@@ -130,7 +130,7 @@ def vllm_rows(out: Path, device: str, shape: tuple[int, int, int]) -> dict:
     (Shared, Isolated); per row rollout tokens/s and the served-vs-trained log-prob gap after
     one update. A reason instead where no vLLM can start."""
     from flowzoo.agents.models.backends import vllm_unavailable_reason
-    from flowzoo.agents.models.tiny import save_random_model
+    from flowzoo.tiny.build import save_random_model
 
     why = vllm_unavailable_reason()
     if why:
@@ -172,7 +172,7 @@ def vllm_rows(out: Path, device: str, shape: tuple[int, int, int]) -> dict:
 def random_tiny(out: Path, scale: str) -> str:
     """A randomly initialised tiny model of ``scale``'s shape (throughput needs no training,
     and pretraining tiny-l here would take the machine's whole budget)."""
-    from flowzoo.agents.models.tiny import build_model, build_tokenizer
+    from flowzoo.tiny.build import build_model, build_tokenizer
 
     tok = build_tokenizer()
     build_model(scale, len(tok)).save_pretrained(out)
@@ -184,7 +184,7 @@ def random_qwen3(out: Path, hidden: int, layers: int) -> str:
     """A randomly initialised Qwen3 of real-ish size with the tiny tokenizer, saved locally."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from flowzoo.agents.models.tiny import build_tokenizer
+    from flowzoo.tiny.build import build_tokenizer
 
     tok = build_tokenizer()
     cfg = Qwen3Config(
@@ -212,7 +212,7 @@ def main() -> int:
     ap.add_argument("--out", default="gpu_check.json")
     ap.add_argument("--vllm", action="store_true", help="also the vLLM backend rows")
     args = ap.parse_args()
-    from flowzoo.agents.models.tiny import ensure_tiny, fast_config
+    from flowzoo.tiny.build import ensure_tiny, fast_config
 
     device = "cpu" if args.dry_run or not torch.cuda.is_available() else "cuda"
     report: dict = {

@@ -127,7 +127,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from flowzoo.agents.models.serve import VLLMServer
-    from flowzoo.agents.models.tiny import resolve_model
+    from flowzoo.tiny.build import resolve_model
 
     path = resolve_model(args.model)
     cfg = json.loads((Path(path) / "config.json").read_text())
@@ -168,14 +168,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
-    from flowzoo.agents.models.recipe import (
+    from flowzoo.agents.models.threads import apply_threads
+    from flowzoo.tiny.build import ensure_tiny, ship
+    from flowzoo.tiny.recipe import (
         CODE_TESTBED,
         CODE_TESTBED_12,
         PretrainConfig,
         fast_config,
     )
-    from flowzoo.agents.models.threads import apply_threads
-    from flowzoo.agents.models.tiny import ensure_tiny, ship
 
     if (args.code_testbed or args.stage) and (args.fast or args.ship):  # tests'; the default
         raise SystemExit("--code-testbed and --stage go with neither --fast nor --ship")
@@ -221,7 +221,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from flowzoo.agents.models.tiny import model_table
+    from flowzoo.tiny.build import model_table
 
     rows = model_table()
     if args.json:
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--ship",
         action="store_true",
-        help="copy the built model into the package (flowzoo/agents/models/weights) with its hashes",
+        help="copy the built model into the package (flowzoo/tiny/weights) with its hashes",
     )
     pt.add_argument(
         "--steps", type=int, default=None, help="pretraining steps (default: the scale's budget)"

@@ -1,4 +1,4 @@
-"""Shared fixtures. The tiny model is built by flowzoo.agents.models.tiny in fast mode (cached under
+"""Shared fixtures. The tiny model is built by flowzoo.tiny.build in fast mode (cached under
 $FLOWZOO_CACHE or ~/.cache/flowzoo, keyed by its recipe) and loaded through from_pretrained.
 
 Why the build happens when collection ends: a per-test timeout must time tests, not a model
@@ -16,7 +16,7 @@ _TINY: dict[str, object] = {}
 
 
 def _build_tiny(progress: bool = False):
-    from flowzoo.agents.models.tiny import ensure_tiny, fast_config
+    from flowzoo.tiny.build import ensure_tiny, fast_config
 
     return ensure_tiny(fast_config("tiny-s"), progress=progress)
 
@@ -36,7 +36,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # 2 idle cores, far longer on a busy machine) and its progress bar says how far it is
     capture = session.config.pluginmanager.getplugin("capturemanager")
     quiet = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
-    from flowzoo.agents.models.tiny import fast_config
+    from flowzoo.tiny.build import fast_config
 
     with quiet:
         print(

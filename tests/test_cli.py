@@ -113,8 +113,8 @@ def test_pretrain_tiny_builds_the_code_recipe_it_names(flags, name, monkeypatch)
     """`--code-testbed` builds recipe 11 (the config ``tiny-s-code`` names), `--code-testbed
     12` recipe 12 (``tiny-s-code12``), whatever flag follows it; `--stage N` the build
     ``<name>-stageN`` loads."""
-    from flowzoo.agents.models import tiny
-    from flowzoo.agents.models.recipe import named_config
+    from flowzoo.tiny import build as tiny
+    from flowzoo.tiny.recipe import named_config
 
     asked = []
 

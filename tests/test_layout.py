@@ -22,6 +22,8 @@ FORBIDDEN = {
     "analysis": TRAINING + HEAVY,
     "config": TRAINING + HEAVY,
     "agents/models": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
+    # the tiny-model factory builds from the envs and the models' side, never from training
+    "tiny": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
     "agents/train": ("flowzoo.integrations", "flowzoo.cli"),
 }
 

@@ -6,8 +6,8 @@ import pytest
 from pettingzoo.test import api_test
 
 import flowzoo
-from flowzoo.agents.models.recipe import CONFLICT_ENV_OPTIONS, PretrainConfig, named_config
 from flowzoo.envs.scripted import BehaviourPolicy, play_episode
+from flowzoo.tiny.recipe import CONFLICT_ENV_OPTIONS, PretrainConfig, named_config
 
 
 def _play(env, seed: int, final_role: str, final_text):

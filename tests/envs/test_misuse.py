@@ -459,7 +459,7 @@ def test_tokenized_view_normalises_numpy_args_and_checks_its_encoder():
 
 
 def test_tokenized_view_with_a_real_tokenizer_takes_its_pad_unless_told():
-    from flowzoo.agents.models.tiny import build_tokenizer
+    from flowzoo.tiny.build import build_tokenizer
 
     tok = build_tokenizer()
     inner = single_agent(flowzoo.make_env("single-math", n_tasks=2), "solver")

@@ -86,9 +86,9 @@ def test_a_bare_answer_does_not_show_work_and_steps_do():
 def test_fact_drills_state_true_facts_and_no_rl_or_held_out_computation():
     """The drills plant the primitive (every step fact a chain uses) without holding a
     one-step problem of the RL pool or a held-out split."""
-    from flowzoo.agents.models.corpus import fact_drills, step_facts
     from flowzoo.tasks.base import split_of
     from flowzoo.tasks.math.data import arithmetic_tasks, computation_key
+    from flowzoo.tiny.corpus import fact_drills, step_facts
 
     facts = set(step_facts())
     for _, prompt, text in fact_drills(200):

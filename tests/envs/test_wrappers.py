@@ -58,7 +58,7 @@ def test_single_agent_view_plays_a_whole_episode_with_rewards():
 
 
 def test_tokenized_view():
-    from flowzoo.agents.models.tiny import build_tokenizer
+    from flowzoo.tiny.build import build_tokenizer
 
     tok = build_tokenizer()
     env = TokenizedView(

@@ -40,7 +40,7 @@ def plain_served(tmp_path_factory):
     its chat API fed the format the model was trained on."""
     if not vllm_python():
         pytest.skip("no vLLM environment (set FLOWZOO_VLLM_PYTHON; .ci/run builds one)")
-    from flowzoo.agents.models.tiny import ensure_tiny
+    from flowzoo.tiny.build import ensure_tiny
 
     d = tmp_path_factory.mktemp("plain") / "tiny-plain"
     srv = serve_with_template(ensure_tiny("tiny-s"), d, PLAIN_TEMPLATE)

@@ -138,12 +138,12 @@ def test_overlap_finds_paraphrases_copies_and_shared_tests():
 
 @pytest.mark.parametrize("family", ["math", "code", "code-guarded"])
 def test_the_pretraining_corpus_holds_no_held_out_problem(family, spaces):
-    from flowzoo.agents.models.corpus import corpus_tasks
-    from flowzoo.agents.models.recipe import PretrainConfig
+    from flowzoo.tiny.corpus import corpus_tasks
+    from flowzoo.tiny.recipe import PretrainConfig
 
     cfg = PretrainConfig(scale="tiny-s")
     if family == "code-guarded":  # the code testbed's corpus (tiny-s-code's)
-        from flowzoo.agents.models.recipe import named_config
+        from flowzoo.tiny.recipe import named_config
 
         tb = named_config("tiny-s-code")
         assert tb is not None and tb.code_tasks == "guarded"

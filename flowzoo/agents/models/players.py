@@ -68,7 +68,7 @@ def frozen_player(spec: str, seed: int = 0, **endpoint_options):
             raise ValueError(
                 f"bad scripted spec {spec!r}; expected 'scripted' or 'scripted:<error rate>'"
             ) from None
-    from flowzoo.agents.models.tiny import resolve_model
+    from flowzoo.tiny.build import resolve_model
 
     return _frozen_local(resolve_model(spec))
 

@@ -99,7 +99,7 @@ class PolicyRouter:
         players: Players | None = None,
         need_reference: bool = False,
     ) -> None:
-        from flowzoo.agents.models.tiny import resolve_model
+        from flowzoo.tiny.build import resolve_model
 
         load, players = load or LoadSettings(), players or Players()
         self.model_path = str(model_path)

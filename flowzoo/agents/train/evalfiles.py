@@ -35,7 +35,7 @@ def model_record(spec: str) -> dict[str, Any]:
             summary = json.loads((Path(spec) / "summary.json").read_text(encoding="utf-8"))
             rec["base_build"] = run_build(summary)
     elif is_local_spec(spec):
-        from flowzoo.agents.models.tiny import resolve_model
+        from flowzoo.tiny.build import resolve_model
 
         rec["weights"] = weights_identity(resolve_model(spec))
     else:

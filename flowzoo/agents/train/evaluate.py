@@ -52,6 +52,10 @@ class EvalResult:
     #: role -> how many of its turns had their prompt cut in its middle to fit the model's
     #: context (roles with none left out)
     prompts_cut: dict[str, int] = field(default_factory=dict)
+    #: extra reading -> how many episodes it was defined for (the denominator of ``extra``:
+    #: ``adopted_copied`` reads only final messages that adopt an answer); not in
+    #: :meth:`as_dict`, so run records keep their shape
+    extra_n: dict[str, int] = field(default_factory=dict)
 
     @property
     def ci(self) -> tuple[float, float]:
@@ -213,6 +217,7 @@ def evaluate_env(
         behaviour_n={r: int(c[5]) for r, c in per_role.items() if c[5] > 0},
         behaviour_hits={r: [c[8], c[9]] for r, c in per_role.items() if c[5] > 0},
         prompts_cut={r: int(c[7]) for r, c in per_role.items() if c[7] > 0},
+        extra_n={k: int(v[1]) for k, v in extra.items() if v[1] > 0},
     )
 
 
@@ -229,9 +234,9 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
     from flowzoo.agents.models.players import frozen_player
     from flowzoo.agents.models.policy import Policy
     from flowzoo.agents.models.routing import parse_policy_arg, plan_roles
-    from flowzoo.agents.models.tiny import resolve_model
     from flowzoo.config import TrainConfig
     from flowzoo.envs import make_env
+    from flowzoo.tiny.build import resolve_model
 
     run = Path(run_dir)
     cfg_path, final = run / "config.json", run / "final"

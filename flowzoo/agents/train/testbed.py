@@ -195,6 +195,11 @@ def behaviour_rates(
             },
             "parse_fail": r.parse_fail,
             **r.extra,
+            # episodes each extra reading was defined for, and a Wilson interval over them
+            "extra_n": r.extra_n,
+            "extra_ci": {
+                k: list(wilson(rate * r.extra_n[k], r.extra_n[k])) for k, rate in r.extra.items()
+            },
         }
     return out
 

@@ -54,8 +54,8 @@ class Trainer:
     """Runs a :class:`TrainConfig` end to end (see the module doc)."""
 
     def __init__(self, cfg: TrainConfig, progress: bool = True) -> None:
-        from flowzoo.agents.models.tiny import resolve_model
         from flowzoo.envs import make_env
+        from flowzoo.tiny.build import resolve_model
 
         self.cfg = cfg
         self.dist = distributed.setup(cfg.device)

@@ -294,8 +294,8 @@ def test_a_served_model_can_play_a_frozen_role_in_training(served, tiny_model, t
 def test_a_chat_template_with_thinking_off_trains_end_to_end(tmp_path):
     """A Qwen3-style tokenizer (chat template, thinking switched off) through a training step:
     every turn's prompt is the rendered template with the empty think block."""
-    from flowzoo.agents.models.tiny import save_random_model
     from flowzoo.agents.train.trainer import Trainer
+    from flowzoo.tiny.build import save_random_model
     from tests.agents.train.test_training import _cfg
 
     d = save_random_model(tmp_path / "chat", tie=True, chat_template=QWEN3_STYLE_TEMPLATE)

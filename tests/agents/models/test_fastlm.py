@@ -12,7 +12,7 @@ import flowzoo  # noqa: E402
 from flowzoo.agents.models.fastlm import fast_lm  # noqa: E402
 from flowzoo.agents.models.policy import Policy  # noqa: E402
 from flowzoo.agents.models.sampler import RowCache, SharedCache, draw  # noqa: E402
-from flowzoo.agents.models.tiny import save_random_model  # noqa: E402
+from flowzoo.tiny.build import save_random_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -109,8 +109,8 @@ def test_a_model_built_inside_a_run_keeps_the_runs_count(tmp_path, setting, coun
     code = (
         "import sys, torch\n"
         "from flowzoo.agents.models.threads import apply_threads\n"
-        "from flowzoo.agents.models.recipe import fast_config\n"
-        "from flowzoo.agents.models.tiny import pretrain\n"
+        "from flowzoo.tiny.recipe import fast_config\n"
+        "from flowzoo.tiny.build import pretrain\n"
         f"{setting}\n"
         "cfg = fast_config('tiny-s', steps=2, episodes_per_env=5, code_testbed_episodes=5)\n"
         "pretrain(cfg, sys.argv[1], progress=False)\n"

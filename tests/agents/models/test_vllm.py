@@ -34,7 +34,7 @@ def _matches(pol, gens, temperature):
 @pytest.fixture(scope="module")
 def tied_model(tmp_path_factory):
     """A random-initialised Qwen3-architecture model with tied embeddings (as Qwen3 0.6B-4B)."""
-    from flowzoo.agents.models.tiny import save_random_model
+    from flowzoo.tiny.build import save_random_model
 
     return save_random_model(tmp_path_factory.mktemp("tied"), tie=True)
 

@@ -153,7 +153,7 @@ def test_the_scripted_expert_can_play_a_role(tiny_model, tmp_path):
 
 
 def test_a_role_can_start_from_its_own_checkpoint(tiny_model, tmp_path):
-    from flowzoo.agents.models.tiny import save_random_model
+    from flowzoo.tiny.build import save_random_model
 
     other = save_random_model(tmp_path / "other", seed=7)
     cfg = _cfg(tiny_model, tmp_path, policy="isolated", role_models={"aggregator": str(other)})

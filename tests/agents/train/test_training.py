@@ -9,8 +9,6 @@ import pytest
 torch = pytest.importorskip("torch")  # these tests train: they skip cleanly without torch
 
 from flowzoo.agents.models.policy import Policy
-from flowzoo.agents.models.recipe import SCALES
-from flowzoo.agents.models.tiny import build_model, parameter_count
 from flowzoo.agents.train.algorithms.grpo import group_relative
 from flowzoo.agents.train.batch import GroupKey
 from flowzoo.agents.train.diagnostics import CoherenceDamper, role_gradient_stats
@@ -18,6 +16,8 @@ from flowzoo.agents.train.evaluate import evaluate_env, single_policy
 from flowzoo.agents.train.losses import aggregate
 from flowzoo.agents.train.trainer import TrainConfig, Trainer, TrainingDiverged, load_config_file
 from flowzoo.envs.registry import STUDY_WORKFLOWS
+from flowzoo.tiny.build import build_model, parameter_count
+from flowzoo.tiny.recipe import SCALES
 
 
 def _cfg(tiny_model, tmp_path, **kw):

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from flowzoo.agents.models.recipe import PretrainConfig
+    from flowzoo.tiny.recipe import PretrainConfig
 
 
 def corpus_tasks(family: str, n: int, seed: int = 0, code_tasks: str = "funcs+stdio"):
@@ -53,9 +53,9 @@ def make_corpus(cfg: PretrainConfig, progress: bool = False) -> list[tuple[str, 
     episode ``i`` of every env plays a different problem of the pool (offset per env)."""
     from tqdm import tqdm
 
-    from flowzoo.agents.models.copydrills import copy_drill_rows
     from flowzoo.envs import make_env
     from flowzoo.envs.scripted import BehaviourPolicy, expert_policy, play_episode
+    from flowzoo.tiny.copydrills import copy_drill_rows
 
     pools = {}
     rows: list[tuple[str, str, str]] = []
@@ -124,7 +124,7 @@ def check_role_names(cfg: PretrainConfig, envs: dict) -> None:
     it (the default math rates name all seven roles, which a narrowed corpus need not play).
     Why: a misspelt or misplaced role changes the build's key and nothing else, and the
     build that comes out is silently the recipe without the lever."""
-    from flowzoo.agents.models.recipe import (
+    from flowzoo.tiny.recipe import (
         MIDTRAIN_ROLE_DRILLS,
         MIDTRAIN_SCALE_RATES,
         MIDTRAIN_SHORTCUT_RATES,

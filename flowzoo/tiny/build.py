@@ -30,9 +30,10 @@ from pathlib import Path
 import torch
 
 from flowzoo.agents.models.chat import CHAT_TEMPLATE, add_chat_template, has_chat_template
-from flowzoo.agents.models.corpus import corpus_digest, corpus_fingerprint, make_corpus
-from flowzoo.agents.models.pretrain_loop import train_loop
-from flowzoo.agents.models.recipe import (
+from flowzoo.agents.models.threads import apply_threads
+from flowzoo.tiny.corpus import corpus_digest, corpus_fingerprint, make_corpus
+from flowzoo.tiny.pretrain import train_loop
+from flowzoo.tiny.recipe import (
     NAMED_RECIPES,
     RECIPE_VERSION,
     SCALES,
@@ -40,7 +41,6 @@ from flowzoo.agents.models.recipe import (
     fast_config,
     named_config,
 )
-from flowzoo.agents.models.threads import apply_threads
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 CHARSET = [c for c in string.printable if c not in "\x0b\x0c\r"]
@@ -439,7 +439,7 @@ def model_table() -> list[dict[str, str]]:
     recipe key, what it continues (its parent build's key), what it is for, and whether it is
     shipped, built in the cache, or built on first use. Why: a name is a recipe, and a run
     record's name says which build only through this key."""
-    from flowzoo.agents.models.recipe import RECIPE_NOTES, named_config
+    from flowzoo.tiny.recipe import RECIPE_NOTES, named_config
 
     rows = []
     for suffix, (what, docs) in RECIPE_NOTES.items():

@@ -4,9 +4,9 @@ computing the answer from the problem cannot stand in for copying it."""
 import random
 
 import flowzoo
-from flowzoo.agents.models.copydrills import answers_from_candidates, candidates, copy_drill_rows
-from flowzoo.agents.models.corpus import corpus_tasks
-from flowzoo.agents.models.recipe import PretrainConfig, named_config
+from flowzoo.tiny.copydrills import answers_from_candidates, candidates, copy_drill_rows
+from flowzoo.tiny.corpus import corpus_tasks
+from flowzoo.tiny.recipe import PretrainConfig, named_config
 
 POOL = corpus_tasks("math", 200)
 

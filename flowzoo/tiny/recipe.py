@@ -133,14 +133,16 @@ CONFLICT_ENV_OPTIONS: dict[str, dict[str, Any]] = {
 #: copied 0.89 when adopting; 12,000 with 2,400 steps 0.95 / 0.92 but answered bare 0.69 /
 #: 0.72, so both final roles' menus are also played at a re-work rate of 0.95 in 10,000
 #: drill episodes each of their own (every turn of theirs contested): bare 0.39 / 0.51,
-#: adopted copy 0.97 / 0.91 (baselines/results/conflict-calibration/)
+#: adopted copy 0.97 / 0.91 (build-36306e839923.json); 16,000 copy drills, 12,000 each of
+#: the final roles' and 3,600 steps: bare 0.46 / 0.50, adopted copy 0.96 / 0.95 (the build
+#: this names; tiny-s-conflict.json, all in baselines/results/conflict-calibration/)
 CONFLICT_TESTBED: dict[str, Any] = {
     "env_options": CONFLICT_ENV_OPTIONS,
     "stage_parent": "default",
-    "midtrain_steps": 3000,
+    "midtrain_steps": 3600,
     "role_shortcut_rates": {**MIDTRAIN_SHORTCUT_RATES, "aggregator": 0.95, "synthesizer": 0.95},
-    "role_drills": {"aggregator": 10000, "synthesizer": 10000},
-    "copy_drills": 12000,
+    "role_drills": {"aggregator": 12000, "synthesizer": 12000},
+    "copy_drills": 16000,
 }
 #: every suffix a model name may carry -> its recipe's levers (code recipes and the conflict)
 NAMED_RECIPES: dict[str, dict[str, Any]] = {**CODE_RECIPES, "-conflict": CONFLICT_TESTBED}

@@ -12,9 +12,8 @@ import time
 
 import pytest
 
-from flowzoo.agents.models import tiny
-from flowzoo.agents.models.corpus import make_corpus
-from flowzoo.agents.models.tiny import (
+from flowzoo.tiny import build as tiny
+from flowzoo.tiny.build import (
     RECIPE_VERSION,
     PretrainConfig,
     corpus_fingerprint,
@@ -23,6 +22,7 @@ from flowzoo.agents.models.tiny import (
     pretrain,
     shipped_manifest,
 )
+from flowzoo.tiny.corpus import make_corpus
 
 
 def test_shipped_models_match_the_recipe_that_builds_them():
@@ -98,7 +98,7 @@ def test_a_killed_build_resumes_from_its_checkpoint_and_says_so(tmp_path, capsys
     cfg = fast_config("tiny-s", episodes_per_env=3, steps=230, batch_size=2, max_len=256)
     path = tmp_path / f"tiny-s-{cfg.key()}"
     code = (
-        "import sys; from flowzoo.agents.models.tiny import fast_config, pretrain\n"
+        "import sys; from flowzoo.tiny.build import fast_config, pretrain\n"
         "cfg = fast_config('tiny-s', episodes_per_env=3, steps=230, batch_size=2, max_len=256)\n"
         f"pretrain(cfg, {str(path)!r}, progress=False)\n"
     )
@@ -200,8 +200,8 @@ def test_models_lists_every_name_with_its_key_and_status(capsys):
     run record's build is checked against), what it continues and whether it is shipped."""
     import json
 
-    from flowzoo.agents.models.recipe import named_config
     from flowzoo.cli import main
+    from flowzoo.tiny.recipe import named_config
 
     assert main(["models", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from flowzoo.agents.models.recipe import PretrainConfig
+    from flowzoo.tiny.recipe import PretrainConfig
 
 #: steps between checkpoints of a build
 CHECKPOINT_EVERY = 200

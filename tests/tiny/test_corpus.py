@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 import flowzoo
-from flowzoo.agents.models.corpus import make_corpus
-from flowzoo.agents.models.recipe import NAMED_RECIPES, PretrainConfig, named_config
 from flowzoo.envs.scripted import BehaviourPolicy, play_episode
+from flowzoo.tiny.corpus import make_corpus
+from flowzoo.tiny.recipe import NAMED_RECIPES, PretrainConfig, named_config
 
 
 def _small(**kw) -> PretrainConfig:
@@ -104,7 +104,7 @@ def test_role_drills_add_only_that_roles_contested_turns():
 def test_a_scale_gets_its_own_stage_rates_unless_a_config_sets_them():
     """tiny-m's synthesizer rate is its own (it follows its drills more closely than tiny-s);
     tiny-s keeps recipe 10's key; rates a config sets are never replaced."""
-    from flowzoo.agents.models.recipe import MIDTRAIN_SCALE_RATES, MIDTRAIN_SHORTCUT_RATES
+    from flowzoo.tiny.recipe import MIDTRAIN_SCALE_RATES, MIDTRAIN_SHORTCUT_RATES
 
     m = PretrainConfig(scale="tiny-m")
     assert m.role_shortcut_rates == {**MIDTRAIN_SHORTCUT_RATES, **MIDTRAIN_SCALE_RATES["tiny-m"]}
@@ -233,8 +233,8 @@ def test_a_stage_seed_reorders_the_stage_batches(tmp_path):
 
     import torch
 
-    from flowzoo.agents.models.pretrain_loop import train_loop
-    from flowzoo.agents.models.tiny import build_model
+    from flowzoo.tiny.build import build_model
+    from flowzoo.tiny.pretrain import train_loop
 
     rows = random.Random(0)
     examples = [([rows.randrange(1, 40) for _ in range(12)], 4) for _ in range(32)]
@@ -292,8 +292,8 @@ def test_the_mid_training_stage_continues_its_base_and_resumes(tiny_model, tmp_p
     import torch
     from transformers import AutoModelForCausalLM
 
-    from flowzoo.agents.models import pretrain_loop
-    from flowzoo.agents.models.tiny import ensure_tiny, fast_config
+    from flowzoo.tiny import pretrain as pretrain_loop
+    from flowzoo.tiny.build import ensure_tiny, fast_config
 
     cfg = fast_config("tiny-s", midtrain_steps=6, coordination_drills=20)
     assert ensure_tiny(cfg.base(), progress=False) == tiny_model  # the base: no new build
@@ -338,9 +338,9 @@ def test_a_rate_or_drill_for_a_role_no_env_plays_is_refused():
     """A misspelt role in a drill or rate dict would change the build's key and nothing else;
     it is refused before a corpus row is written, naming the roles the corpus's envs play. The
     shipped recipes pass (their default names cover roles a narrowed corpus may not play)."""
-    from flowzoo.agents.models.corpus import check_role_names
-    from flowzoo.agents.models.recipe import fast_config
     from flowzoo.envs import make_env
+    from flowzoo.tiny.corpus import check_role_names
+    from flowzoo.tiny.recipe import fast_config
 
     narrow = dict(envs=("voting-math",), corpus_tasks=40)
     with pytest.raises(ValueError, match=r"role_drills names 'agregator'.*played: aggregator, so"):
