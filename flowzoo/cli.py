@@ -95,7 +95,7 @@ def _train_config_from_args(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg = _train_config_from_args(args)  # checked before torch is even imported
-    from flowzoo.agents.train.runlog import SafeStream
+    from flowzoo.agents.runs.runlog import SafeStream
     from flowzoo.agents.train.trainer import Trainer, TrainingDiverged
 
     # a reader that goes away (`| tee` killed by the same Ctrl-C, `| head`) must never end
@@ -199,7 +199,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from flowzoo.agents.train.sweep import load_sweep, parse_subset, run_sweep
+    from flowzoo.agents.sweeps.runner import load_sweep, parse_subset, run_sweep
 
     spec = load_sweep(args.config)
     if args.out_dir:
@@ -246,7 +246,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from flowzoo import __version__
     from flowzoo.agents.models.threads import threads_option
-    from flowzoo.agents.train.sweep import WORKERS
+    from flowzoo.agents.sweeps.runner import WORKERS
     from flowzoo.analysis.inputs import KNOBS
     from flowzoo.config import FIELD_DOMAINS, MAX_STEPS
     from flowzoo.config.fields import Domain, bound_flag

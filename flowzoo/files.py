@@ -1,7 +1,7 @@
 """Writing one file without going through what was planted at its name: never through a
 symbolic link, never into a FIFO, a file replaced whole or not at all.
 
-Why its own module, torch-free: a run's records (:mod:`flowzoo.agents.train.safefile`,
+Why its own module, torch-free: a run's records (:mod:`flowzoo.agents.runs.safefile`,
 which adds the run's stop-signal guard and its appends) and the report's outputs
 (:mod:`flowzoo.analysis.report`) refuse the same things with the same code; the analysis
 side may not import the training side.

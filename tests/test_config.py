@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from flowzoo.agents.train.sweep import SweepSpec, expand
+from flowzoo.agents.sweeps.runner import SweepSpec, expand
 from flowzoo.config import TrainConfig, load_config_file
 
 

@@ -24,7 +24,15 @@ FORBIDDEN = {
     "agents/models": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
     # the tiny-model factory builds from the envs and the models' side, never from training
     "tiny": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
-    "agents/train": ("flowzoo.integrations", "flowzoo.cli"),
+    "agents/train": ("flowzoo.integrations", "flowzoo.cli", "flowzoo.agents.sweeps"),
+    # run-keeping knows nothing of learning; sweeps sit above training
+    "agents/runs": (
+        "flowzoo.agents.train",
+        "flowzoo.agents.sweeps",
+        "flowzoo.integrations",
+        "flowzoo.cli",
+    ),
+    "agents/sweeps": ("flowzoo.integrations", "flowzoo.cli"),
 }
 
 

@@ -30,7 +30,7 @@ from flowzoo.envs.registry import (  # MAX_TASKS: env's most
     list_envs,
 )
 
-#: the experiment trackers ``report_to`` may name (:mod:`flowzoo.agents.train.trackers` opens them)
+#: the experiment trackers ``report_to`` may name (:mod:`flowzoo.agents.runs.trackers` opens them)
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
 #: one file each in flowzoo/agents/train/algorithms/ (a "-" in a name is "_" in its file's)
 ALGOS = ("grpo", "ppo", "rloo", "role-baseline", "dr-mas")

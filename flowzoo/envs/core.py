@@ -584,7 +584,7 @@ class _EnvPickler(pickle.Pickler):
     """Pickles a sandbox made by ``shared_sandbox(backend, options)`` as that call."""
 
     def reducer_override(self, obj: Any) -> Any:
-        code = sys.modules.get("flowzoo.tasks.code")
+        code = sys.modules.get("flowzoo.tasks.code.family")
         if code is None or isinstance(obj, (str, bytes, int, float, tuple, list, dict)):
             return NotImplemented
         for (backend, items), sb in list(code._SANDBOXES.items()):

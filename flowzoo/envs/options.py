@@ -211,7 +211,7 @@ TOOLS = (
         "message", lo=0, hi=64),
     Opt("tool_output_chars", "int", "a longer tool result keeps its head and tail and is "
         "flagged", lo=64, hi=1 << 20),
-    Opt("tool_timeout_s", "float", "seconds one tool run may take in the sandbox", lo=0.0,
+    Opt("tool_timeout_s", "float", "seconds one tool call may take in the sandbox", lo=0.0,
         hi=600.0, lo_open=True),
     Opt("tool_time_budget_s", "float", "sandbox seconds all tool calls of an episode may take",
         lo=0.0, hi=3600.0, lo_open=True),

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowzoo.envs import options as opt
+from flowzoo.envs.spaces import replace_surrogates
 from flowzoo.tasks.base import Task
 
 #: the tools each task family offers (a family not named here offers none)
@@ -352,6 +353,12 @@ class Toolbox:
         status, text = self._dispatch(parsed, task, left, flags)
         wall = time.monotonic() - t0 if status != "refused" else 0.0
         state.spent_s += wall
+        text, fixed = replace_surrogates(text)  # the program's output is untrusted text:
+        if fixed:  # what the engine does to an action, and flagged the same way
+            flags.append("tool_output_surrogate_replaced")
+        if "\x00" in text:
+            text = text.replace("\x00", "")
+            flags.append("tool_output_nul_stripped")
         text, cut = shorten(_fenced(text), self.output_chars)
         if cut and "tool_output_truncated" not in flags:
             flags.append("tool_output_truncated")
@@ -419,21 +426,23 @@ class Toolbox:
             return "refused", "no program found in the call"
         stdio = task.meta.get("format") == "stdio"
         stdin = (examples[0][0] if examples else "") if stdio else None
-        t0 = time.monotonic()
-        res = self.sandbox.run(program, stdin=stdin, timeout_s=min(self.timeout_s, left))
+        # one call, one limit: the run and the examples' judge share tool_timeout_s (and
+        # what is left of the episode's budget), so a call never takes twice its limit
+        limit = min(self.timeout_s, left)
+        deadline = time.monotonic() + limit
+        res = self.sandbox.run(program, stdin=stdin, timeout_s=limit)
         if res.truncated:
             flags.append("tool_output_truncated")
         out = _render(res)
         chosen = [examples[i] for i in picked]
         if not examples:
             return res.status, out + "\nexamples: none visible for this problem"
-        left -= time.monotonic() - t0
-        if left <= 0.1:
-            flags.append("tool_time_budget")
-            return res.status, out + "\nexamples: not checked (the episode's tool time is spent)"
-        return res.status, out + "\n" + self._examples(
-            task, text, chosen, min(self.timeout_s, left)
-        )
+        rest = deadline - time.monotonic()
+        if rest <= 0.1:
+            spent = "the episode's tool time" if left < self.timeout_s else "the call's time"
+            flags.append("tool_time_budget" if left < self.timeout_s else "tool_timeout")
+            return res.status, out + f"\nexamples: not checked ({spent} is spent)"
+        return res.status, out + "\n" + self._examples(task, text, chosen, rest)
 
     def _examples(self, task: Task, text: str, chosen: list, limit_s: float) -> str:
         """Which ``chosen`` examples the program passes, judged as scoring judges (in the

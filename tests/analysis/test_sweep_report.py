@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from flowzoo.agents.train.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
+from flowzoo.agents.sweeps.runner import SweepSpec, expand, load_sweep, parse_subset, run_sweep
 from flowzoo.analysis.findings import findings
 from flowzoo.analysis.records import read_metrics
 from flowzoo.analysis.report import build_report, cell_stats, load_runs

@@ -409,3 +409,35 @@ def test_the_single_agent_view_steps_through_its_agents_tool_calls():
     assert not term and info["tool_calls"] == 1 and "stdout:\n2" in obs["prompt"]
     _, _, term, _, info = view.step("\\boxed{1}")
     assert term and info["tool_calls"] == 1
+
+
+def test_nul_characters_in_tool_output_are_stripped_and_flagged():
+    """A program's output is untrusted text: NULs never reach the observation (the engine's
+    rule for an action, applied to a tool result), and the call says so."""
+    env = math_env()
+    env.reset(seed=0)
+    env.step(call("python", "print('a' + chr(0) + 'b')"))
+    info = env.infos["solver"]
+    assert "\x00" not in env.observe("solver")["prompt"] and "ab" in _result(env, "solver")
+    assert "tool_output_nul_stripped" in info["flags"]
+    env2 = math_env()
+    env2.reset(seed=0)
+    env2.step(call("python", "print('ab')"))
+    assert "tool_output_nul_stripped" not in env2.infos["solver"]["flags"]
+
+
+def test_a_run_call_is_bounded_by_one_timeout_not_two():
+    """``tool_timeout_s`` bounds the whole ``run`` call: a program that spends the limit
+    leaves nothing for the examples' judge, which is then skipped and said to be (before,
+    the judge got a second full limit of its own)."""
+    slow = "```python\nimport time\ntime.sleep(30)\ndef add7(x):\n    return x + 7\n```"
+    env = code_env(tool_timeout_s=1.0)
+    env.reset(seed=0)
+    env.step(call("run", slow.removeprefix("```python\n").removesuffix("\n```")))
+    out = _result(env, "solver")
+    assert "examples: not checked (the call's time is spent)" in out
+    assert "tool_timeout" in env.infos["solver"]["flags"]
+    quick = code_env(tool_timeout_s=5.0)
+    quick.reset(seed=0)
+    quick.step(call("run", "def add7(x):\n    return x + 7"))
+    assert "examples: 1/1 passed" in _result(quick, "solver")

@@ -11,7 +11,9 @@ with exponential backoff (``Retry-After`` honoured); one deadline covers connect
 body, redirects stay within the origin, and log-probs must be finite and non-positive. A request that still fails raises
 :class:`EndpointError` naming the URL and the server's answer, or with ``on_error="empty"``
 becomes an empty completion flagged ``error`` (the env then scores it as a parse failure).
-Log-probs are the server's (vLLM: of the raw distribution) where it returns them.
+Log-probs are the server's (vLLM: of the raw distribution) where it returns them. With
+``tools`` (the env's tools a role may call, docs/tools.md) the chat API is sent their OpenAI
+schemas and each ``tool_calls`` entry of an answer comes back as the env's own call text.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from flowzoo.agents.models.backends import request_seeds
 from flowzoo.agents.models.policy import Generation
+from flowzoo.envs.toolschema import call_text, openai_tools
 
 SCHEMES = {"openai": "chat", "openai-chat": "chat", "openai-completions": "completions"}
 ON_ERROR = ("raise", "empty")
@@ -135,6 +139,14 @@ def _logprob(x) -> float:
     return v
 
 
+def _call_of(call: Any) -> str:
+    """One OpenAI ``tool_calls`` entry as the env's call text (a malformed one: a call the
+    env refuses and flags, :func:`flowzoo.envs.toolschema.call_text`)."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    fn = fn if isinstance(fn, dict) else {}
+    return call_text(fn.get("name"), fn.get("arguments"))
+
+
 def is_endpoint_spec(spec: str) -> bool:
     """True for ``openai:...``-style model specs (``SCHEMES``)."""
     return isinstance(spec, str) and spec.split(":", 1)[0] in SCHEMES and ":" in spec
@@ -187,8 +199,17 @@ class EndpointPolicy:
         stop: list[str] | None = None,
         enable_thinking: bool | None = False,
         api_key: str | None = None,
+        tools: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.spec = spec if isinstance(spec, EndpointSpec) else EndpointSpec.parse(spec)
+        #: the env's tools this player may call, sent as OpenAI function schemas (chat API)
+        self.tools = tuple(tools or ())
+        self._tool_schemas = openai_tools(self.tools) if self.tools else []
+        if self.tools and self.spec.api != "chat":
+            raise ValueError(
+                f"tools={list(self.tools)} need the chat API (openai:...): the completions API "
+                "sends text only, where a model writes the env's own call syntax (docs/tools.md)"
+            )
         if on_error not in ON_ERROR:
             raise ValueError(f"unknown on_error {on_error!r}; valid: {', '.join(ON_ERROR)}")
         for k, v in (("concurrency", concurrency), ("timeout_s", timeout_s)):
@@ -226,6 +247,8 @@ class EndpointPolicy:
             body["logprobs"] = True
             if self.enable_thinking is not None:  # vLLM / SGLang: the template's switch
                 body["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
+            if self._tool_schemas:  # the server decides (tool_choice "auto", its default)
+                body["tools"] = self._tool_schemas
         else:
             body["prompt"] = prompt
             body["logprobs"] = 1
@@ -273,6 +296,9 @@ class EndpointPolicy:
             choice = reply["choices"][0]
             if self.spec.api == "chat":
                 text = choice["message"]["content"] or ""
+                calls = choice["message"].get("tool_calls") or []
+                if calls and self.tools:  # the env's call text, after what the model said
+                    text = "\n".join([text.rstrip(), *map(_call_of, calls)]).lstrip("\n")
                 content = (choice.get("logprobs") or {}).get("content") or []
                 lps = [_logprob(t["logprob"]) for t in content]
             else:
@@ -287,7 +313,8 @@ class EndpointPolicy:
                 f"{self.spec.base_url} answered without a usable completion ({e!r}): "
                 f"{json.dumps(reply)[:300]}"
             ) from None
-        return text, lps, choice.get("finish_reason") == "stop"
+        stopped = choice.get("finish_reason") in ("stop", "tool_calls")
+        return text, lps, stopped
 
     def _one(self, prompt: str, max_new_tokens: int, temperature: float, seed: int) -> Generation:
         try:

@@ -47,6 +47,9 @@ class Players:
     options: dict = field(default_factory=dict)
     #: role -> stop strings (a served player's turn may end at one)
     stops: dict[str, list[str]] = field(default_factory=dict)
+    #: role -> the env's tools it may call (a served player is sent their OpenAI schema and
+    #: its tool calls come back as the env's call text; docs/tools.md)
+    tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     seed: int = 0
 
 
@@ -210,9 +213,11 @@ def _fixed_players(
     for name, spec in frozen.items():
         spec = spec or base
         role = name.removeprefix("frozen:")
-        key = (spec, tuple(players.stops.get(role, ())))
-        if key not in made:  # endpoint options (stop included) reach served models only
+        key = (spec, tuple(players.stops.get(role, ())), tuple(players.tools.get(role, ())))
+        if key not in made:  # endpoint options (stop, tools) reach served models only
             opts = {**players.options, "stop": list(key[1])}
+            if key[2] and is_endpoint_spec(spec):
+                opts["tools"] = list(key[2])
             made[key] = frozen_player(spec, seed=players.seed, **opts)
         out[name] = made[key]
     return out

@@ -25,7 +25,8 @@ from typing import IO, Any, cast
 import torch
 
 from flowzoo.agents.models import threads
-from flowzoo.agents.train import distributed, provenance, rundir
+from flowzoo.agents.runs import rundir
+from flowzoo.agents.train import distributed, provenance
 
 #: what every checkpoint holds (checked before anything of it is used)
 KEYS = ("identity", "step", "router", "opts", "heads", "damper", "eval_curve", "torch_rng")

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flowzoo.agents.runs.safefile import _umask
 from flowzoo.agents.train.checkpoint import weights_identity
-from flowzoo.agents.train.safefile import _umask
 from flowzoo.analysis.builds import SHORT, build_digest, run_build
 
 

@@ -113,7 +113,7 @@ def evaluate_env(
     final see the same noise), and a greedy one not on how episodes are dealt out either.
     ``progress``: a label for a progress bar over the episodes, advanced as each batch of
     episodes ends (none when empty), on ``progress_file`` (default stderr) through a
-    :class:`~flowzoo.agents.train.runlog.SafeStream`: a closed pipe never stops an evaluation.
+    :class:`~flowzoo.agents.runs.runlog.SafeStream`: a closed pipe never stops an evaluation.
     Opened under a training bar it sits below it, and is gone when the evaluation ends."""
     from flowzoo.envs import make_env
 
@@ -145,7 +145,7 @@ def evaluate_env(
     if progress:
         from tqdm.auto import tqdm
 
-        from flowzoo.agents.train.runlog import SafeStream
+        from flowzoo.agents.runs.runlog import SafeStream
 
         out = progress_file if isinstance(progress_file, SafeStream) else SafeStream(progress_file)
         bar = tqdm(total=len(mine), desc=progress, unit="ep", leave=False, file=out)

@@ -32,6 +32,17 @@ def toolbox_of(env: Any) -> Any:
     return getattr(getattr(env, "unwrapped", env), "toolbox", None)
 
 
+def tool_roles(env_options: dict[str, Any], roles: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Role -> the tools it may call, as the env options name them (``tools``, ``tool_roles``:
+    every role when unset); empty without tools. What a served player of a role is sent as
+    its OpenAI tool schemas (:class:`~flowzoo.agents.models.endpoint.EndpointPolicy`)."""
+    names = tuple(env_options.get("tools") or ())
+    if not names:
+        return {}
+    allowed = env_options.get("tool_roles")
+    return {r: names for r in roles if allowed is None or r in allowed}
+
+
 def stop_at_call(policy: Any, g: Any) -> Any:
     """``g`` (a :class:`~flowzoo.agents.models.policy.Generation`) cut just past its first
     complete call (its closing fence line's newline), finished there; ``g`` itself when it

@@ -31,13 +31,16 @@ from flowzoo.agents.models import threads
 from flowzoo.agents.models.params import LoadSettings, LoraSettings
 from flowzoo.agents.models.policy import check_budgets
 from flowzoo.agents.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
-from flowzoo.agents.train import checkpoint, distributed, heldout, rundir, runlog, signals
+from flowzoo.agents.runs import rundir, runlog, signals
+from flowzoo.agents.train import checkpoint, distributed, heldout
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.evaluate import evaluate_env
 from flowzoo.agents.train.learner import Learner, TrainingDiverged
 from flowzoo.agents.train.provenance import data_record, model_files_record, run_record
 from flowzoo.agents.train.rollout import EpisodeRecord, rollout, tree_rollout
 from flowzoo.agents.train.seeds import Seeds
+from flowzoo.agents.train.stepmetrics import step_metrics
+from flowzoo.agents.train.toolturns import tool_roles
 from flowzoo.agents.train.watch import STOPPED, Watch
 from flowzoo.config import TrainConfig, load_config_file
 from flowzoo.envs.registry import has_ood
@@ -76,7 +79,7 @@ class Trainer:
             rundir.check_dir(Path(cfg.run_dir), cfg)
         distributed.check_supported(cfg, self.dist)  # before a model is built
         if cfg.trackers and self.dist.main:
-            from flowzoo.agents.train.trackers import check_trackers
+            from flowzoo.agents.runs.trackers import check_trackers
 
             check_trackers(cfg.trackers)
         #: every random stream of the run, derived in one place (see :class:`Seeds`)
@@ -277,7 +280,7 @@ class Trainer:
         t_roll = time.time() - t0
         self._phase = "update"
         per_policy, adv_stats = self.update(batch)
-        m = runlog.step_metrics(step, batch, per_policy, adv_stats)
+        m = step_metrics(step, batch, per_policy, adv_stats)
         m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
         # what each policy's optimizer stepped at (per-role lrs and the schedule applied)
         m["lr"] = {n: float(o.param_groups[0]["lr"]) for n, o in self.learner.opts.items()}
@@ -371,6 +374,7 @@ class Trainer:
                     on_error=cfg.endpoint_on_error,
                 ),
                 stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
+                tools=tool_roles(cfg.env_options, self.roles),
                 seed=cfg.seed,
             ),
             need_reference=need_ref,

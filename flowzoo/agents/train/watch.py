@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowzoo.agents.train import checkpoint, runlog
+from flowzoo.agents.runs import runlog
+from flowzoo.agents.train import checkpoint
 from flowzoo.analysis.warning import Alarm, Monitor, Thresholds
 
 #: the status of a run the monitor stopped

@@ -46,6 +46,25 @@ def test_endpoint_specs_parse_or_say_what_is_wrong():
         EndpointPolicy("openai:http://h/v1#m", on_error="ignore")
 
 
+def _tool_reply(content, *calls, finish="tool_calls"):
+    msg = {"role": "assistant", "content": content}
+    msg["tool_calls"] = [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": a}}
+        for i, (n, a) in enumerate(calls)
+    ]
+    return {"choices": [{"message": msg, "finish_reason": finish, "logprobs": None}]}
+
+
+#: chat answers with OpenAI tool calls, by path: one call, malformed arguments, two calls
+TOOL_REPLIES = {
+    "toolcall": _tool_reply("Let me compute.", ("python", json.dumps({"program": "print(6 * 7)"}))),
+    "badargs": _tool_reply(None, ("python", "{not json")),
+    "twocalls": _tool_reply(
+        "", ("python", '{"program": "print(1)"}'), ("python", '{"program": "print(2)"}')
+    ),
+}
+
+
 class _Misbehaving(http.server.BaseHTTPRequestHandler):
     """Answers by the path's first segment: /fail5xx (503 twice, then a good answer),
     /ratelimit (429 with Retry-After once), /hang (never answers in time), /drip (a body
@@ -53,13 +72,17 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
     lacking a completion), /bad400."""
 
     calls: dict = {}
+    bodies: dict = {}
 
     def log_message(self, *a):
         pass
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         kind = self.path.split("/")[1]
+        self.bodies[kind] = json.loads(raw or b"{}")
+        if kind in TOOL_REPLIES:  # a chat answer that calls a tool, as OpenAI writes one
+            return self._send(200, json.dumps(TOOL_REPLIES[kind]).encode())
         n = self.calls[kind] = self.calls.get(kind, 0) + 1
         good = json.dumps(
             {"choices": [{"text": "\\boxed{4}", "finish_reason": "stop", "logprobs": None}]}
@@ -188,12 +211,53 @@ def test_nothing_listening_is_a_clear_error_and_scores_zero_when_flagged():
     assert res.accuracy == 0.0 and res.no_answer.get("solver", 0) == 1.0
 
 
+# ------------------------------------------------------------------ tools (docs/tools.md)
+
+
+def test_a_served_players_tool_calls_become_the_envs_calls(bad_server):
+    """A served player of a role with tools is sent the OpenAI schemas of the env's tools,
+    and the ``tool_calls`` it answers with come back as the env's own call text: the env runs
+    them as any call (``python`` prints 42), and a call with malformed arguments is refused
+    and flagged, never an exception."""
+    import flowzoo
+    from flowzoo.envs.toolschema import openai_tools
+
+    pol = EndpointPolicy(f"openai:{bad_server}/toolcall#m", tools=["python"], retries=0)
+    (g,) = pol.generate(["Problem: 6 * 7?"], max_new_tokens=32)
+    assert g.finished and g.text.startswith("Let me compute.\n```tool python\n")
+    sent = _Misbehaving.bodies["toolcall"]
+    assert sent["tools"] == openai_tools(["python"]) and "tool_choice" not in sent
+    env = flowzoo.make_env("single-math", tools=["python"], n_tasks=2)
+    env.reset(seed=0)
+    env.step(g.text)
+    assert env.agent_selection == "solver" and env.infos["solver"]["tool_calls"] == 1
+    assert "stdout:\n42" in env.observe("solver")["prompt"]
+
+    (bad,) = EndpointPolicy(f"openai:{bad_server}/badargs#m", tools=["python"]).generate(["q"])
+    env.step(bad.text)
+    assert "tool_bad_args" in env.infos["solver"]["flags"]
+    (two,) = EndpointPolicy(f"openai:{bad_server}/twocalls#m", tools=["python"]).generate(["q"])
+    assert two.text.count("```tool python") == 2  # the env runs the first, flags the rest
+    # no tools asked for: no schema sent, and a stray tool call is not turned into a call
+    (plain,) = EndpointPolicy(f"openai:{bad_server}/toolcall#m").generate(["q"])
+    assert "tools" not in _Misbehaving.bodies["toolcall"] and "```tool" not in plain.text
+    with pytest.raises(ValueError, match="chat API"):
+        EndpointPolicy(f"openai-completions:{bad_server}#m", tools=["python"])
+    with pytest.raises(ValueError, match="no tool schema"):
+        EndpointPolicy(f"openai:{bad_server}#m", tools=["shell"])
+
+
 # ------------------------------------------------------------------ a real vllm serve
 
 WHY = None if vllm_python() else "no vLLM environment (set FLOWZOO_VLLM_PYTHON; .ci/run builds one)"
 
 
-def serve_with_template(model, where, template: str):
+#: vLLM's own tool calling switched on (a parser that needs no special tokens), so a request
+#: with ``tools`` is served as it would be for a real model
+TOOL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "pythonic")
+
+
+def serve_with_template(model, where, template: str, extra_args: tuple[str, ...] = ()):
     """A copy of ``model`` in ``where`` whose tokenizer has chat template ``template``, behind
     a real ``vllm serve`` (skipped with the reason where none can start; in CI, which provides
     the environment, a server that fails is a failure). The caller stops it."""
@@ -209,7 +273,7 @@ def serve_with_template(model, where, template: str):
     tok.chat_template = template
     tok.save_pretrained(where)
     try:
-        return VLLMServer(where).start()
+        return VLLMServer(where, extra_args=extra_args).start()
     except BackendUnavailable as e:
         if os.environ.get("CI"):
             raise
@@ -220,7 +284,7 @@ def serve_with_template(model, where, template: str):
 def served(tiny_model, tmp_path_factory):
     """The tiny model, with a Qwen3-style chat template, behind a real ``vllm serve``."""
     d = tmp_path_factory.mktemp("served") / "tiny-chat"
-    srv = serve_with_template(tiny_model, d, QWEN3_STYLE_TEMPLATE)
+    srv = serve_with_template(tiny_model, d, QWEN3_STYLE_TEMPLATE, TOOL_ARGS)
     yield srv, d
     srv.stop()
 
@@ -306,6 +370,31 @@ def test_a_chat_template_with_thinking_off_trains_end_to_end(tmp_path):
     assert text.startswith("<|im_start|>user\n") and text.endswith("<think>\n\n</think>\n\n")
     per_policy, _ = tr.update(records)
     assert per_policy["shared"]["policy"]["opt_steps"] >= 1
+
+
+def test_a_served_role_with_tools_is_sent_their_schemas_and_trains(served, tiny_model, tmp_path):
+    """On a real ``vllm serve`` with tool calling on: a frozen served role of an env with
+    tools is sent the tools' schemas (the server validates them), and its answers come back
+    as turns of a training step."""
+    from flowzoo.agents.train.trainer import Trainer
+    from tests.agents.train.test_training import _cfg
+
+    srv, _ = served
+    (g,) = EndpointPolicy(srv.spec("chat"), tools=["python"]).generate(
+        ["Problem: What is 2 + 3?"], max_new_tokens=16
+    )
+    assert g.error is None and isinstance(g.text, str)
+    cfg = _cfg(
+        tiny_model,
+        tmp_path,
+        steps=1,
+        env_options={"tools": ["python"], "tool_roles": ["aggregator"]},
+        role_models={"aggregator": srv.spec("chat")},
+        role_settings={"aggregator": {"max_new_tokens": 24}},
+    )
+    tr = Trainer(cfg, progress=False)
+    assert tr.router.frozen[tr.router.map["aggregator"]].tools == ("python",)
+    assert tr.train()["status"] == "completed"
 
 
 def test_stop_strings_end_a_served_turn(served):

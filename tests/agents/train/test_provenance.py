@@ -84,7 +84,7 @@ def test_a_run_records_its_data_and_build_and_refuses_to_resume_on_changed_data(
 def test_the_running_summary_names_the_inputs_from_the_claim_on(tmp_path):
     """A run killed with no time for its record (kill -9, OOM) leaves the running summary:
     it names the build and the data files too."""
-    from flowzoo.agents.train.rundir import prepare_dir
+    from flowzoo.agents.runs.rundir import prepare_dir
     from flowzoo.config import TrainConfig
 
     out = tmp_path / "r"

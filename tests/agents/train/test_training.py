@@ -462,7 +462,7 @@ def test_tree_rollout_groups_share_one_prompt(tiny_model, tmp_path):
 
 
 def test_metrics_lines_map_onto_stable_tracker_scalars():
-    from flowzoo.agents.train.trackers import flat_scalars
+    from flowzoo.agents.runs.trackers import flat_scalars
 
     got = flat_scalars(
         {

@@ -135,7 +135,7 @@ def test_a_corrupt_checkpoint_refuses_the_resume_and_changes_nothing(tiny_model,
 
 
 def test_a_failing_tracker_is_recorded_as_failed(tiny_model, tmp_path, monkeypatch):
-    from flowzoo.agents.train import runlog
+    from flowzoo.agents.runs import runlog
 
     def refuses(self, resumed_at):
         raise ConnectionError("tracker server unreachable")
@@ -260,7 +260,7 @@ def test_eval_rebuilds_a_runs_frozen_roles_and_takes_per_role_models(tiny_model,
 
 
 def test_records_are_written_whole_or_not_at_all(tmp_path):
-    from flowzoo.agents.train import rundir
+    from flowzoo.agents.runs import rundir
 
     p = tmp_path / "summary.json"
     rundir.write_json(p, {"status": "completed"})
@@ -520,7 +520,8 @@ def test_kills_between_a_checkpoints_digest_and_its_rename_never_condemn_it(
     SIGTERM, then again on the resumed run) it must still pass its digest and resume."""
     import io
 
-    from flowzoo.agents.train import checkpoint, rundir
+    from flowzoo.agents.runs import rundir
+    from flowzoo.agents.train import checkpoint
 
     out = tmp_path / "r"
     tr = Trainer(_cfg(tiny_model, out, steps=1, eval_every=0), progress=False)
@@ -570,7 +571,7 @@ def test_an_extended_run_says_running_until_it_ends(tiny_model, tmp_path):
 def test_the_summary_never_reads_metrics_through_a_link(tiny_model, tmp_path):
     """A metrics.jsonl swapped for a link mid-run is not the run's record: the summary reads
     no metrics through it (it used to report the link target's numbers)."""
-    from flowzoo.agents.train import runlog
+    from flowzoo.agents.runs import runlog
 
     out = tmp_path / "r"
     out.mkdir()

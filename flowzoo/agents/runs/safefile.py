@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from flowzoo.agents.train.signals import critical
+from flowzoo.agents.runs.signals import critical
 from flowzoo.files import UnsafePath, _umask, check_entry, write_whole
 from flowzoo.files import _kind as _kind  # rundir's, from the one place it is defined
 

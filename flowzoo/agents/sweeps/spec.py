@@ -2,7 +2,7 @@
 (a wrong one named with the key, the value and the type expected, never a traceback), every
 run's config (before any run starts), and ``--subset`` (a key that is no setting, or a
 selection that matches no run, is an error naming what is valid: never "runs nothing and
-exits 0"). :mod:`flowzoo.agents.train.sweep` runs what this makes.
+exits 0"). :mod:`flowzoo.agents.sweeps.runner` runs what this makes.
 """
 
 from __future__ import annotations

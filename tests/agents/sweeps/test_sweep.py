@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from flowzoo.agents.train import sweep
-from flowzoo.agents.train.rundir import RunDirInUse, RunLock
-from flowzoo.agents.train.sweep import RunSpec, SweepSpec, is_done, run_sweep
+from flowzoo.agents.runs.rundir import RunDirInUse, RunLock
+from flowzoo.agents.sweeps import runner as sweep
+from flowzoo.agents.sweeps.runner import RunSpec, SweepSpec, is_done, run_sweep
 
 pytest.importorskip("torch")
 
@@ -134,8 +134,8 @@ def test_a_stop_signal_stops_the_sweep_and_its_run_without_a_retry(tiny_model, t
     # the CLI's `flowzoo sweep` for SIGINT; for SIGTERM the exit the CLI gives a Stopped
     code = (
         "import sys\n"
-        "from flowzoo.agents.train.signals import Stopped\n"
-        "from flowzoo.agents.train.sweep import SweepSpec, run_sweep\n"
+        "from flowzoo.agents.runs.signals import Stopped\n"
+        "from flowzoo.agents.sweeps.runner import SweepSpec, run_sweep\n"
         f"spec = SweepSpec(**{spec.__dict__!r})\n"
         "try:\n"
         "    run_sweep(spec, workers=1, progress=True)\n"
@@ -281,7 +281,7 @@ def test_a_second_sweep_on_a_live_sweeps_out_dir_stops_before_writing(monkeypatc
     out = tmp_path / "sw"
     second = tmp_path / "second.py"
     second.write_text(
-        "from flowzoo.agents.train import sweep\n"
+        "from flowzoo.agents.sweeps import runner as sweep\n"
         "sweep._CHILD = 'raise SystemExit(5)'\n"
         f"spec = sweep.SweepSpec('t', {str(out)!r}, {STAND_IN!r}, {{'seed': [1]}})\n"
         "from flowzoo.cli import main\n"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from flowzoo.agents.train import rundir, runlog
-from flowzoo.agents.train.rundir import RunDirInUse, RunLock, prepare_dir
+from flowzoo.agents.runs import rundir, runlog
+from flowzoo.agents.runs.rundir import RunDirInUse, RunLock, prepare_dir
 from flowzoo.config import TrainConfig
 
 
@@ -67,7 +67,7 @@ def test_a_live_run_holds_its_directory_and_another_process_is_told_its_pid(tmp_
     out = tmp_path / "run"
     take = (
         "from flowzoo.config import TrainConfig\n"
-        "from flowzoo.agents.train.rundir import prepare_dir\n"
+        "from flowzoo.agents.runs.rundir import prepare_dir\n"
         "lock = prepare_dir(out, TrainConfig(out_dir=str(out)))\n"
     )
     with _holding(out, take) as pid:
@@ -509,7 +509,7 @@ def test_two_runs_started_at_once_the_second_is_told_the_first_ones_pid(tmp_path
     it is a stranger's; the same once the first's config is there."""
     out = tmp_path / "run"
     take = (
-        "from flowzoo.agents.train.rundir import RunLock\n"
+        "from flowzoo.agents.runs.rundir import RunLock\n"
         "out.mkdir(); lock = RunLock(out)\n"
         "(out / '.config.json.k2j3h4ab.tmp').write_text('{\"env\": ')\n"
     )

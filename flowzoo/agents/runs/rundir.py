@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from flowzoo.agents.train.safefile import (
+from flowzoo.agents.runs.safefile import (
     OWN_COPY_LIMIT,
     UnsafeRunPath,
     _kind,

@@ -99,7 +99,7 @@ def test_a_tracker_gets_the_runs_scalars(tiny_model, tmp_path, monkeypatch, trac
     else:
         import trackio
 
-        from flowzoo.agents.train.trackers import trackio_name
+        from flowzoo.agents.runs.trackers import trackio_name
 
         name = trackio_name(out, out.name)  # the run dir's own run, whatever the store holds
         got = [r["reward"] for r in trackio.SQLiteStorage.get_logs("flowzoo", name)]

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from flowzoo.agents.models.threads import usable_cores
-from flowzoo.agents.train import rundir, signals
-from flowzoo.agents.train.sweepfile import RunSpec, SweepSpec, expand, load_sweep, parse_subset
+from flowzoo.agents.runs import rundir, signals
+from flowzoo.agents.sweeps.spec import RunSpec, SweepSpec, expand, load_sweep, parse_subset
 from flowzoo.config.fields import Domain, problem
 
 #: the sweep file's side (read, checked, expanded) lives in :mod:`sweepfile`; named here too
@@ -93,7 +93,7 @@ def is_done(run: RunSpec) -> bool:
 #: the child: the run's config as an argument (no file read between the check and the run);
 #: a stop signal is recorded by the trainer (interrupted) and ends the child as 128 + it
 _CHILD = """import json, sys
-from flowzoo.agents.train.signals import Stopped
+from flowzoo.agents.runs.signals import Stopped
 from flowzoo.agents.train.trainer import TrainConfig, Trainer
 try:
     Trainer(TrainConfig.from_dict(json.loads(sys.argv[1])), progress=False).train()

@@ -6,7 +6,7 @@ nothing here trains (every refusal comes before a run starts)."""
 
 import pytest
 
-from flowzoo.agents.train.sweep import SweepSpec, expand, load_sweep, parse_subset, run_sweep
+from flowzoo.agents.sweeps.runner import SweepSpec, expand, load_sweep, parse_subset, run_sweep
 from flowzoo.cli import main
 
 GRID = 'out_dir = "OUT"\n[base]\nsteps = 2\n[grid]\nenv = ["voting-math", "eval-opt-math"]\nseed = [0, 1]\n[[extra]]\nenv = "single-math"\nlr = 1e-4\n'
