@@ -198,10 +198,14 @@ def shorten(text: str, limit: int) -> tuple[str, bool]:
     return text[:head] + mark + text[len(text) - (keep - head) :], True
 
 
-def _fenced(text: str) -> str:
-    """Untrusted output with its triple backticks broken, so it cannot close or open a
+_TICKS_RE = re.compile(r"`{3,}")
+
+
+def break_fences(text: str) -> str:
+    """Untrusted text with every run of three or more backticks broken (a zero-width space
+    after each backtick of the run), so no part of it, cut anywhere, can close or open a
     block of the exchange."""
-    return text.replace("```", "`\u200b``")
+    return _TICKS_RE.sub(lambda m: "`\u200b" * len(m.group(0)), text)
 
 
 class Toolbox:
@@ -330,6 +334,13 @@ class Toolbox:
             return base + exchange, False
         mark = "[... earlier tool calls cut ...]\n"
         room = limit - len(base) - len(mark)
+        kept: list[str] = []  # whole calls from the latest back: a cut never splits a block
+        for part in reversed(parts):
+            if sum(map(len, kept)) + len(part) > room:
+                break
+            kept.insert(0, part)
+        if len(kept) > 1:
+            return base + mark + "".join(kept), True
         if room >= min(1024, limit // 4):
             return base + mark + exchange[-room:], True
         return (base + exchange)[-limit:], True
@@ -350,7 +361,19 @@ class Toolbox:
         t0 = time.monotonic()
         flags = [*action_flags, *parsed.flags]
         left = self.time_budget_s - state.spent_s
-        status, text = self._dispatch(parsed, task, left, flags)
+        if "tool_call_unclosed" in flags and "action_truncated" in flags:
+            # the call's end was cut off with the action: running what is left would run a
+            # prefix of the program and report it as the program's result
+            flags.append("tool_bad_args")
+            status, text = (
+                "refused",
+                (
+                    "the call was cut at the action's length limit before its closing fence "
+                    "(max_action_chars); write a shorter program"
+                ),
+            )
+        else:
+            status, text = self._dispatch(parsed, task, left, flags)
         wall = time.monotonic() - t0 if status != "refused" else 0.0
         state.spent_s += wall
         text, fixed = replace_surrogates(text)  # the program's output is untrusted text:
@@ -359,7 +382,7 @@ class Toolbox:
         if "\x00" in text:
             text = text.replace("\x00", "")
             flags.append("tool_output_nul_stripped")
-        text, cut = shorten(_fenced(text), self.output_chars)
+        text, cut = shorten(break_fences(text), self.output_chars)
         if cut and "tool_output_truncated" not in flags:
             flags.append("tool_output_truncated")
         if status in STATUS_FLAGS:
@@ -419,6 +442,11 @@ class Toolbox:
         picked = _select(p.args, len(examples), flags)
         if isinstance(picked, str):
             return "refused", picked
+        if re.search(r"`{3}|~{3}", p.body):
+            # read back from a fenced block, such a program could hide another block inside
+            # a string, and run that instead of itself
+            flags.append("tool_bad_args")
+            return "refused", "run takes a program without ``` or ~~~ in it"
         text = f"```python\n{p.body}\n```"
         program = self.family.program_of(task, text)
         if program is None:
@@ -442,7 +470,14 @@ class Toolbox:
             spent = "the episode's tool time" if left < self.timeout_s else "the call's time"
             flags.append("tool_time_budget" if left < self.timeout_s else "tool_timeout")
             return res.status, out + f"\nexamples: not checked ({spent} is spent)"
-        return res.status, out + "\n" + self._examples(task, text, chosen, rest)
+        checked = self._examples(task, text, chosen, rest)
+        if time.monotonic() >= deadline - 0.05:  # the judge used the call's time up
+            flags.append("tool_timeout")
+            checked += (
+                "\n(the call's time ran out while the examples were judged: an example "
+                "not answered was cut, not necessarily failed)"
+            )
+        return res.status, out + "\n" + checked
 
     def _examples(self, task: Task, text: str, chosen: list, limit_s: float) -> str:
         """Which ``chosen`` examples the program passes, judged as scoring judges (in the
@@ -485,7 +520,10 @@ def _select(args: tuple[str, ...], n: int, flags: list[str]) -> list[int] | str:
             flags.append("tool_bad_args")
             return f"run takes visible example numbers (1-{n}) or nothing, got {a!r}"
         k = int(a)
-        if not 1 <= k <= n:
+        if k < 1:
+            flags.append("tool_bad_args")
+            return f"run takes visible example numbers from 1, got {a!r}"
+        if k > n:
             flags.append("tool_hidden_refused")
             return (
                 f"there {'is' if n == 1 else 'are'} {n} visible example{'s' * (n != 1)}; "

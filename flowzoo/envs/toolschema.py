@@ -12,10 +12,11 @@ a defined outcome, never an exception.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
-from flowzoo.envs.tools import MAX_PROGRAM_CHARS, TOOLS_BY_FAMILY
+from flowzoo.envs.tools import MAX_PROGRAM_CHARS, TOOLS_BY_FAMILY, break_fences
 
 #: what each tool does, as a served model reads it (the prompt's wording, docs/tools.md)
 DESCRIPTIONS = {
@@ -40,15 +41,18 @@ KNOWN = tuple(dict.fromkeys(t for ts in TOOLS_BY_FAMILY.values() for t in ts))
 def openai_tools(names: tuple[str, ...] | list[str]) -> list[dict[str, Any]]:
     """The OpenAI ``tools`` list for the env's tools ``names`` (``["run"]``, ``["python"]``):
     one function each, its one required argument the program (``run`` also takes the
-    examples to check). A ValueError for a name the env does not offer."""
-    bad = [n for n in names if n not in DESCRIPTIONS]
+    examples to check), fresh dicts on every call. A ValueError for a name the env does not
+    offer, or ``names`` that is not a list or tuple of them."""
+    if not isinstance(names, (list, tuple)):
+        raise ValueError(f"tools must be a list of tool names, got {type(names).__name__}")
+    bad = [n for n in names if not isinstance(n, str) or n not in DESCRIPTIONS]
     if bad or not names:
         raise ValueError(f"no tool schema for {bad or list(names)}; valid: {', '.join(KNOWN)}")
     out = []
     for name in dict.fromkeys(names):
-        props: dict[str, Any] = {"program": _PROGRAM}
+        props: dict[str, Any] = {"program": copy.deepcopy(_PROGRAM)}
         if name == "run":
-            props["examples"] = _EXAMPLES
+            props["examples"] = copy.deepcopy(_EXAMPLES)
         out.append(
             {
                 "type": "function",
@@ -85,15 +89,18 @@ def call_text(name: Any, arguments: Any) -> str:
         program = ""
     head = f"{fence}tool {name}"
     examples = args.get("examples") if isinstance(args, dict) else None
-    if name == "run" and examples is not None:
-        ok = isinstance(examples, list) and all(
-            isinstance(k, int) and not isinstance(k, bool) for k in examples
+    if name.lower() == "run" and examples is not None:
+        ok = (
+            isinstance(examples, list)
+            and 0 < len(examples) <= 64
+            and all(isinstance(k, int) and not isinstance(k, bool) for k in examples)
+            and all(abs(k) < 10**6 for k in examples)
         )
         # a malformed selection is passed on as a word the env refuses (tool_bad_args)
         head += " " + (" ".join(str(k) for k in examples) if ok else "malformed")
-    # a fence inside the program would close the block early: broken as in tool output
-    body = program.replace(fence, "`\u200b``")
-    return f"{head}\n{body}\n{fence}"
+    # a run of backticks inside the program could close the block early: broken, as in
+    # tool output (the program then runs with its backticks broken)
+    return f"{head}\n{break_fences(program)}\n{fence}"
 
 
 __all__ = ["DESCRIPTIONS", "call_text", "openai_tools"]

@@ -78,3 +78,30 @@ def test_the_env_runs_a_translated_call_and_refuses_a_malformed_one():
     assert "examples: 1/1 passed" in code.observe("solver")["prompt"]
     code.step(call_text("run", {"program": "def add7(x):\n    return x", "examples": [2]}))
     assert "tool_hidden_refused" in code.infos["solver"]["flags"]  # only one is visible
+
+
+@pytest.mark.parametrize("ticks", ["````", "`````", "x```y", "```", "``````python"])
+def test_no_run_of_backticks_survives_into_the_call(ticks):
+    p = parse_call(call_text("python", {"program": f"s = '{ticks}'\nprint(1)"}))
+    assert p is not None and "```" not in p.body and "print(1)" in p.body
+    assert "tool_extra_calls" not in p.flags and "tool_trailing_text" not in p.flags
+
+
+@pytest.mark.parametrize(
+    "examples, args",
+    [([], ("malformed",)), ([10**7], ("malformed",)), (list(range(1, 100)), ("malformed",)),
+     ([1, 2], ("1", "2")), ([0], ("0",))],
+)  # fmt: skip
+def test_example_selections_are_kept_or_marked_malformed(examples, args):
+    for name in ("run", "RUN", "Run"):
+        p = parse_call(call_text(name, {"program": "x = 1", "examples": examples}))
+        assert p is not None and p.args == args
+
+
+def test_schemas_are_fresh_and_refuse_a_bare_string():
+    first = openai_tools(["python"])
+    first[0]["function"]["parameters"]["properties"]["program"]["description"] = "changed"
+    assert openai_tools(["python"]) != first
+    for bad in ("python", None, [["python"]], ("python", 3)):
+        with pytest.raises(ValueError):
+            openai_tools(bad)

@@ -36,6 +36,7 @@ import torch
 
 from flowzoo.agents.models.backends import request_seeds
 from flowzoo.agents.models.policy import Generation
+from flowzoo.envs.tools import break_fences
 from flowzoo.envs.toolschema import call_text, openai_tools
 
 SCHEMES = {"openai": "chat", "openai-chat": "chat", "openai-completions": "completions"}
@@ -137,6 +138,23 @@ def _logprob(x) -> float:
     if not math.isfinite(v) or v > 1e-6:
         raise ValueError(f"malformed log-prob {x!r}")
     return v
+
+
+#: the most ``tool_calls`` entries read from one answer (the env runs the first and flags
+#: the rest; more would only grow the text)
+MAX_TOOL_CALLS_READ = 4
+
+
+def _with_calls(content: str, calls: Any) -> str:
+    """A chat answer that calls tools as one action: what the model said, its fences broken
+    (so it can neither open a block that swallows the call nor show a guessed result), then
+    each call as the env's call text. A ``tool_calls`` that is not a list is one malformed
+    call (the env refuses it)."""
+    if not isinstance(content, str):
+        raise TypeError(f"content is {type(content).__name__}")
+    calls = calls[:MAX_TOOL_CALLS_READ] if isinstance(calls, list) else [None]
+    said = break_fences(content).rstrip()
+    return "\n".join([said, *map(_call_of, calls)]).lstrip("\n")
 
 
 def _call_of(call: Any) -> str:
@@ -273,7 +291,7 @@ class EndpointPolicy:
                 if status < 300:
                     try:
                         return json.loads(raw)
-                    except ValueError:
+                    except (ValueError, RecursionError):  # nested past the parser's depth
                         raise EndpointError(
                             f"{url} answered with non-JSON: {raw[:200]!r}"
                         ) from None
@@ -297,8 +315,8 @@ class EndpointPolicy:
             if self.spec.api == "chat":
                 text = choice["message"]["content"] or ""
                 calls = choice["message"].get("tool_calls") or []
-                if calls and self.tools:  # the env's call text, after what the model said
-                    text = "\n".join([text.rstrip(), *map(_call_of, calls)]).lstrip("\n")
+                if calls and self.tools:
+                    text = _with_calls(text, calls)
                 content = (choice.get("logprobs") or {}).get("content") or []
                 lps = [_logprob(t["logprob"]) for t in content]
             else:
@@ -308,7 +326,7 @@ class EndpointPolicy:
                 ]
             if not isinstance(text, str):
                 raise TypeError(f"text is {type(text).__name__}")
-        except (KeyError, IndexError, TypeError, ValueError) as e:
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
             raise EndpointError(
                 f"{self.spec.base_url} answered without a usable completion ({e!r}): "
                 f"{json.dumps(reply)[:300]}"
@@ -320,7 +338,8 @@ class EndpointPolicy:
         try:
             reply = self._post(self._body(prompt, max_new_tokens, temperature, seed))
             text, lps, fin = self._parse(reply)
-            used = (reply.get("usage") or {}).get("completion_tokens")
+            usage = reply.get("usage")
+            used = usage.get("completion_tokens") if isinstance(usage, dict) else None
             with self._lock:
                 self.completion_tokens += int(used) if isinstance(used, int) else len(lps)
         except EndpointError as e:
