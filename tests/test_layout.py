@@ -1,4 +1,4 @@
-"""The package's rooms and the direction of their dependencies (DESIGN.md, "Layout"): the
+"""The package's rooms and the direction of their dependencies (docs/architecture.md): the
 environment side, the analysis and the config never import the training side or torch, and
 the models never import the training loop. Read from the source (every import statement,
 nested ones included), so a lazy import inside a function counts too."""
@@ -12,7 +12,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "flowzoo"
 HEAVY = ("torch", "transformers", "peft", "vllm")
-TRAINING = ("flowzoo.agents", "flowzoo.integrations", "flowzoo.cli")
+TRAINING = ("flowzoo.agents", "flowzoo.tiny", "flowzoo.integrations", "flowzoo.cli")
 
 #: room -> the imports it may never make
 FORBIDDEN = {
@@ -21,14 +21,26 @@ FORBIDDEN = {
     "sandbox": TRAINING + HEAVY + ("flowzoo.envs", "flowzoo.tasks"),
     "analysis": TRAINING + HEAVY,
     "config": TRAINING + HEAVY,
-    "agents/models": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
+    "agents/models": (
+        "flowzoo.agents.train",
+        "flowzoo.agents.sweeps",
+        "flowzoo.integrations",
+        "flowzoo.cli",
+    ),
     # the tiny-model factory builds from the envs and the models' side, never from training
-    "tiny": ("flowzoo.agents.train", "flowzoo.integrations", "flowzoo.cli"),
+    "tiny": (
+        "flowzoo.agents.train",
+        "flowzoo.agents.sweeps",
+        "flowzoo.integrations",
+        "flowzoo.cli",
+    ),
     "agents/train": ("flowzoo.integrations", "flowzoo.cli", "flowzoo.agents.sweeps"),
     # run-keeping knows nothing of learning; sweeps sit above training
     "agents/runs": (
         "flowzoo.agents.train",
         "flowzoo.agents.sweeps",
+        "flowzoo.agents.models",
+        "flowzoo.tiny",
         "flowzoo.integrations",
         "flowzoo.cli",
     ),
@@ -229,3 +241,18 @@ def test_grpo_update_reads_three_files():
     # the learner reads the algorithm through its interface only
     learner = _train_modules(train / "learner.py")
     assert not any(m.startswith("flowzoo.agents.train.algorithms.grpo") for m in learner)
+
+
+def test_the_models_reach_the_tiny_factory_only_inside_a_function():
+    """A model name is resolved through the factory lazily: importing the models' side never
+    imports ``flowzoo.tiny`` (which imports the envs to make its corpus)."""
+    bad = []
+    for f in sorted((PKG / "agents" / "models").rglob("*.py")):
+        for node in ast.parse(f.read_text()).body:  # module level only
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flowzoo.tiny"):
+                bad.append(f"{f.relative_to(PKG)}:{node.lineno}")
+            if isinstance(node, ast.Import) and any(
+                a.name.startswith("flowzoo.tiny") for a in node.names
+            ):
+                bad.append(f"{f.relative_to(PKG)}:{node.lineno}")
+    assert not bad, f"module-level imports of flowzoo.tiny in agents/models: {bad}"

@@ -1,6 +1,6 @@
 """What a tiny model is built from: the scales, their budgets, the recipe's levers
 (:class:`PretrainConfig`, every field part of the cache key) and the seconds-scale recipe
-for tests. Apart from the build (``tiny.py``) so that the corpus and the training loop can
+for tests. Apart from the build (``build.py``) so that the corpus and the training loop can
 read a config without importing the module that drives them (no import cycle)."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ through a symbolic link, never into a FIFO (a FIFO without a reader blocks its w
 never through a hard link's other names, and every replaced record whole or not at all.
 
 Why its own module: these are the primitives :mod:`rundir` (what a run directory may hold),
-:mod:`runlog`, :mod:`checkpoint` and sweeps build on; each says, named, what it refused.
+:mod:`flowzoo.agents.runs.runlog`, :mod:`flowzoo.agents.train.checkpoint` and sweeps build on; each says, named, what it refused.
 The refusal itself (:func:`check_entry`) and the whole-or-nothing write are
 :mod:`flowzoo.files`', shared with the report, which may not import the training side.
 """

@@ -3,7 +3,7 @@
 A sweep file (TOML or YAML) has ``name``, ``out_dir``, a ``[base]`` table of TrainConfig
 fields shared by every run, a ``[grid]`` table of lists whose cartesian product makes the
 runs, and optional ``[[extra]]`` runs (e.g. single-agent controls). ``--subset key=value,...``
-runs a slice (the file read and checked, the runs expanded: :mod:`sweepfile`). Backends: ``local`` (default: one worker process per core; a finished run is
+runs a slice (the file read and checked, the runs expanded: :mod:`flowzoo.agents.sweeps.spec`). Backends: ``local`` (default: one worker process per core; a finished run is
 skipped, a crashed run is retried once and reported) and ``ray`` (the same runs as Ray tasks,
 ``ray.init(address=...)``, a local Ray when no address is given).
 
@@ -32,7 +32,7 @@ from flowzoo.agents.runs import rundir, signals
 from flowzoo.agents.sweeps.spec import RunSpec, SweepSpec, expand, load_sweep, parse_subset
 from flowzoo.config.fields import Domain, problem
 
-#: the sweep file's side (read, checked, expanded) lives in :mod:`sweepfile`; named here too
+#: the sweep file's side (read, checked, expanded) lives in :mod:`flowzoo.agents.sweeps.spec`; named here too
 __all__ = [
     "BACKENDS",
     "SWEEP_LOCK",

@@ -4,7 +4,7 @@ The rooms it wires: :mod:`config` (every hyperparameter), :mod:`routing` (role -
 :mod:`rollout` (many envs at once), :mod:`batch` (the step's one batch, built once from its
 episodes), :mod:`learner` (advantages, then the per-policy, per-role update and its gradient
 diagnostics),
-:mod:`checkpoint` and :mod:`runlog` (what the run writes). Rewards come from the env alone
+:mod:`flowzoo.agents.train.checkpoint` and :mod:`flowzoo.agents.runs.runlog` (what the run writes). Rewards come from the env alone
 (the env is the one place rewards are mixed); the trainer never re-weights them.
 
 The class reads top to bottom: construction, the public ``train`` / ``train_step`` /

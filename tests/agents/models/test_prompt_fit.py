@@ -119,7 +119,7 @@ def test_a_run_on_prompts_longer_than_the_context_counts_them_and_warns_once(tin
     """Every step's metrics and every evaluation count the turns whose prompt was cut, per
     role; the run warns once per role and keeps the warnings in its summary."""
     from flowzoo.agents.train.trainer import Trainer
-    from tests.agents.train.test_run_records import _cfg
+    from tests.agents.runs.test_run_records import _cfg
 
     data = _long_math_file(tmp_path / "long.jsonl")
     cfg = _cfg(
@@ -147,7 +147,7 @@ def test_the_default_math_prompts_fit_so_nothing_is_cut(tiny_model, tmp_path):
     """The main job's prompts fit the tiny model's context: no turn is cut (so a run on
     defaults samples and trains on exactly the ids it did before)."""
     from flowzoo.agents.train.trainer import Trainer
-    from tests.agents.train.test_run_records import _cfg
+    from tests.agents.runs.test_run_records import _cfg
 
     s = Trainer(
         _cfg(tiny_model, tmp_path / "r", steps=1, eval_every=1, eval_episodes=4, max_new_tokens=0),
@@ -173,7 +173,7 @@ def test_a_budget_that_leaves_no_prompt_is_refused_before_the_model_is_built(
 ):
     from flowzoo.agents.train import trainer as trainer_mod
     from flowzoo.agents.train.trainer import Trainer
-    from tests.agents.train.test_run_records import _cfg
+    from tests.agents.runs.test_run_records import _cfg
 
     def no_build(*a, **k):
         raise AssertionError("the model was built before the budget was checked")

@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under ``torch.distributed.run`` (2 processes, gloo):
+"""Run by tests/agents/train/test_distributed.py under ``torch.distributed.run`` (2 processes, gloo):
 each process updates its share of pickled records; process 0 writes what the update made
 (under FSDP the full weights are gathered first, a collective every process joins)."""
 

@@ -15,7 +15,7 @@ from flowzoo.analysis.builds import build_digest, build_label, run_build
 
 torch = pytest.importorskip("torch")
 from flowzoo.agents.train.trainer import Trainer  # noqa: E402
-from tests.agents.train.test_run_records import _cfg, _math_file  # noqa: E402
+from tests.agents.runs.test_run_records import _cfg, _math_file  # noqa: E402
 
 
 def _sha(path) -> str:
