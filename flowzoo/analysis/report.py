@@ -37,6 +37,7 @@ from flowzoo.analysis.inputs import (
 )
 from flowzoo.analysis.protocol import protocol_rows
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
+from flowzoo.analysis.responses import response_rows
 from flowzoo.config import NOT_SHAPING, TrainConfig, eval_temperature
 
 __all__ = ["build_report", "cell_stats", "findings", "load_runs", "mean_ci"]
@@ -554,6 +555,7 @@ def build_report(
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
     md += behaviour_rows(stats)
     md += conflict_rows(stats, roots)  # the conflict testbed's declared capture reading
+    md += response_rows(stats, roots)  # the rollback and spike sweeps' declared readings
     md += warning_rows(runs, DEFAULTS)  # the early warnings, per run
     md += gain_rows(stats)
     if left_out:
