@@ -199,6 +199,10 @@ def shorten(text: str, limit: int) -> tuple[str, bool]:
 
 
 _TICKS_RE = re.compile(r"`{3,}")
+#: characters of a program's output that rewrite what is shown rather than show text:
+#: C0 controls but tab and newline (a bare carriage return, ESC of an ANSI sequence,
+#: backspace), DEL, C1 controls, and the bidirectional overrides and isolates
+_CONTROL_RE = re.compile("[\x01-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def break_fences(text: str) -> str:
@@ -382,6 +386,9 @@ class Toolbox:
         if "\x00" in text:
             text = text.replace("\x00", "")
             flags.append("tool_output_nul_stripped")
+        text, n = _CONTROL_RE.subn("\ufffd", text)
+        if n:  # escapes, carriage returns, bidi overrides: they rewrite what a reader sees
+            flags.append("tool_output_control_replaced")
         text, cut = shorten(break_fences(text), self.output_chars)
         if cut and "tool_output_truncated" not in flags:
             flags.append("tool_output_truncated")

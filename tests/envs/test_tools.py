@@ -494,3 +494,20 @@ def test_examples_cut_by_the_calls_time_are_flagged():
     env.reset(seed=0)
     env.step(call("run", slow))
     assert "tool_timeout" in env.infos["solver"]["flags"]
+
+
+@pytest.mark.parametrize(
+    "printed",
+    ["'\\x1b[2J' + 'cleared'", "'abc\\rXYZ'", "'ok\\x08\\x08no'", "'\\u202egnp.exe'",
+     "'\\x1b]0;title\\x07x'"],
+)  # fmt: skip
+def test_output_that_rewrites_the_screen_is_replaced_and_flagged(printed):
+    """Escape sequences, bare carriage returns, backspaces and bidi overrides in a program's
+    output would make a printed observation or transcript show something else: each is
+    replaced by U+FFFD and the call flagged; tabs and newlines stay."""
+    env = math_env()
+    env.reset(seed=0)
+    env.step(call("python", f"print({printed})\nprint('a\\tb')"))
+    out = _result(env, "solver")
+    assert not any(c in out for c in "\x1b\r\x08\u202e\x07") and "a\tb" in out
+    assert "tool_output_control_replaced" in env.infos["solver"]["flags"]
