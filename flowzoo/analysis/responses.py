@@ -20,7 +20,7 @@ from typing import Any
 from flowzoo.analysis.conflict import missing_declared, paired_t_p
 from flowzoo.analysis.findings import too_little
 from flowzoo.analysis.protocol import cell_label
-from flowzoo.analysis.stats import t_interval
+from flowzoo.analysis.stats import fisher_exact, t_interval
 from flowzoo.analysis.warning import run_warnings
 from flowzoo.config import TrainConfig
 
@@ -28,7 +28,17 @@ DEFAULTS = dict(vars(TrainConfig()))
 #: (section title, the settings the two sides differ in, side A's values, side B's values,
 #: what B - A is read on)
 ROLLBACK = ("monitor_response",), {"monitor_response": "warn"}, {"monitor_response": "rollback"}
+#: the control for what a rollback to step 0 amounts to: warning only, at half the lr
+ROLLBACK_VS_LR = (
+    ("monitor_response", "lr"),
+    {"monitor_response": "warn", "lr": 1e-4},
+    {
+        "monitor_response": "rollback",
+        "lr": 2e-4,
+    },
+)
 SPIKES = ("algo",), {"algo": "dr-mas"}, {"algo": "grpo", "adv_norm": "group"}
+FALLS = ("algo",), {"algo": "grpo", "adv_norm": "group"}, {"algo": "role-baseline"}
 
 
 def _value(run: Any, key: str) -> Any:
@@ -88,19 +98,37 @@ def _paired(a: dict, b: dict) -> tuple[float, float, float, int]:
     return d, h, paired_t_p(diffs), len(diffs)
 
 
+def _rollbacks(run: Any) -> list[dict]:
+    mon = run.summary.get("monitor")
+    rbs = mon.get("rollbacks") if isinstance(mon, dict) else None
+    return [x for x in rbs if isinstance(x, dict)] if isinstance(rbs, list) else []
+
+
 def _steps_trained(run: Any) -> int:
-    """Training steps run, counting the steps a rollback repeats (one metrics line each)."""
-    return sum(1 for m in run.metrics if isinstance(m.get("step"), int) and m["step"] >= 0)
+    """Training steps run: the kept metrics lines, and the steps each rollback discarded
+    (their lines leave metrics.jsonl; the rollback's record keeps from where to where)."""
+    kept = sum(1 for m in run.metrics if isinstance(m.get("step"), int) and m["step"] >= 0)
+    redone = 0
+    for rb in _rollbacks(run):
+        at, to = rb.get("at_step"), rb.get("to_step")
+        if isinstance(at, int) and isinstance(to, int):
+            redone += max(0, at - to)
+    return kept + redone
 
 
-def _warned(run: Any) -> bool:
-    return bool(run_warnings(run.summary, run.metrics, run.config, DEFAULTS)[0])
+def _first_warning(run: Any) -> int | None:
+    alarms = run_warnings(run.summary, run.metrics, run.config, DEFAULTS)[0]
+    return min(a.step for a in alarms) if alarms else None
 
 
 def rollback_rows(stats: list, missing: bool) -> list[str]:
-    """The rollback response against warning only: final accuracy, rollback - warn, paired
-    by seed; the compute each side spent and how many runs warned, beside it."""
-    pairs = matched(stats, *ROLLBACK)
+    """The rollback response against warning only (the same lr) and against warning only at
+    half the lr (what a rollback to the first checkpoint amounts to): final accuracy,
+    rollback - warn, paired by seed; beside it the steps each side ran, when it first
+    warned and how many rollbacks it made."""
+    pairs: list[tuple[Any, Any, tuple[str, ...]]]
+    pairs = [(w, r, ROLLBACK[0]) for w, r in matched(stats, *ROLLBACK)]
+    pairs += [(w, r, ROLLBACK_VS_LR[0]) for w, r in matched(stats, *ROLLBACK_VS_LR)]
     if not pairs:
         return []
     out = [
@@ -109,12 +137,15 @@ def rollback_rows(stats: list, missing: bool) -> list[str]:
         "Final held-out accuracy of `monitor_response=rollback` minus `warn` (the default), "
         "paired by seed (95% t interval, paired t, two-sided α = 0.05): *supported* (rollback "
         "saves the final model) when the interval lies above 0, *contradicted* when below. "
-        "Steps count every training step run, a step a rollback repeats included.",
+        "Against warning only at half the lr (a rollback to the step-0 checkpoint is a run at "
+        "half the lr), the same test, read beside it. Steps count every training step run, "
+        "those a rollback discarded and ran again included; the first warning's step is the "
+        "median over the runs that warned.",
         "",
-        "| cell | seeds | final, warn | final, rollback | rollback − warn | steps run, warn / rollback | wall s, warn / rollback | runs that warned, warn / rollback | verdict |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| cell | warn arm | seeds | final, warn | final, rollback | rollback − warn | steps run, warn / rollback | first warning, warn / rollback | rollbacks (mean) | runs that warned, warn / rollback | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for w, r in pairs:
+    for w, r, keys in pairs:
         d, h, p, n = _paired(_by_seed(w, w.final), _by_seed(r, r.final))
         gate = too_little([w]) or too_little([r])
         if n != len(w.runs) or n != len(r.runs):
@@ -122,13 +153,14 @@ def rollback_rows(stats: list, missing: bool) -> list[str]:
                 gate or "no verdict (the declared test pairs seeds; the sides ran different seeds)"
             )
         steps = [mean(_steps_trained(x) for x in c.runs) for c in (w, r)]
-        wall = [mean(float(x.summary.get("wall_s") or 0.0) for x in c.runs) for c in (w, r)]
-        warned = [sum(_warned(x) for x in c.runs) for c in (w, r)]
+        firsts = [[f for x in c.runs if (f := _first_warning(x)) is not None] for c in (w, r)]
+        first = " / ".join(f"{median(f):g}" if f else "-" for f in firsts)
+        arm = f"lr {_value(w.runs[0], 'lr'):g}"
         out.append(
-            f"| {_label(w, ROLLBACK[0])} | {len(w.runs)} / {len(r.runs)} | {mean(w.final):.3f} | "
+            f"| {_label(w, keys)} | {arm} | {len(w.runs)} / {len(r.runs)} | {mean(w.final):.3f} | "
             f"{mean(r.final):.3f} | {d:+.3f} ± {h:.3f} | {steps[0]:.0f} / {steps[1]:.0f} | "
-            f"{wall[0]:.0f} / {wall[1]:.0f} | {warned[0]} / {warned[1]} | "
-            f"{_decided(d, h, p, gate, missing)} |"
+            f"{first} | {mean(len(_rollbacks(x)) for x in r.runs):.1f} | "
+            f"{len(firsts[0])} / {len(firsts[1])} | {_decided(d, h, p, gate, missing)} |"
         )
     return out + [""]
 
@@ -176,8 +208,8 @@ def spike_rows(stats: list, missing: bool) -> list[str]:
             {k: math.log(v) for k, v in ra.items()}, {k: math.log(v) for k, v in rb.items()}
         )
         gate = too_little([dm]) or too_little([gl])
-        if n < 2 and not gate:
-            gate = "no verdict (fewer than two seeds on both sides with gradient norms)"
+        if (n != len(dm.runs) or n != len(gl.runs)) and not gate:
+            gate = "no verdict (a run without gradient norms, or the sides ran different seeds)"
         out.append(
             f"| {_label(dm, SPIKES[0])} | {n} | {mean(ra.values()) if ra else math.nan:.2f} | "
             f"{mean(rb.values()) if rb else math.nan:.2f} | {d:+.3f} ± {h:.3f} | "
@@ -186,10 +218,51 @@ def spike_rows(stats: list, missing: bool) -> list[str]:
     return out + [""]
 
 
+def fall_rows(stats: list, missing: bool) -> list[str]:
+    """The per-role running baseline against GRPO on the falls: runs that rose then fell
+    (the report's rule), a two-sided Fisher exact test; the final accuracy paired by seed."""
+    pairs = matched(stats, *FALLS)
+    if not pairs:
+        return []
+    out = [
+        "## Falls by estimator: the per-role baseline vs GRPO",
+        "",
+        "Runs that rose then fell (the report's rule) under `algo=role-baseline` and under "
+        "GRPO, a two-sided Fisher exact test (the primary reading); the final accuracy, "
+        "role-baseline − GRPO, paired by seed (95% t interval, paired t), beside it. α = 0.05.",
+        "",
+        "| cell | fell, grpo | fell, role-baseline | Fisher p | final, role-baseline − grpo | verdict on the falls |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g, rb in pairs:
+        fg, fr = g.count("rose then fell"), rb.count("rose then fell")
+        p = fisher_exact(fr, len(rb.runs), fg, len(g.runs))
+        d, h, _, n = _paired(_by_seed(g, g.final), _by_seed(rb, rb.final))
+        gate = too_little([g]) or too_little([rb])
+        if missing:
+            verdict = "no verdict (runs missing)"
+        elif gate:
+            verdict = gate
+        elif p <= 0.05:
+            verdict = (
+                f"{'fewer' if fr / len(rb.runs) < fg / len(g.runs) else 'more'} falls (p = {p:.2g})"
+            )
+        else:
+            verdict = f"inconclusive (p = {p:.2g})"
+        out.append(
+            f"| {_label(g, FALLS[0])} | {fg}/{len(g.runs)} | {fr}/{len(rb.runs)} | {p:.3g} | "
+            f"{d:+.3f} ± {h:.3f} ({n} seeds) | {verdict} |"
+        )
+    return out + [""]
+
+
 def response_rows(stats: list, roots: list[Path]) -> list[str]:
-    """Both sections, each only where the report holds its pair of cells."""
+    """Each section only where the report holds its pair of cells. A sweep that lost runs
+    (or is still running: its sweep.json names every declared run from the start) gives no
+    verdict in any of them."""
     _, missing = missing_declared(roots, {r.path.name for c in stats for r in c.runs})
-    return rollback_rows(stats, bool(missing)) + spike_rows(stats, bool(missing))
+    m = bool(missing)
+    return rollback_rows(stats, m) + spike_rows(stats, m) + fall_rows(stats, m)
 
 
-__all__ = ["matched", "response_rows", "rollback_rows", "spike_ratio", "spike_rows"]
+__all__ = ["fall_rows", "matched", "response_rows", "rollback_rows", "spike_ratio", "spike_rows"]

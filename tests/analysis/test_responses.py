@@ -126,3 +126,46 @@ def test_cells_pair_only_when_alike_but_for_the_compared_settings(tmp_path):
     spikes = (("algo",), {"algo": "dr-mas"}, {"algo": "grpo", "adv_norm": "group"})
     assert matched(stats, *spikes) == []
     assert len(matched(stats, ("algo",), {"algo": "dr-mas"}, {"algo": "role-baseline"})) == 1
+
+
+def test_steps_a_rollback_ran_again_are_counted_and_the_halved_lr_arm_pairs(tmp_path):
+    _rollback_runs(tmp_path, [FELL] * 3, [HELD] * 3)
+    for seed in range(3):
+        p = tmp_path / f"rollback-s{seed}" / "summary.json"
+        s = json.loads(p.read_text())
+        s["monitor"] = {"rollbacks": [{"at_step": 2, "to_step": 0, "lr_scale": 0.5}]}
+        p.write_text(json.dumps(s))
+        _fake_run(tmp_path, f"half-s{seed}", "voting-math", "shared", seed, HELD, SH,
+                  monitor_response="warn", lr=1e-4)  # fmt: skip
+    sec = _section(tmp_path, "The early warning's rollback, measured")
+    rows = [x for x in sec.splitlines() if x.startswith("| voting-math")]
+    same = [x for x in rows if "| lr 0.0002 |" in x]
+    half = [x for x in rows if "| lr 0.0001 |" in x]
+    assert len(same) == 1 and len(half) == 1
+    assert "| 12 / 14 |" in same[0] and "| 1.0 |" in same[0]  # 2 steps discarded, run again
+    assert "supported" in same[0] and "inconclusive" in half[0]
+
+
+def test_a_spike_verdict_needs_every_run_paired(tmp_path):
+    calm = [[1.0 + 0.05 * (i % 3) for i in range(12)] for _ in range(4)]
+    spiky = [[1.0] * 5 + [6.0 + k] + [1.0] * 6 for k in range(4)]
+    _spike_runs(tmp_path, calm, spiky)
+    _with_norms(tmp_path, "grpo-s3", [0.0] * 12)  # one run without gradient norms
+    assert "no verdict (a run without gradient norms" in _section(
+        tmp_path, "Gradient-norm spikes: one normalisation across agents"
+    )
+
+
+def test_falls_by_estimator_read_with_fishers_test_both_ways(tmp_path):
+    for seed in range(5):
+        _fake_run(tmp_path / "a", f"g{seed}", "voting-math", "shared", seed, FELL, SH)
+        _fake_run(tmp_path / "a", f"r{seed}", "voting-math", "shared", seed, HELD, SH,
+                  algo="role-baseline")  # fmt: skip
+    sec = _section(tmp_path / "a", "Falls by estimator")
+    assert "| 5/5 | 0/5 |" in sec and "fewer falls (p = 0.0079)" in sec
+    for seed in range(5):
+        curve = FELL if seed < 3 else HELD
+        _fake_run(tmp_path / "b", f"g{seed}", "voting-math", "shared", seed, curve, SH)
+        _fake_run(tmp_path / "b", f"r{seed}", "voting-math", "shared", seed, FELL, SH,
+                  algo="role-baseline")  # fmt: skip
+    assert "inconclusive (p = " in _section(tmp_path / "b", "Falls by estimator")

@@ -410,6 +410,20 @@ def _run_locked(
         else:
             todo.append(r)
     t0 = time.time()
+    # sweep.json names every declared run before any runs, so a report read while the sweep
+    # runs (or after it was killed) prints no declared verdict from the runs done so far
+    started = _write_report(
+        Path(spec.out_dir),
+        {
+            "sweep": spec.name,
+            "backend": backend,
+            "status": "running",
+            "runs": {**{r.run_id: "pending" for r in todo}, **results},
+            "declared": [r.run_id for r in expand(spec, None)],
+        },
+    )
+    if started is not None:
+        raise started
     # a local sweep's stop signals are only noted (held): the main thread passes them on to
     # the runs, and one arriving while sweep.json is written waits for it (Ray: as before)
     stop = signals.StopSignals()

@@ -355,13 +355,35 @@ def test_a_sweep_json_that_cannot_be_written_is_said_with_the_results(
     monkeypatch.setattr(
         sweep,
         "_CHILD",
-        f"import os\nos.makedirs({str(blocker)!r}, exist_ok=True)\nraise SystemExit(3)\n",
+        # the sweep's first sweep.json (written before any run) replaced by a directory
+        f"import os\np = {str(out / 'sweep.json')!r}\nif os.path.isfile(p):\n    os.remove(p)\n"
+        f"os.makedirs({str(blocker)!r}, exist_ok=True)\nraise SystemExit(3)\n",
     )
     with pytest.raises(ValueError, match="sweep.json") as e:
         run_sweep(SweepSpec("t", str(out), STAND_IN, {"seed": [1]}), workers=1, progress=False)
     assert str(out / "sweep.json") in str(e.value)
     err = capsys.readouterr().err
     assert f"failed (exit 3; see {out}/seed=1/train.log)" in err and "seed=1" in err, err
+
+
+def test_sweep_json_names_the_declared_runs_before_any_run(monkeypatch, tmp_path):
+    """A report read while a sweep runs (or after it was killed) must see every declared
+    run: sweep.json lists them, status running, before the first run starts."""
+    out = tmp_path / "sw"
+    seen = tmp_path / "seen.json"
+    monkeypatch.setattr(
+        sweep,
+        "_CHILD",
+        f"import shutil\nshutil.copyfile({str(out / 'sweep.json')!r}, {str(seen)!r})\n"
+        "raise SystemExit(3)\n",
+    )
+    run_sweep(SweepSpec("t", str(out), STAND_IN, {"seed": [1, 2]}), workers=1, progress=False,
+              subset={"seed": 1})  # fmt: skip
+    early = json.loads(seen.read_text())
+    assert early["status"] == "running" and early["declared"] == ["seed=1", "seed=2"]
+    assert early["runs"] == {"seed=1": "pending"}
+    final = json.loads((out / "sweep.json").read_text())
+    assert "status" not in final and final["declared"] == ["seed=1", "seed=2"]
 
 
 def test_a_completed_run_without_its_final_model_is_not_done(tmp_path):
