@@ -121,7 +121,10 @@ def test_early_stop_runs_one_chunk_of_hundreds(fam):
     task = stdio_task(many)
     wrong = fam.score(task, fence("print(int(input()) + 2)"))
     assert wrong.details["rounds"] == 1 and wrong.details["passed"] == 0
-    right = fam.score(task, fence("print(int(input()) + 1)"))
+    # a case timeout far past one case's run: on a loaded machine a spawned interpreter's
+    # start alone took over the fixture's 1 s once, and early stop then ended the round
+    patient = CodeFamily(fam.sandbox, case_timeout_s=20.0)
+    right = patient.score(task, fence("print(int(input()) + 1)"))
     assert right.correct and right.details["passed"] == 300
     full = CodeFamily(fam.sandbox, early_stop=False, partial_credit=True)
     half = full.score(task, fence("n = int(input())\nprint(n + 1 if n < 150 else n)"))
