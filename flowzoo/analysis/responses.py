@@ -12,6 +12,7 @@ verdict (:func:`flowzoo.analysis.conflict.missing_declared`).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from statistics import mean, median
@@ -52,15 +53,27 @@ def _side(cell: Any, want: dict) -> bool:
 
 
 def _signature(cell: Any, keys: tuple[str, ...]) -> tuple:
-    """The cell's name without the levers ``keys``: two cells alike but for them share it."""
-    rest = [p for p in cell.key[5].split(", ") if p.partition("=")[0] not in keys]
-    return (*cell.key[:5], ", ".join(x for x in rest if x != "-"))
+    """The cell's name without the settings ``keys``, built from its run's settings (the
+    named levers and the keys that vary among the runs loaded together), never by parsing
+    its label: two cells alike but for ``keys`` share it."""
+    from flowzoo.analysis.report import LEVER_DEFAULTS, LEVER_KEYS, _setting
+
+    r = cell.runs[0]
+    named = [k for k in LEVER_KEYS if r.config.get(k, LEVER_DEFAULTS[k]) != LEVER_DEFAULTS[k]]
+    rest = named + [k for k in r.varying if k.partition(".")[0] not in LEVER_KEYS]
+    parts = tuple(
+        (k, json.dumps(_setting(r.config, k), sort_keys=True, default=str))
+        for k in dict.fromkeys(rest)
+        if k.partition(".")[0] not in keys
+    )
+    return (*cell.key[:5], parts)
 
 
 def _label(cell: Any, keys: tuple[str, ...]) -> str:
     """The pair's name: the cell's, without the settings the pair compares."""
     sig = _signature(cell, keys)
-    return cell_label((*sig[:5], sig[5] or "-"))
+    levers = ", ".join(f"{k}={v}" for k, v in sig[5])
+    return cell_label((*sig[:5], levers or "-"))
 
 
 def matched(stats: list, keys: tuple[str, ...], a: dict, b: dict) -> list[tuple[Any, Any]]:

@@ -169,3 +169,28 @@ def test_falls_by_estimator_read_with_fishers_test_both_ways(tmp_path):
         _fake_run(tmp_path / "b", f"r{seed}", "voting-math", "shared", seed, FELL, SH,
                   algo="role-baseline")  # fmt: skip
     assert "inconclusive (p = " in _section(tmp_path / "b", "Falls by estimator")
+
+
+def test_a_setting_whose_text_looks_like_a_lever_does_not_pair_cells(tmp_path):
+    """Cells are matched on their runs' settings, not on their labels' text: an env option
+    whose value reads like ``, monitor_response=warn`` keeps two cells apart."""
+    odd = {"note": "x, monitor_response=warn"}
+    for seed in range(3):
+        _fake_run(tmp_path, f"w{seed}", "voting-math", "shared", seed, FELL, SH,
+                  monitor_response="warn", env_options={"note": "plain"})  # fmt: skip
+        _fake_run(tmp_path, f"r{seed}", "voting-math", "shared", seed, HELD, SH,
+                  monitor_response="rollback", env_options=odd)  # fmt: skip
+    stats = cell_stats(load_runs(tmp_path), window=2)
+    assert len(stats) == 2 and all(len(c.runs) == 3 for c in stats)  # both cells were read
+    rollback = (
+        ("monitor_response",),
+        {"monitor_response": "warn"},
+        {"monitor_response": "rollback"},
+    )
+    assert matched(stats, *rollback) == []
+    for seed in range(3):  # the same option on both sides: they pair
+        _fake_run(tmp_path / "same", f"w{seed}", "voting-math", "shared", seed, FELL, SH,
+                  monitor_response="warn", env_options=odd)  # fmt: skip
+        _fake_run(tmp_path / "same", f"r{seed}", "voting-math", "shared", seed, HELD, SH,
+                  monitor_response="rollback", env_options=odd)  # fmt: skip
+    assert len(matched(cell_stats(load_runs(tmp_path / "same"), window=2), *rollback)) == 1
