@@ -129,12 +129,12 @@ def _verdict(x: dict, rejected: bool) -> str:
     return f"supported (p = {x['p']:.2g}, Holm)"
 
 
-def conflict_rows(stats: list, roots: list[Path]) -> list[str]:
-    """The report's section on the conflict testbed (empty when no conflict pair was run)."""
+def conflict_rows(stats: list, n_declared: int, missing: list[str]) -> list[str]:
+    """The report's section on the conflict testbed (empty when no conflict pair was run);
+    ``n_declared``, ``missing``: :func:`missing_declared`'s reading of the sweeps."""
     pairs = [(i, s) for i, s in matched_pairs(stats) if _is_conflict(i) and _is_conflict(s)]
     if not pairs:
         return []
-    n_declared, missing = missing_declared(roots, {r.path.name for c in stats for r in c.runs})
     out = [
         "## Capture at a cost (the role-conflict testbed)",
         "",

@@ -24,7 +24,6 @@ from typing import Any
 
 from flowzoo.analysis.behaviour import behaviour_rows
 from flowzoo.analysis.builds import build_label, run_build
-from flowzoo.analysis.conflict import conflict_rows
 from flowzoo.analysis.decompose import gain_rows
 from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
 from flowzoo.analysis.inputs import (
@@ -37,7 +36,7 @@ from flowzoo.analysis.inputs import (
 )
 from flowzoo.analysis.protocol import protocol_rows
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
-from flowzoo.analysis.responses import response_rows
+from flowzoo.analysis.responses import declared_rows
 from flowzoo.config import NOT_SHAPING, TrainConfig, eval_temperature
 
 __all__ = ["build_report", "cell_stats", "findings", "load_runs", "mean_ci"]
@@ -88,17 +87,17 @@ class Run:
     def task(self) -> str:
         return self.config["env"].rsplit("-", 1)[1]
 
+    def lever_parts(self, leave_out: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """``key=value`` per setting separating the run's cell, but ``leave_out``'s."""
+        d = LEVER_DEFAULTS  # the named levers off their defaults, then the varying keys
+        keys = [k for k in LEVER_KEYS if self.config.get(k, d[k]) != d[k]]
+        keys += [k for k in self.varying if k.partition(".")[0] not in LEVER_KEYS]
+        vals = [(k, _setting(self.config, k)) for k in keys if k.partition(".")[0] not in leave_out]
+        return tuple(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in vals)
+
     @property
     def levers(self) -> str:
-        named = [
-            k for k in LEVER_KEYS if self.config.get(k, LEVER_DEFAULTS[k]) != LEVER_DEFAULTS[k]
-        ]
-        keys = named + [k for k in self.varying if k.partition(".")[0] not in LEVER_KEYS]
-        parts = []
-        for k in keys:
-            v = _setting(self.config, k)
-            parts.append(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}")
-        return ", ".join(parts) or "-"
+        return ", ".join(self.lever_parts()) or "-"
 
     @property
     def cell(self) -> tuple:
@@ -554,8 +553,7 @@ def build_report(
     ]
     md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
     md += behaviour_rows(stats)
-    md += conflict_rows(stats, roots)  # the conflict testbed's declared capture reading
-    md += response_rows(stats, roots)  # the rollback and spike sweeps' declared readings
+    md += declared_rows(stats, roots)  # the declared sweeps' readings (conflict, rollback, ...)
     md += warning_rows(runs, DEFAULTS)  # the early warnings, per run
     md += gain_rows(stats)
     if left_out:

@@ -12,13 +12,12 @@ verdict (:func:`flowzoo.analysis.conflict.missing_declared`).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
-from flowzoo.analysis.conflict import missing_declared, paired_t_p
+from flowzoo.analysis.conflict import conflict_rows, missing_declared, paired_t_p
 from flowzoo.analysis.findings import too_little
 from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.stats import fisher_exact, t_interval
@@ -26,8 +25,8 @@ from flowzoo.analysis.warning import run_warnings
 from flowzoo.config import TrainConfig
 
 DEFAULTS = dict(vars(TrainConfig()))
-#: (section title, the settings the two sides differ in, side A's values, side B's values,
-#: what B - A is read on)
+#: each pair: (the settings its two sides differ in, side A's values, side B's values); a
+#: reading is B - A
 ROLLBACK = ("monitor_response",), {"monitor_response": "warn"}, {"monitor_response": "rollback"}
 #: the control for what a rollback to step 0 amounts to: warning only, at half the lr
 ROLLBACK_VS_LR = (
@@ -53,27 +52,15 @@ def _side(cell: Any, want: dict) -> bool:
 
 
 def _signature(cell: Any, keys: tuple[str, ...]) -> tuple:
-    """The cell's name without the settings ``keys``, built from its run's settings (the
-    named levers and the keys that vary among the runs loaded together), never by parsing
-    its label: two cells alike but for ``keys`` share it."""
-    from flowzoo.analysis.report import LEVER_DEFAULTS, LEVER_KEYS, _setting
-
-    r = cell.runs[0]
-    named = [k for k in LEVER_KEYS if r.config.get(k, LEVER_DEFAULTS[k]) != LEVER_DEFAULTS[k]]
-    rest = named + [k for k in r.varying if k.partition(".")[0] not in LEVER_KEYS]
-    parts = tuple(
-        (k, json.dumps(_setting(r.config, k), sort_keys=True, default=str))
-        for k in dict.fromkeys(rest)
-        if k.partition(".")[0] not in keys
-    )
-    return (*cell.key[:5], parts)
+    """The cell's name without the settings ``keys``, from its run's settings (never by
+    parsing its label): two cells alike but for ``keys`` share it."""
+    return (*cell.key[:5], cell.runs[0].lever_parts(keys))
 
 
 def _label(cell: Any, keys: tuple[str, ...]) -> str:
     """The pair's name: the cell's, without the settings the pair compares."""
     sig = _signature(cell, keys)
-    levers = ", ".join(f"{k}={v}" for k, v in sig[5])
-    return cell_label((*sig[:5], levers or "-"))
+    return cell_label((*sig[:5], ", ".join(sig[5]) or "-"))
 
 
 def matched(stats: list, keys: tuple[str, ...], a: dict, b: dict) -> list[tuple[Any, Any]]:
@@ -269,13 +256,15 @@ def fall_rows(stats: list, missing: bool) -> list[str]:
     return out + [""]
 
 
-def response_rows(stats: list, roots: list[Path]) -> list[str]:
-    """Each section only where the report holds its pair of cells. A sweep that lost runs
-    (or is still running: its sweep.json names every declared run from the start) gives no
-    verdict in any of them."""
-    _, missing = missing_declared(roots, {r.path.name for c in stats for r in c.runs})
+def declared_rows(stats: list, roots: list[Path]) -> list[str]:
+    """Every declared sweep's reading (the conflict testbed's capture, the rollback, the
+    spikes, the falls by estimator), each only where the report holds its pair of cells. A
+    sweep that lost runs (or is still running: its sweep.json names every declared run from
+    the start) gives no verdict in any of them."""
+    n, missing = missing_declared(roots, {r.path.name for c in stats for r in c.runs})
     m = bool(missing)
-    return rollback_rows(stats, m) + spike_rows(stats, m) + fall_rows(stats, m)
+    out = conflict_rows(stats, n, missing)
+    return out + rollback_rows(stats, m) + spike_rows(stats, m) + fall_rows(stats, m)
 
 
-__all__ = ["fall_rows", "matched", "response_rows", "rollback_rows", "spike_ratio", "spike_rows"]
+__all__ = ["fall_rows", "matched", "declared_rows", "rollback_rows", "spike_ratio", "spike_rows"]

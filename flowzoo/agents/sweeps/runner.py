@@ -360,6 +360,18 @@ def _write_report(out: Path, report: dict) -> SweepNotRecorded | None:
         )
 
 
+def _record(spec: SweepSpec, backend: str, runs: dict[str, str], **more: Any) -> dict:
+    """sweep.json's content: each run's result (or ``pending``), and every run the sweep file
+    declares (a subset run too): the report reads no declared test from fewer runs."""
+    return {
+        "sweep": spec.name,
+        "backend": backend,
+        **more,
+        "runs": runs,
+        "declared": [r.run_id for r in expand(spec, None)],
+    }
+
+
 def _run_inprocess(config: dict) -> dict:
     from flowzoo.agents.train.trainer import TrainConfig, Trainer
 
@@ -412,16 +424,8 @@ def _run_locked(
     t0 = time.time()
     # sweep.json names every declared run before any runs, so a report read while the sweep
     # runs (or after it was killed) prints no declared verdict from the runs done so far
-    started = _write_report(
-        Path(spec.out_dir),
-        {
-            "sweep": spec.name,
-            "backend": backend,
-            "status": "running",
-            "runs": {**{r.run_id: "pending" for r in todo}, **results},
-            "declared": [r.run_id for r in expand(spec, None)],
-        },
-    )
+    so_far = {**{r.run_id: "pending" for r in todo}, **results}
+    started = _write_report(Path(spec.out_dir), _record(spec, backend, so_far, status="running"))
     if started is not None:
         raise started
     # a local sweep's stop signals are only noted (held): the main thread passes them on to
@@ -471,15 +475,7 @@ def _run_locked(
                     results[rid] = "completed"
                 except Exception as e:
                     results[rid] = f"failed ({type(e).__name__}: {str(e)[:200]})"
-        report = {
-            "sweep": spec.name,
-            "backend": backend,
-            "wall_s": round(time.time() - t0, 1),
-            "runs": results,
-            # every run the sweep file declares (a subset run too): the report reads no
-            # declared test from fewer runs than this
-            "declared": [r.run_id for r in expand(spec, None)],
-        }
+        report = _record(spec, backend, results, wall_s=round(time.time() - t0, 1))
         unrecorded = _write_report(Path(spec.out_dir), report)
     finally:
         stop.restore()
