@@ -205,6 +205,16 @@ _TICKS_RE = re.compile(r"`{3,}")
 _CONTROL_RE = re.compile("[\x01-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def _by_lines(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters between whole lines, head and tail kept:
+    a call's own fence lines survive and no fragment of a line starts a new one."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3].rpartition("\n")[0]
+    tail = text[len(text) - limit // 3 :].partition("\n")[2]
+    return f"{head}\n[... {len(text) - len(head) - len(tail):,} characters cut ...]\n{tail}"
+
+
 def break_fences(text: str) -> str:
     """Untrusted text with every run of three or more backticks broken (a zero-width space
     after each backtick of the run), so no part of it, cut anywhere, can close or open a
@@ -345,9 +355,16 @@ class Toolbox:
             kept.insert(0, part)
         if len(kept) > 1:
             return base + mark + "".join(kept), True
-        if room >= min(1024, limit // 4):
-            return base + mark + exchange[-room:], True
-        return (base + exchange)[-limit:], True
+        # the latest call alone does not fit: its action and its result are each shortened
+        # inside their own lines, so the fences stay whole and balanced; the prompt stays
+        # whole even where nothing of the exchange fits (the model's fit then cuts it)
+        head = mark if len(state.calls) > 1 else ""
+        each = (limit - len(base) - len(head) - len(parts[-1]) - 16) // 2
+        if each < 256:
+            return base + head + parts[-1], True
+        last = state.calls[-1]
+        shown, result = _by_lines(last.shown.rstrip(), each), shorten(last.result, each)[0]
+        return base + head + f"{shown}\n```output\n{result}\n```\n" + parts[-1], True
 
     # ------------------------------------------------------------------ running a call
     def call(
@@ -365,15 +382,17 @@ class Toolbox:
         t0 = time.monotonic()
         flags = [*action_flags, *parsed.flags]
         left = self.time_budget_s - state.spent_s
-        if "tool_call_unclosed" in flags and "action_truncated" in flags:
-            # the call's end was cut off with the action: running what is left would run a
-            # prefix of the program and report it as the program's result
+        cut_by = {"action_truncated", "cut_at_budget"} & set(flags)
+        if cut_by and ("tool_call_unclosed" in flags or action.rstrip() == parsed.shown.rstrip()):
+            # an action cut (at max_action_chars, or at the token budget) that ends in or at
+            # its call: the call's end may be the cut's, and running it would run a prefix
+            # of the program and report it as the program's result
             flags.append("tool_bad_args")
             status, text = (
                 "refused",
                 (
-                    "the call was cut at the action's length limit before its closing fence "
-                    "(max_action_chars); write a shorter program"
+                    "the call was cut before it ended (max_action_chars or the turn's token "
+                    "budget); write a shorter program"
                 ),
             )
         else:
@@ -554,8 +573,8 @@ def _render(res: Any) -> str:
     """A sandbox run as the agent reads it: exit status, then stdout and stderr if any."""
     code = "-" if res.exit_code is None else res.exit_code
     lines = [f"exit: {code} ({res.status})"]
-    if res.stdout:
-        lines += ["stdout:", res.stdout.rstrip("\n")]
+    if res.stdout:  # a CRLF line end is a line end, not a carriage return
+        lines += ["stdout:", res.stdout.replace("\r\n", "\n").rstrip("\n")]
     if res.stderr:
-        lines += ["stderr:", res.stderr.rstrip("\n")]
+        lines += ["stderr:", res.stderr.replace("\r\n", "\n").rstrip("\n")]
     return "\n".join(lines)

@@ -511,3 +511,54 @@ def test_output_that_rewrites_the_screen_is_replaced_and_flagged(printed):
     out = _result(env, "solver")
     assert not any(c in out for c in "\x1b\r\x08\u202e\x07") and "a\tb" in out
     assert "tool_output_control_replaced" in env.infos["solver"]["flags"]
+
+
+def test_a_call_cut_at_the_token_budget_is_refused_not_run_in_part():
+    """A generation stopped at its token budget (``Cut``) that ends inside its call, or at a
+    fence the cut itself left, runs nothing: the call's end may be the cut's."""
+    from flowzoo.envs.core import Cut
+
+    for text in (call("python", "print('part one')").removesuffix("\n```"),
+                 "```tool python\nprint('part one')\n```"):  # fmt: skip
+        env = math_env()
+        env.reset(seed=0)
+        env.step(Cut(text))
+        flags = env.infos["solver"]["flags"]
+        assert "cut_at_budget" in flags and "tool_bad_args" in flags, flags
+        assert "part one" not in _result(env, "solver")
+
+
+def test_a_fence_left_by_the_length_cut_does_not_close_the_call():
+    head = "```tool python\nprint('ran prefix')\n"
+    env = math_env(max_action_chars=len(head) + 3)
+    env.reset(seed=0)
+    env.step(head + "```python\nx = 1\n```\n")
+    assert "tool_bad_args" in env.infos["solver"]["flags"]
+    assert "ran prefix" not in _result(env, "solver")
+
+
+@pytest.mark.parametrize("extra", [60, 2600])
+def test_one_call_too_long_for_the_prompt_keeps_the_problem_and_its_fences(extra):
+    """The latest call alone past ``max_prompt_chars``: the prompt is kept whole, and the
+    call and its result are shortened inside their own lines (fences balanced), or left out
+    where nothing fits."""
+    env = math_env()
+    env.reset(seed=0)
+    base = env.observe("solver")["prompt"]
+    env = math_env(max_prompt_chars=len(base) + extra, tool_output_chars=20_000)
+    env.reset(seed=0)
+    env.step(call("python", "print('Z' * 5000)"))
+    prompt = env.observe("solver")["prompt"]
+    assert prompt.startswith(base.rstrip("\n")) and "earlier tool calls cut" not in prompt
+    fences = [ln for ln in prompt.splitlines() if ln.startswith("```")]
+    assert len(fences) % 2 == 0 and prompt.rstrip().endswith("left this turn]")
+    if extra > 1000:
+        assert fences == ["```tool python", "```", "```output", "```"]
+
+
+def test_crlf_output_reads_as_lines_not_as_carriage_returns():
+    env = math_env()
+    env.reset(seed=0)
+    env.step(call("python", "import sys\nsys.stdout.write('a\\r\\nb\\r\\n')"))
+    assert "a\nb" in _result(env, "solver")
+    assert "tool_output_control_replaced" not in env.infos["solver"]["flags"]
