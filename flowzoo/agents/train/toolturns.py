@@ -32,15 +32,12 @@ def toolbox_of(env: Any) -> Any:
     return getattr(getattr(env, "unwrapped", env), "toolbox", None)
 
 
-def tool_roles(env_options: dict[str, Any], roles: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Role -> the tools it may call, as the env options name them (``tools``, ``tool_roles``:
-    every role when unset); empty without tools. What a served player of a role is sent as
-    its OpenAI tool schemas (:class:`~flowzoo.agents.models.endpoint.EndpointPolicy`)."""
-    names = tuple(env_options.get("tools") or ())
-    if not names:
-        return {}
-    allowed = env_options.get("tool_roles")
-    return {r: names for r in roles if allowed is None or r in allowed}
+def tool_roles(env: Any) -> dict[str, tuple[str, ...]]:
+    """Role -> the tools it may call, as ``env``'s toolbox resolved its options (none
+    without tools): what a served player of a role is sent as OpenAI tool schemas
+    (:class:`~flowzoo.agents.models.endpoint.EndpointPolicy`)."""
+    tb = toolbox_of(env)
+    return {} if tb is None else {r: tb.names for r in env.roles if tb.allowed(r)}
 
 
 def stop_at_call(policy: Any, g: Any) -> Any:

@@ -374,7 +374,7 @@ class Trainer:
                     on_error=cfg.endpoint_on_error,
                 ),
                 stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
-                tools=tool_roles(cfg.env_options, self.roles),
+                tools=tool_roles(probe),
                 seed=cfg.seed,
             ),
             need_reference=need_ref,
