@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from flowzoo.config import TrainConfig
+
+#: every setting's default, from the one definition of a run's settings: a run recorded
+#: before a setting existed ran with what is now its default
+DEFAULTS = dict(vars(TrainConfig()))
+
 
 def read_metrics(path: Path) -> list[dict]:
     """Every well-formed line of a ``metrics.jsonl`` (a line torn by a kill is skipped, so a

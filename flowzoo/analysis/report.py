@@ -37,17 +37,14 @@ from flowzoo.analysis.inputs import (
 from flowzoo.analysis.protocol import protocol_rows
 from flowzoo.analysis.readings import Trajectory, evals_of, trajectory
 from flowzoo.analysis.responses import declared_rows
-from flowzoo.config import NOT_SHAPING, TrainConfig, eval_temperature
+from flowzoo.config import NOT_SHAPING, eval_temperature
 
 __all__ = ["build_report", "cell_stats", "findings", "load_runs", "mean_ci"]
-from flowzoo.analysis.records import read_metrics
+from flowzoo.analysis.records import DEFAULTS, read_metrics
 from flowzoo.analysis.stats import t95
 from flowzoo.analysis.warning import warning_rows
 
 LEVER_KEYS = ("role_weighting", "adv_norm", "kl_per_role", "kl_coef", "damper_lambda", "algo")
-#: every setting's default, from the one definition of a run's settings: a run recorded
-#: before a setting existed ran with what is now its default
-DEFAULTS = dict(vars(TrainConfig()))
 LEVER_DEFAULTS = {k: DEFAULTS[k] for k in LEVER_KEYS}
 #: config keys that never separate cells: those that do not shape a run, the seed (cells pool
 #: seeds), where a run was placed, and the keys a cell is already named by

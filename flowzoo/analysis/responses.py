@@ -20,11 +20,10 @@ from typing import Any
 from flowzoo.analysis.conflict import conflict_rows, missing_declared, paired_t_p
 from flowzoo.analysis.findings import too_little
 from flowzoo.analysis.protocol import cell_label
+from flowzoo.analysis.records import DEFAULTS
 from flowzoo.analysis.stats import fisher_exact, t_interval
 from flowzoo.analysis.warning import run_warnings
-from flowzoo.config import TrainConfig
 
-DEFAULTS = dict(vars(TrainConfig()))
 #: each pair: (the settings its two sides differ in, side A's values, side B's values); a
 #: reading is B - A
 ROLLBACK = ("monitor_response",), {"monitor_response": "warn"}, {"monitor_response": "rollback"}

@@ -1,20 +1,19 @@
-"""The training loop, read top to bottom: rollout -> advantages -> update -> eval -> checkpoint.
+"""The training loop, read top to bottom: rollout -> advantages -> update -> eval -> checkpoint;
+the class too: construction, the public ``train`` / ``train_step`` / ``update`` /
+``evaluate``, then the helpers they call.
 
 The rooms it wires: :mod:`config` (every hyperparameter), :mod:`routing` (role -> policy),
 :mod:`rollout` (many envs at once), :mod:`batch` (the step's one batch, built once from its
-episodes), :mod:`learner` (advantages, then the per-policy, per-role update and its gradient
-diagnostics),
-:mod:`flowzoo.agents.train.checkpoint` and :mod:`flowzoo.agents.runs.runlog` (what the run writes). Rewards come from the env alone
+episodes), :mod:`learner` (advantages, then the per-policy, per-role update and its
+gradient diagnostics), :mod:`flowzoo.agents.train.checkpoint` and
+:mod:`flowzoo.agents.runs.runlog` (what the run writes). Rewards come from the env alone
 (the env is the one place rewards are mixed); the trainer never re-weights them.
 
-The class reads top to bottom: construction, the public ``train`` / ``train_step`` /
-``update`` / ``evaluate``, then the helpers they call.
-
 Reproducibility: all randomness of step ``k`` (problems, sampling, minibatch order) is
-derived from ``(seed, k)`` in one helper, :class:`Seeds`, so a resumed run, which restores parameters, optimizer states,
-the damper's EMA and the step, continues exactly. A run record is honest: a crash is
-``failed`` with its error and leaves no ``final/``, and Ctrl-C at any point loses nothing
-(the state saved is always one the run can continue from exactly).
+derived from ``(seed, k)`` in one helper, :class:`Seeds`, so a resumed run (parameters,
+optimizer states, the damper's EMA and the step restored) continues exactly. A run record
+is honest: a crash is ``failed`` with its error and leaves no ``final/``, and Ctrl-C at any
+point loses nothing (the state saved is always one the run can continue from exactly).
 """
 
 from __future__ import annotations
@@ -32,15 +31,13 @@ from flowzoo.agents.models.params import LoadSettings, LoraSettings
 from flowzoo.agents.models.policy import check_budgets
 from flowzoo.agents.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
 from flowzoo.agents.runs import rundir, runlog, signals
-from flowzoo.agents.train import checkpoint, distributed, heldout
+from flowzoo.agents.train import checkpoint, distributed, heldout, stepmetrics, toolturns
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.evaluate import evaluate_env
 from flowzoo.agents.train.learner import Learner, TrainingDiverged
 from flowzoo.agents.train.provenance import data_record, model_files_record, run_record
 from flowzoo.agents.train.rollout import EpisodeRecord, rollout, tree_rollout
 from flowzoo.agents.train.seeds import Seeds
-from flowzoo.agents.train.stepmetrics import step_metrics
-from flowzoo.agents.train.toolturns import tool_roles
 from flowzoo.agents.train.watch import STOPPED, Watch
 from flowzoo.config import TrainConfig, load_config_file
 from flowzoo.envs.registry import has_ood
@@ -280,7 +277,7 @@ class Trainer:
         t_roll = time.time() - t0
         self._phase = "update"
         per_policy, adv_stats = self.update(batch)
-        m = step_metrics(step, batch, per_policy, adv_stats)
+        m = stepmetrics.step_metrics(step, batch, per_policy, adv_stats)
         m["time"] = {"rollout_s": round(t_roll, 3), "step_s": round(time.time() - t0, 3)}
         # what each policy's optimizer stepped at (per-role lrs and the schedule applied)
         m["lr"] = {n: float(o.param_groups[0]["lr"]) for n, o in self.learner.opts.items()}
@@ -374,7 +371,7 @@ class Trainer:
                     on_error=cfg.endpoint_on_error,
                 ),
                 stops={r: d["stop"] for r, d in cfg.role_settings.items() if "stop" in d},
-                tools=tool_roles(probe),
+                tools=toolturns.tool_roles(probe),
                 seed=cfg.seed,
             ),
             need_reference=need_ref,
