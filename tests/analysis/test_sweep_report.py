@@ -280,9 +280,13 @@ def test_a_killed_sweep_resumes_its_unfinished_runs_from_their_checkpoints(tiny_
     proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
     run = out / "policy=shared"
     deadline = time.time() + 240
-    while not (run / "checkpoint").exists() and time.time() < deadline:
+    # the checkpoint written, not its directory made: the directory exists before the state
+    # file is renamed into it (its digest sidecar first), and a kill in between left nothing
+    # to resume from (the test then saw a fresh start on a loaded machine)
+    saved = run / "checkpoint" / "state.pt"
+    while not saved.exists() and time.time() < deadline:
         time.sleep(0.2)
-    assert (run / "checkpoint").exists(), "the run never checkpointed"
+    assert saved.exists(), "the run never checkpointed"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = len([m for m in read_metrics(run / "metrics.jsonl") if m["step"] >= 0])
