@@ -558,3 +558,27 @@ def test_fields_added_later_keep_the_identity_of_runs_written_before_them():
     for k, default in LATER_FIELDS.items():
         assert getattr(TrainConfig(), k) == default
     assert TrainConfig(update_matched=True).identity() != TrainConfig().identity()
+
+
+def test_env_options_and_settings_share_one_domain_check():
+    """An env option's values are a :class:`flowzoo.domain.Domain`, judged by the same
+    :func:`fault` as the config's settings: both refuse the same values for the same reason
+    (each words its own error), an int too large for a float included."""
+    from flowzoo.domain import Domain, fault, problem
+    from flowzoo.envs.options import DECLARED
+
+    opt = DECLARED["role_weight"]
+    assert isinstance(opt.domain, Domain)
+    cases = [(2.0, "range"), ("x", "type"), (float("nan"), "range"), (10**400, "range")]
+    cases += [(True, "type"), (0.5, None), (1, None)]
+    for v, why in cases:
+        assert fault(v, opt.domain) == why, v
+        assert (problem("role_weight", v, opt.domain) is None) == (why is None), v
+        if why is None:
+            assert opt.validate(v) == float(v)
+        else:
+            with pytest.raises(TypeError if why == "type" else ValueError, match="role_weight"):
+                opt.validate(v)
+    choice = DECLARED["reward_mode"].domain
+    assert fault("teams", choice) == "choice" and fault(3, choice) == "type"
+    assert DECLARED["max_cycles"].allowed() == "an int in 1..1,000,000 or None"

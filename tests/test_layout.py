@@ -256,3 +256,10 @@ def test_the_models_reach_the_tiny_factory_only_inside_a_function():
             ):
                 bad.append(f"{f.relative_to(PKG)}:{node.lineno}")
     assert not bad, f"module-level imports of flowzoo.tiny in agents/models: {bad}"
+
+
+def test_the_domain_module_imports_nothing_of_the_package():
+    """flowzoo/domain.py is below both the envs and the config (each checks its values with
+    it): an import of the package from it would close a cycle through the config."""
+    mods = imports_of(PKG / "domain.py")
+    assert _hits(mods, ("flowzoo",)) == [], mods

@@ -24,6 +24,7 @@ from flowzoo.config.checks import check_estimator, check_policy, fold_role_maps
 from flowzoo.config.fields import Domain, check_fields, setting
 from flowzoo.config.files import read_config_file
 from flowzoo.config.presets import apply_preset
+from flowzoo.config.sharing import parse_policy_arg
 from flowzoo.envs.registry import (  # MAX_TASKS: env's most
     MAX_TASKS,
     check_options,
@@ -515,6 +516,11 @@ class TrainConfig:
         frac = min(1.0, (step - self.warmup_steps) / span)
         floor = self.min_lr_ratio
         return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+    @property
+    def sharing(self) -> str | dict[str, str]:
+        """``policy`` read (the one place): ``"shared"``, ``"isolated"`` or role -> name."""
+        return parse_policy_arg(self.policy)
 
     @property
     def run_dir(self) -> str:

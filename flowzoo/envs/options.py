@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
-import numbers
 import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowzoo.domain import Domain, fault
 from flowzoo.tasks.base import Task, TaskSet
+
+#: an option's kind -> the type its domain holds (other kinds: a custom check, or any value)
+_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict}
 
 
 @dataclass(frozen=True)
 class Opt:
-    """One option: what it must be (``kind``: int, float, bool, str, dict or a custom
-    check), its range or choices, and a one-line help."""
+    """One option: its name, its one-line help and the values it takes. Those are a
+    :class:`~flowzoo.config.fields.Domain`, the description (and the type, choice and range
+    check, :func:`~flowzoo.config.fields.fault`) the config's settings use too: one
+    mechanism for both. An option adds whether None is allowed (``nullable``) and, for kinds
+    a domain cannot express (a sandbox, a list of names), a custom ``check``."""
 
     name: str
     kind: str
@@ -36,24 +41,23 @@ class Opt:
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[str, ...] | None = None
     nullable: bool = False
     #: a custom check for kinds the table cannot express: returns what is allowed, or None
     check: Callable[[Any], str | None] | None = None
 
+    @property
+    def domain(self) -> Domain | None:
+        """The values the option takes (None: a custom check, or any value)."""
+        t = _TYPES.get(self.kind)
+        if t is None or self.check is not None:
+            return None
+        return Domain(t, lo=self.lo, hi=self.hi, lo_open=self.lo_open, choices=self.choices)
+
     def allowed(self) -> str:
         """What the option accepts, as an error message says it."""
-        if self.choices is not None:
-            text = "one of " + ", ".join(map(repr, self.choices))
-        else:
-            text = {"int": "an int", "float": "a number", "bool": "a bool", "str": "a str"}.get(
-                self.kind, f"a {self.kind}"
-            )
-            if self.lo is not None and self.hi is not None:
-                left = "(" if self.lo_open else "["
-                text += f" in {left}{_num(self.lo)}, {_num(self.hi)}]"
-            elif self.lo is not None:
-                text += f" {'>' if self.lo_open else '>='} {_num(self.lo)}"
+        d = self.domain
+        text = d.described if d is not None else f"a {self.kind}"
         return text + (" or None" if self.nullable else "")
 
     def validate(self, value: Any, where: str = "") -> Any:
@@ -70,24 +74,25 @@ class Opt:
             if allowed is not None:
                 raise ValueError(f"{bad} is not allowed; {self.name} must be {allowed}")
             return value
-        if not _is_kind(value, self.kind):
+        d = self.domain
+        if d is None:
+            return value
+        why = fault(value, d)
+        if why == "type":
             raise TypeError(
                 f"{bad} has type {type(value).__name__}; {self.name} must be {self.allowed()}"
             )
-        if self.choices is not None and value not in self.choices:
+        if why == "choice":
             raise ValueError(f"{bad} is not allowed; {self.name} must be {self.allowed()}")
-        if self.kind in ("int", "float"):
-            below = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
-            above = self.hi is not None and value > self.hi
-            if below or above or (self.kind == "float" and not _finite(value)):
-                raise ValueError(f"{bad} is out of range; {self.name} must be {self.allowed()}")
-        if self.kind == "int" or (self.kind == "float" and isinstance(value, numbers.Integral)):
-            return int(value)  # an int subclass (an IntEnum) is plain int from here on
-        if self.kind == "float":
+        if why == "range":
+            raise ValueError(f"{bad} is out of range; {self.name} must be {self.allowed()}")
+        if d.type is float:
             return float(value)
-        if self.kind == "str":
+        if d.type is int:
+            return int(value)  # an int subclass (an IntEnum) is plain int from here on
+        if d.type is str:
             return str.__str__(value)  # a str subclass is plain str from here on
-        if self.kind == "dict":
+        if d.type is dict:
             return dict(value)
         return value
 
@@ -110,34 +115,6 @@ def short_repr(value: Any, limit: int = 80) -> str:
     """``repr(value)`` cut for an error message."""
     r = repr(value)
     return r if len(r) <= limit else r[: limit - 3] + "..."
-
-
-def _finite(x: Any) -> bool:
-    """Whether a number is a finite float (an int too large for a float is not)."""
-    try:
-        return math.isfinite(x)
-    except OverflowError:
-        return False
-
-
-def _num(x: float) -> str:
-    return f"{x:,.0f}" if float(x).is_integer() and abs(x) >= 10_000 else f"{x:g}"
-
-
-def _is_kind(value: Any, kind: str) -> bool:
-    if kind == "bool":
-        return isinstance(value, bool)
-    if isinstance(value, bool):  # a bool is never a number here
-        return False
-    if kind == "int":
-        return isinstance(value, numbers.Integral)
-    if kind == "float":
-        return isinstance(value, numbers.Real)
-    if kind == "str":
-        return isinstance(value, str)
-    if kind == "dict":
-        return isinstance(value, Mapping)
-    return True
 
 
 def _check_sandbox(value: Any) -> str | None:

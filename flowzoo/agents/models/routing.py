@@ -31,7 +31,7 @@ from flowzoo.agents.models.params import (
 )
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.sharding import local
-from flowzoo.config.sharing import SHARING, parse_policy_arg, refuse_unknown_roles, role_map
+from flowzoo.config.sharing import SHARING, refuse_unknown_roles, role_map
 
 
 @dataclass
@@ -230,7 +230,6 @@ __all__ = [
     "LoraSettings",
     "Players",
     "PolicyRouter",
-    "parse_policy_arg",
     "plan_roles",
     "role_map",
 ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -117,6 +118,35 @@ class Replicated:
     def idle_passes(self, passes: int) -> int:
         """Zero-loss passes this process adds so every process makes as many: none here."""
         return 0
+
+    def micro_batches(
+        self,
+        items: list,
+        size: int,
+        run: Callable[[list], None],
+        idle: Callable[[], None],
+    ) -> int:
+        """``run`` on ``items`` in slices of ``size``, then the zero-loss ``idle`` passes that
+        keep every process's collectives in step. Out of memory halves the size and retries
+        the slice (nothing of a failed slice reached ``.grad``: :func:`accumulate`) where the
+        layout allows it. Returns the size in use at the end."""
+        idle_n = self.idle_passes(-(-len(items) // size))
+        i = 0
+        while i < len(items):
+            mb = items[i : i + size]
+            try:
+                run(mb)
+            except torch.OutOfMemoryError:
+                if size == 1 or not self.retries_oom:
+                    raise
+                size = max(1, size // 2)
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                continue
+            i += len(mb)
+        for _ in range(idle_n):
+            idle()
+        return size
 
     def role_gradient(self, delta: torch.Tensor) -> torch.Tensor:
         """A role's whole gradient from this process's part: summed over the processes."""

@@ -233,7 +233,7 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
     from flowzoo.agents.models.params import AdapterPolicy
     from flowzoo.agents.models.players import frozen_player
     from flowzoo.agents.models.policy import Policy
-    from flowzoo.agents.models.routing import parse_policy_arg, plan_roles
+    from flowzoo.agents.models.routing import plan_roles
     from flowzoo.config import TrainConfig
     from flowzoo.envs import make_env
     from flowzoo.tiny.build import resolve_model
@@ -249,9 +249,7 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
             status = json.loads((run / "summary.json").read_text()).get("status", status)
         raise FileNotFoundError(f"{run} has no final weights (the run's status: {status})")
     roles = list(make_env(cfg.env, **cfg.env_options).roles)
-    mapping, frozen, _ = plan_roles(
-        roles, parse_policy_arg(cfg.policy), cfg.role_models, cfg.frozen
-    )
+    mapping, frozen, _ = plan_roles(roles, cfg.sharing, cfg.role_models, cfg.frozen)
     names = [n for n in dict.fromkeys(mapping.values()) if n not in frozen]
     if cfg.param == "full":
         pols = {n: Policy(final / n, device=device) for n in names}

@@ -5,13 +5,12 @@ diagnostics the study is about.
 For each policy that played, the batch's turns (less those left out: uninformative groups,
 truncated turns) are cut into minibatches (a count, or verl's fixed size, so a policy that
 plays more turns makes more optimizer steps); within one, each
-role's turns run in length-sorted micro-batches and the gradient they add is kept apart, so
-every step logs per role the loss, gradient norm, clip fraction and KL, and per policy the
-cosine between role gradients and the gradient norm actually applied (after the optional
-coherence damper). Out-of-memory halves the micro-batch and retries (nothing of a failed
-micro-batch reaches ``.grad``); under FSDP every process makes the same passes. Whether the
-policies are whole or sharded is :func:`distributed.layout`'s business: the update step calls
-the same methods either way and never branches on it.
+role's turns run in length-sorted micro-batches, and every step logs per role the loss,
+clip fraction and KL. The role-level gradient diagnostics (each role's gradient kept apart,
+norms, cosines, the damper, what moved the weights) are hooks of
+:class:`~flowzoo.agents.train.diagnostics.RoleProbe`; out-of-memory retries and FSDP's idle
+passes are the layout's (:meth:`distributed.Replicated.micro_batches`): whether the policies
+are whole or sharded, the update calls the same methods and never branches on it.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -27,13 +26,7 @@ from flowzoo.agents.train import distributed
 from flowzoo.agents.train.algorithms import algorithm_for
 from flowzoo.agents.train.algorithms.base import Critic
 from flowzoo.agents.train.batch import Batch
-from flowzoo.agents.train.diagnostics import (
-    CoherenceDamper,
-    dot,
-    flat_grad,
-    flat_params,
-    role_gradient_stats,
-)
+from flowzoo.agents.train.diagnostics import CoherenceDamper, RoleProbe, TrainingDiverged
 from flowzoo.agents.train.losses import Advantages, aggregate, k3_kl
 from flowzoo.agents.train.rollout import TurnRecord
 from flowzoo.agents.train.segments import per_turn, pieces
@@ -43,11 +36,6 @@ from flowzoo.config import TrainConfig
 def _trainable(t: TurnRecord, adv: Advantages) -> bool:
     """A turn the update trains on: it has a completion and its advantage is not skipped."""
     return t.n_tokens > 0 and t.index not in adv.skip
-
-
-class TrainingDiverged(RuntimeError):
-    """A loss, gradient, reward or sampled distribution became NaN/inf; the last good
-    checkpoint is kept."""
 
 
 class Learner:
@@ -96,8 +84,13 @@ class Learner:
         )
         #: per policy, the micro-batch size in use (shrinks when the device runs out of memory)
         self.micro_batch: dict[str, int] = {}
-        #: per policy, the last update's per-role gradients and their sum (for diagnostics)
-        self.last_role_grads: dict[str, dict] = {}
+        #: the role-level gradient diagnostics, hooked into every optimizer step
+        self.probe = RoleProbe(self.par, self.damper)
+
+    @property
+    def last_role_grads(self) -> dict[str, dict]:
+        """Per policy, the last update's per-role gradients and their sum."""
+        return self.probe.last
 
     @property
     def critic(self) -> Critic | None:
@@ -124,7 +117,7 @@ class Learner:
             for group in opt.param_groups:
                 group["lr"] = self.base_lr[name] * factor
         per_policy = {}
-        self.last_role_grads = {}
+        self.probe.last = {}
         # the update-matched control: one step count for every policy, the shared policy's
         matched = None
         if self.cfg.update_matched:
@@ -218,11 +211,12 @@ class Learner:
         return max(1, -(-n // (cfg.ppo_mini_batch * cfg.group_size)))
 
     def _micro_step(
-        self, name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs
+        self, name, pol, head, params, role, mb, adv, norm
     ) -> tuple[float, dict[str, float]]:
         """Loss of one micro-batch of one role, its gradient added to ``.grad``; (loss value,
         the micro-batch's mean kl and clip fraction)."""
         cfg = self.cfg
+        wmap, total_tokens, total_seqs = norm
         beta, temp = self._kl_for(role), self._temp(role)
         # a turn with tool calls: each generated segment after its own prompt, joined back per
         # turn (tool output is only ever prompt: never in the loss; :mod:`.segments`)
@@ -275,16 +269,39 @@ class Learner:
     def _one_update(
         self, name, pol, head, params, batch: list[TurnRecord], adv: Advantages, stats
     ) -> None:
-        """One optimizer step of policy ``name`` on ``batch``, as named steps: weigh the
-        turns, group them by role, accumulate each role's gradient apart, read the
-        diagnostics, then damp, clip and step."""
+        """One optimizer step of policy ``name`` on ``batch``: weigh the turns, back-propagate
+        each role's turns in micro-batches (the probe keeps each role's gradient apart and
+        reads the role-level diagnostics), clip, step."""
         self.opts[name].zero_grad(set_to_none=True)
         norm = self._normalisers(batch)
-        by_role = self._group_by_role(name, batch)
-        role_grads, total, sums = self._role_gradients(name, pol, head, params, by_role, adv, norm)
+        self.probe.begin(params)
+        sums: dict[str, dict[str, float]] = {}
+        for role, rturns in self._group_by_role(name, batch).items():
+            acc: dict[str, float] = defaultdict(float)
+
+            def run(mb: list[TurnRecord], role: str = role, acc: dict = acc) -> None:
+                loss_value, local = self._micro_step(name, pol, head, params, role, mb, adv, norm)
+                for k, v in local.items():
+                    acc[k] += v * len(mb)
+                acc["loss"] += loss_value
+
+            def idle(role: str = role) -> None:
+                self._idle_pass(name, pol, role)
+
+            size = self.micro_batch.get(name, self.cfg.micro_batch)
+            got = self.par.micro_batches(rturns, size, run, idle)
+            if got != size:  # ran out of memory: the policy's later micro-batches are smaller
+                self.micro_batch[name] = got
+            acc["tokens"] += sum(t.n_tokens for t in rturns)
+            acc["turns"] += len(rturns)
+            sums[role] = acc
+            self.probe.role_done(role)
         self._record_role_sums(sums, stats)
-        total_norm, rg = self._diagnose(name, params, role_grads, total)
-        self._step(name, params, role_grads, total, total_norm, rg, stats)
+        self.probe.before_step(name, self.step, stats)
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        self.opts[name].step()
+        self.probe.after_step(stats)
 
     def _normalisers(self, batch: list[TurnRecord]) -> tuple[dict[int, float], float, float]:
         """Each turn's loss weight, and the loss normalisers over the whole batch (every
@@ -314,53 +331,6 @@ class Learner:
             if n > 0
         }
 
-    def _role_gradients(
-        self, name, pol, head, params, by_role, adv, norm
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, dict[str, float]]]:
-        """Back-propagate each role's turns in micro-batches, keeping the gradient each role
-        adds apart; (per-role gradients, the accumulated total, per-role sums of this
-        process's loss, tokens, turns, clip fraction and KL)."""
-        cfg = self.cfg
-        wmap, total_tokens, total_seqs = norm
-        role_grads: dict[str, torch.Tensor] = {}
-        sums: dict[str, dict[str, float]] = {}
-        prev = flat_grad(params)
-        for role, rturns in by_role.items():
-            acc: dict[str, float] = defaultdict(float)
-            size = self.micro_batch.get(name, cfg.micro_batch)
-            # every process makes the same number of passes, agreed beforehand (FSDP)
-            idle = self.par.idle_passes(-(-len(rturns) // size))
-            i = 0
-            while i < len(rturns):
-                mb = rturns[i : i + size]
-                try:
-                    loss_value, local = self._micro_step(
-                        name, pol, head, params, role, mb, adv, wmap, total_tokens, total_seqs
-                    )
-                except torch.OutOfMemoryError:
-                    # nothing of this micro-batch reached .grad (``par.backward``): halve, retry
-                    if size == 1 or not self.par.retries_oom:
-                        raise
-                    size = max(1, size // 2)
-                    self.micro_batch[name] = size
-                    if pol.device.type == "cuda":
-                        torch.cuda.empty_cache()
-                    continue
-                for k, v in local.items():
-                    acc[k] += v * len(mb)
-                acc["loss"] += loss_value
-                i += len(mb)
-            for _ in range(idle):
-                self._idle_pass(name, pol, role)
-            acc["tokens"] += sum(t.n_tokens for t in rturns)
-            acc["turns"] += len(rturns)
-            sums[role] = acc
-            cur = flat_grad(params)
-            role_grads[role] = self.par.role_gradient(cur - prev)
-            prev = cur
-        total = cast(torch.Tensor, sum(role_grads.values())) if role_grads else prev
-        return role_grads, total, sums
-
     def _record_role_sums(self, sums: dict[str, dict[str, float]], stats) -> None:
         """Per role, the global loss, tokens and turns; clip fraction, mean |ratio - 1| and
         KL as means over the role's turns."""
@@ -372,50 +342,3 @@ class Learner:
             rs = stats["roles"][role]
             for k, v in g.items():
                 rs[k] += v / g["turns"] if k in ("clip_frac", "ratio_dev", "kl") else v
-
-    def _diagnose(self, name, params, role_grads, total) -> tuple[float, dict]:
-        """The role-level diagnostics of this step's gradient: per-role norms and cosines
-        (:func:`role_gradient_stats`) and the total norm; a non-finite gradient ends the run."""
-        self.par.install(params, total)
-        self.last_role_grads[name] = {"roles": role_grads, "total": total.clone()}
-        rg = role_gradient_stats(role_grads, self.par.gram_reduce())
-        total_norm = math.sqrt(self.par.sum_shards([dot(total, total)])[0])
-        if not math.isfinite(total_norm):  # the same verdict on every process
-            raise TrainingDiverged(f"non-finite gradient for policy {name!r} at step {self.step}")
-        return total_norm, rg
-
-    def _step(self, name, params, role_grads, total, total_norm, rg, stats) -> None:
-        """Damp (the coherence damper re-weights each role's gradient), log the norms the
-        step applies, clip, step."""
-        if self.damper is not None:
-            total = torch.zeros_like(total)
-            for role, g in role_grads.items():
-                f = self.damper.factor(f"{name}/{role}", g)
-                stats["roles"][role]["damper_factor"] += f
-                total += f * g
-            distributed.write_flat_grad(params, total)
-            total_norm = math.sqrt(dot(total, total))  # the damped gradient the step applies
-        for role in role_grads:
-            stats["roles"][role]["grad_norm"] += rg["norm"][role]
-        for pair, c in rg["cosine"].items():
-            stats["cosine"][pair] += c
-        stats["policy"]["grad_norm"] += total_norm
-        stats["policy"]["grad_norm_sum_of_roles"] += sum(rg["norm"].values())
-        if self.cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
-        before = flat_params(params)
-        self.opts[name].step()
-        self._update_shares(params, before, role_grads, rg, stats)
-
-    def _update_shares(self, params, before, role_grads, rg, stats) -> None:
-        """What moved the weights, per role: the step's actual update (after clipping and
-        Adam) projected on each role's descent direction (``update_along``: its length along
-        it) and each role's part of the update's total descent (``update_share``). Adam
-        normalises step sizes, so raw gradient norms alone can mislead about amplification."""
-        delta = flat_params(params) - before
-        along = self.par.sum_shards([-dot(delta, g) for g in role_grads.values()])
-        total = sum(along)
-        for (role, _), a in zip(role_grads.items(), along, strict=True):
-            rs = stats["roles"][role]
-            rs["update_along"] += a / max(rg["norm"][role], 1e-12)
-            rs["update_share"] += a / total if total else 0.0

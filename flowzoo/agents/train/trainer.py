@@ -29,7 +29,7 @@ import torch
 from flowzoo.agents.models import threads
 from flowzoo.agents.models.params import LoadSettings, LoraSettings
 from flowzoo.agents.models.policy import check_budgets
-from flowzoo.agents.models.routing import Players, PolicyRouter, parse_policy_arg, plan_roles
+from flowzoo.agents.models.routing import Players, PolicyRouter, plan_roles
 from flowzoo.agents.runs import rundir, runlog, signals
 from flowzoo.agents.train import checkpoint, distributed, heldout, stepmetrics, toolturns
 from flowzoo.agents.train.batch import Batch
@@ -108,7 +108,7 @@ class Trainer:
                 f"its roles: {', '.join(self.roles)}"
             )
         # who plays which role, checked before a model is built or loaded (a build takes minutes)
-        plan_roles(self.roles, parse_policy_arg(cfg.policy), cfg.role_models, cfg.frozen)
+        plan_roles(self.roles, cfg.sharing, cfg.role_models, cfg.frozen)
         self.model_path = resolve_model(cfg.model)
         checkpoint.check_weights(self.model_path)  # a truncated file, named, before a build
         self.base_model = checkpoint.weights_identity(self.model_path)  # which build it was
@@ -351,7 +351,7 @@ class Trainer:
         self.router = PolicyRouter(
             self.model_path,
             self.roles,
-            sharing=parse_policy_arg(cfg.policy),
+            sharing=cfg.sharing,
             param=cfg.param,
             lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha),
             load=LoadSettings(

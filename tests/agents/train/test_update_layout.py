@@ -119,3 +119,15 @@ def test_a_failed_backward_leaves_grad_untouched():
         distributed.layout(distributed.DistInfo(), sharded=False).backward(half, params)
     for p, b in zip(params, before, strict=True):
         assert torch.equal(p.grad, b)
+
+
+def test_one_grpo_update_reads_in_three_files():
+    """The update step (learner.py), what GRPO is (algorithms/grpo.py) and the loss pieces
+    (losses.py) are the whole of one GRPO update: the learner handles no role gradient and
+    no out-of-memory or FSDP pass itself (the role-level diagnostics are RoleProbe's hooks,
+    the retries and idle passes the layout's), and the three stay about 600 lines."""
+    learner = (TRAIN / "learner.py").read_text()
+    for plumbing in ("flat_grad", "flat_params", "role_gradient_stats", "OutOfMemoryError"):
+        assert plumbing not in learner, plumbing
+    files = ("learner.py", "algorithms/grpo.py", "losses.py")
+    assert sum(len((TRAIN / f).read_text().splitlines()) for f in files) <= 650
