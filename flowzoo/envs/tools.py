@@ -167,6 +167,14 @@ def calls_left(env: Any, agent: str) -> int:
     return max(0, tb.max_calls - used)
 
 
+def running_calls(env: Any) -> tuple[ToolCall, ...]:
+    """The tool calls the acting agent has made in its running turn, oldest first (() without
+    tools, or before its first): what an engine that makes calls as function calls (TRL's
+    tool methods) hands back as each call's result."""
+    st = getattr(getattr(env, "unwrapped", env), "_tools", None)
+    return tuple(st.calls) if st is not None else ()
+
+
 def visible_examples(task: Task) -> tuple:
     """The task's visible examples, in its tests' format (statements, or (stdin, stdout)
     pairs): ``meta["examples"]`` where a loader declares them, else the test statements the

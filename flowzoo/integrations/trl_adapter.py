@@ -14,9 +14,13 @@ bridges the two without touching TRL's loop:
 - ``environment_factory``: for models whose chat template supports tool calling, a
   ``FlowzooToolEnv`` per rollout (``reset`` returns the prompt, the model answers by calling
   ``submit``, later turns of a multi-turn role come back as the tool's result, ``get_reward``
-  scores the episode). TRL 1.16 passes a completion to an environment only through tool
-  calls and rejects tokenizers without a tool-calling template, so models without one (the
-  project's tiny char-level models) use ``dataset()`` + ``reward``.
+  scores the episode). An env made with ``tools=`` adds the controlled role's tools as
+  methods (``run`` on code envs, ``python`` on math envs): each call is made as the env's
+  own call text (judged, budgeted and flagged as any other) and returns the call's result,
+  so the role can run its program before it submits. TRL 1.16 passes a completion to an
+  environment only through tool calls and rejects tokenizers without a tool-calling
+  template, so models without one (the project's tiny char-level models) use ``dataset()``
+  + ``reward``.
 
 Nothing here imports TRL or torch: it only produces what TRL consumes.
 """
@@ -24,11 +28,14 @@ Nothing here imports TRL or torch: it only produces what TRL consumes.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowzoo.envs.core import WorkflowEnv
+from flowzoo.envs.tools import running_calls
+from flowzoo.envs.toolschema import call_text
 from flowzoo.envs.wrappers.single_agent import SingleAgentEnv
 
 
@@ -86,6 +93,14 @@ class RoleEpisodes:
         self.conversational = conversational
         probe = SingleAgentEnv(env_factory(), role, others)  # validates role and others
         self.tasks = list(probe.env.tasks)
+        tb = probe.env.toolbox
+        mine = {probe.env.role_of(a) for a in probe.agents}
+        #: the env's tools the controlled role may call (each a method of its tool env)
+        self.tools: tuple[str, ...] = (
+            tuple(n for n in tb.names if n in _TOOL_METHODS)
+            if tb is not None and any(tb.allowed(r) for r in mine)
+            else ()
+        )
         self.n_prompts = n_prompts
         self._states: dict[str, WorkflowEnv] = {}
         self._prompts: dict[str, str] = {}
@@ -173,8 +188,11 @@ class RoleEpisodes:
 
     # ------------------------------------------------------------------ tool env
     def environment_factory(self) -> FlowzooToolEnv:
-        """A fresh :class:`FlowzooToolEnv` (pass ``episodes.environment_factory`` to TRL)."""
-        return FlowzooToolEnv(self)
+        """A fresh :class:`FlowzooToolEnv` (pass ``episodes.environment_factory`` to TRL),
+        with a method for each tool the env gives the controlled role (``run`` on code envs,
+        ``python`` on math envs, made with ``tools=``): TRL offers a model every public
+        method as a tool."""
+        return tool_env_class(self.tools)(self)
 
 
 class FlowzooToolEnv:
@@ -216,7 +234,12 @@ class FlowzooToolEnv:
         if self._env is None or self.done:
             return "The episode is over; nothing more to submit."
         self.submitted = True
-        _, reward, term, trunc, info = self._env.step(str(answer))
+        return self._step(str(answer))
+
+    def _step(self, text: str) -> str:
+        """Play ``text`` as the controlled agent's action: the next prompt, or the outcome."""
+        assert self._env is not None
+        _, reward, term, trunc, info = self._env.step(text)
         self._reward += reward
         if term or trunc:
             self.done = True
@@ -228,5 +251,67 @@ class FlowzooToolEnv:
         """The controlled agent's reward (0 while the episode is unfinished)."""
         return float(self._reward) if self.done else 0.0
 
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        """One tool call of the running turn, made as the env's own call text
+        (:func:`~flowzoo.envs.toolschema.call_text`: judged, refused and flagged as any
+        other call): the call's status and result. A call the env does not run as one (past
+        the turn's budget) is the turn's message, as in the env, and answers like
+        :meth:`submit`."""
+        if self._env is None or self.done:
+            return "The episode is over; no more tool calls."
+        env = self._env.env
+        before = len(running_calls(env))
+        out = self._step(call_text(name, arguments))
+        calls = running_calls(env)
+        if len(calls) <= before:
+            return out
+        c = calls[-1]
+        return f"status: {c.status}\n{c.result}"
 
-__all__ = ["FlowzooToolEnv", "RoleEpisodes", "completion_text"]
+
+class _RunTool:
+    def run(self, program: str, examples: list[int] | None = None) -> str:
+        """Run your Python program in a sandbox on the problem's visible examples (the hidden
+        tests are never run).
+
+        Args:
+            program: The whole Python program.
+            examples: Which visible examples to check, 1-based (default: all of them).
+
+        Returns:
+            The run's status, and its exit status, stdout, stderr and which examples passed.
+        """
+        args: dict[str, Any] = {"program": program}
+        if examples is not None:
+            args["examples"] = examples
+        return self._call("run", args)  # type: ignore[attr-defined]
+
+
+class _PythonTool:
+    def python(self, program: str) -> str:
+        """Run a short Python program in a sandbox (no network, no files kept).
+
+        Args:
+            program: The whole Python program.
+
+        Returns:
+            The run's status and what the program printed.
+        """
+        return self._call("python", {"program": program})  # type: ignore[attr-defined]
+
+
+#: each tool the env may give a role, as the method a TRL tool env offers for it
+_TOOL_METHODS: dict[str, type] = {"run": _RunTool, "python": _PythonTool}
+
+
+@functools.cache
+def tool_env_class(names: tuple[str, ...]) -> type[FlowzooToolEnv]:
+    """The :class:`FlowzooToolEnv` with a method for each of the tools ``names`` (one class
+    per set, so TRL sees the same class, and its tools, for every instance)."""
+    if not names:
+        return FlowzooToolEnv
+    mixins = tuple(_TOOL_METHODS[n] for n in names)
+    return type(f"FlowzooToolEnv_{'_'.join(names)}", (*mixins, FlowzooToolEnv), {})
+
+
+__all__ = ["FlowzooToolEnv", "RoleEpisodes", "completion_text", "tool_env_class"]

@@ -83,6 +83,51 @@ def test_trl_multi_turn_role_and_tool_env():
     assert fresh.get_reward() == 0.0 and not fresh.submitted
 
 
+def test_trl_tool_env_offers_the_roles_tools_as_methods():
+    """An env made with tools gives the TRL tool env a method per tool of the controlled
+    role, with the schema TRL reads from it (transformers' get_json_schema); each call runs
+    in the env's sandbox as the env's own call text and returns its result; a call past the
+    turn's budget is the turn's message, as in the env; a role without tools gets none."""
+    from transformers.utils import get_json_schema
+
+    from flowzoo.integrations.trl_adapter import FlowzooToolEnv, RoleEpisodes, tool_env_class
+
+    ep = RoleEpisodes(
+        lambda: flowzoo.make_env("eval-opt-math", tools=["python"], max_tool_calls=2),
+        "optimizer",
+        scripted(oracle_policy),
+        n_prompts=1,
+    )
+    env = ep.environment_factory()
+    assert ep.tools == ("python",) and type(env) is tool_env_class(("python",))
+    schema = get_json_schema(type(env).python)["function"]
+    assert schema["name"] == "python" and schema["parameters"]["required"] == ["program"]
+    env.reset()
+    assert env.python("print(6 * 7)").splitlines()[0] == "status: ok"
+    assert "42" in env.python("print(6 * 7)") and not env.done and not env.submitted
+    # the third call of a two-call budget is the turn's message: the evaluator answers next
+    assert "status:" not in env.python("print(1)") and not env.done
+    assert env.get_reward() == 0.0
+    code = RoleEpisodes(
+        lambda: flowzoo.make_env("single-code", dataset="stdio", tools=["run"]),
+        "solver",
+        None,
+        n_prompts=1,
+    )
+    cenv = code.environment_factory()
+    cenv.reset()
+    out = cenv.run("import sys\nprint(sum(map(int, sys.stdin.read().split())))")
+    assert out.startswith("status: ok") and "exit: 0" in out
+    assert cenv.run("print(1)", examples=[99]).startswith("status: refused")
+    none = RoleEpisodes(
+        lambda: flowzoo.make_env("eval-opt-math", tools=["python"], tool_roles=["evaluator"]),
+        "optimizer",
+        scripted(oracle_policy),
+        n_prompts=1,
+    )
+    assert none.tools == () and type(none.environment_factory()) is FlowzooToolEnv
+
+
 def test_trl_grpo_trainer_trains_the_aggregator(tiny_model):
     """A real TRL GRPOTrainer run: the rewards it logs are the workflow verifier's."""
     pytest.importorskip("trl")
