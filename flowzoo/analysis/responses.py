@@ -6,8 +6,8 @@ GRPO and Dr. MAS on the same groups, docs/training.md "Dr. MAS").
 
 Why here and read as declared: each compares two cells that differ only in the setting the
 sweep varies, paired by seed, with the test its file states (a paired t, two-sided, α =
-0.05); a report holding no such pair prints nothing, and a sweep that lost runs prints no
-verdict (:func:`flowzoo.analysis.conflict.missing_declared`).
+0.05); a report holding no such pair prints nothing, and a reading whose declared runs are
+not all in prints no verdict (:func:`flowzoo.analysis.conflict.missing_for`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
-from flowzoo.analysis.conflict import conflict_rows, missing_declared, paired_t_p
+from flowzoo.analysis.conflict import conflict_rows, missing_declared, missing_for, paired_t_p
 from flowzoo.analysis.findings import too_little
 from flowzoo.analysis.protocol import cell_label
 from flowzoo.analysis.records import DEFAULTS
@@ -71,6 +71,11 @@ def matched(stats: list, keys: tuple[str, ...], a: dict, b: dict) -> list[tuple[
     ]
 
 
+def _waits(missing: list[str], *cells: Any) -> bool:
+    """Whether a reading over ``cells`` waits for declared runs of their workflows."""
+    return bool(missing_for(missing, {c.key[1] for c in cells}))
+
+
 def _decided(d: float, h: float, p: float, gate: str | None, missing: bool) -> str:
     if missing:
         return "no verdict (runs missing)"
@@ -120,7 +125,7 @@ def _first_warning(run: Any) -> int | None:
     return min(a.step for a in alarms) if alarms else None
 
 
-def rollback_rows(stats: list, missing: bool) -> list[str]:
+def rollback_rows(stats: list, missing: list[str]) -> list[str]:
     """The rollback response against warning only (the same lr) and against warning only at
     half the lr (what a rollback to the first checkpoint amounts to): final accuracy,
     rollback - warn, paired by seed; beside it the steps each side ran, when it first
@@ -159,7 +164,7 @@ def rollback_rows(stats: list, missing: bool) -> list[str]:
             f"| {_label(w, keys)} | {arm} | {len(w.runs)} / {len(r.runs)} | {mean(w.final):.3f} | "
             f"{mean(r.final):.3f} | {d:+.3f} ± {h:.3f} | {steps[0]:.0f} / {steps[1]:.0f} | "
             f"{first} | {mean(len(_rollbacks(x)) for x in r.runs):.1f} | "
-            f"{len(firsts[0])} / {len(firsts[1])} | {_decided(d, h, p, gate, missing)} |"
+            f"{len(firsts[0])} / {len(firsts[1])} | {_decided(d, h, p, gate, _waits(missing, w, r))} |"
         )
     return out + [""]
 
@@ -181,7 +186,7 @@ def spike_ratio(run: Any) -> float | None:
     return max(norms) / median(norms)
 
 
-def spike_rows(stats: list, missing: bool) -> list[str]:
+def spike_rows(stats: list, missing: list[str]) -> list[str]:
     """Dr. MAS's claim: the log spike ratio under GRPO (one mean and std per group, pooled
     over roles) minus under Dr. MAS (the same groups split by role), paired by seed."""
     pairs = matched(stats, *SPIKES)
@@ -212,12 +217,12 @@ def spike_rows(stats: list, missing: bool) -> list[str]:
         out.append(
             f"| {_label(dm, SPIKES[0])} | {n} | {mean(ra.values()) if ra else math.nan:.2f} | "
             f"{mean(rb.values()) if rb else math.nan:.2f} | {d:+.3f} ± {h:.3f} | "
-            f"{_decided(d, h, p, gate, missing)} |"
+            f"{_decided(d, h, p, gate, _waits(missing, dm, gl))} |"
         )
     return out + [""]
 
 
-def fall_rows(stats: list, missing: bool) -> list[str]:
+def fall_rows(stats: list, missing: list[str]) -> list[str]:
     """The per-role running baseline against GRPO on the falls: runs that rose then fell
     (the report's rule), a two-sided Fisher exact test; the final accuracy paired by seed."""
     pairs = matched(stats, *FALLS)
@@ -238,7 +243,7 @@ def fall_rows(stats: list, missing: bool) -> list[str]:
         p = fisher_exact(fr, len(rb.runs), fg, len(g.runs))
         d, h, _, n = _paired(_by_seed(g, g.final), _by_seed(rb, rb.final))
         gate = too_little([g]) or too_little([rb])
-        if missing:
+        if _waits(missing, g, rb):
             verdict = "no verdict (runs missing)"
         elif gate:
             verdict = gate
@@ -258,12 +263,13 @@ def fall_rows(stats: list, missing: bool) -> list[str]:
 def declared_rows(stats: list, roots: list[Path]) -> list[str]:
     """Every declared sweep's reading (the conflict testbed's capture, the rollback, the
     spikes, the falls by estimator), each only where the report holds its pair of cells. A
-    sweep that lost runs (or is still running: its sweep.json names every declared run from
-    the start) gives no verdict in any of them."""
+    reading whose declared runs are not all in (lost, or still running: sweep.json names
+    every declared run from the start) gives no verdict."""
     n, missing = missing_declared(roots, {r.path.name for c in stats for r in c.runs})
-    m = bool(missing)
     out = conflict_rows(stats, n, missing)
-    return out + rollback_rows(stats, m) + spike_rows(stats, m) + fall_rows(stats, m)
+    return (
+        out + rollback_rows(stats, missing) + spike_rows(stats, missing) + fall_rows(stats, missing)
+    )
 
 
 __all__ = ["fall_rows", "matched", "declared_rows", "rollback_rows", "spike_ratio", "spike_rows"]

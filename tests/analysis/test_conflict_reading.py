@@ -86,10 +86,34 @@ def test_no_verdict_from_fewer_runs_than_declared(tmp_path):
         json.dumps({"sweep": "x", "runs": {}, "declared": names + ["voting-math-st-shared-s9"]})
     )
     sec = _section(tmp_path)
-    assert "No verdict" in sec and "1 of the 9 runs" in sec
+    assert "No verdict" in sec and "1 of the runs this test declared (of the 9" in sec
     assert "supported (p" not in sec and "no verdict (runs missing)" in sec
     (tmp_path / "sweep.json").write_text(json.dumps({"sweep": "x", "runs": {}, "declared": names}))
     assert "supported (p" in _section(tmp_path)
+
+
+def test_a_test_waits_for_its_own_workflows_runs_only(tmp_path):
+    """A sweep declares the capture test (Voting, Orch-Workers) beside a control (Eval-Opt):
+    the test is read once all of its runs are in, whatever of the control is missing; a
+    missing run of one of its workflows (Orch-Workers, not yet run at all) or one whose id
+    names no env holds back the whole Holm family."""
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58, 0.61], [0.3, 0.35, 0.28, 0.33])
+    names = sorted(p.name for p in tmp_path.iterdir())
+    control = [
+        f"env=eval_opt_math-policy={p}-seed={k}" for p in ("shared", "isolated") for k in (0, 1)
+    ]
+    orch = ["env=orch_workers_math-policy=shared-seed=0"]
+
+    def declare(extra):
+        rec = {"sweep": "x", "runs": {}, "declared": names + extra}
+        (tmp_path / "sweep.json").write_text(json.dumps(rec))
+        return _section(tmp_path)
+
+    assert "supported (p" in declare(control) and "No verdict" not in declare(control)
+    for waiting in (orch, ["extra3-policy=shared-seed=4"]):
+        sec = declare(control + waiting)
+        assert "no verdict (runs missing)" in sec and "supported (p" not in sec
+        assert "1 of the runs this test declared" in sec
 
 
 def test_unpaired_seeds_and_non_conflict_runs(tmp_path):

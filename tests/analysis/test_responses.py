@@ -194,3 +194,21 @@ def test_a_setting_whose_text_looks_like_a_lever_does_not_pair_cells(tmp_path):
         _fake_run(tmp_path / "same", f"r{seed}", "voting-math", "shared", seed, HELD, SH,
                   monitor_response="rollback", env_options=odd)  # fmt: skip
     assert len(matched(cell_stats(load_runs(tmp_path / "same"), window=2), *rollback)) == 1
+
+
+def test_a_reading_waits_for_the_runs_of_its_own_workflow_only(tmp_path):
+    """estimators-falls declares the spike pair on one workflow and the falls pair on
+    another: the spike reading is decided once its own runs are in, while the other
+    workflow's declared runs are still missing; one missing run of its own workflow (the
+    sweep wrote the env in the id) holds it back."""
+    calm = [[1.0 + 0.05 * (i % 3) for i in range(12)] for _ in range(4)]
+    spiky = [[1.0] * 5 + [6.0 + k] + [1.0] * 6 for k in range(4)]
+    _spike_runs(tmp_path, calm, spiky)
+    have = sorted(p.name for p in tmp_path.iterdir())
+    title = "Gradient-norm spikes: one normalisation across agents"
+    for other, verdict in (
+        ("env=eval_opt_math-algo=role_baseline-seed=0", "supported (p = "),
+        ("env=voting_math-algo=grpo-seed=9", "no verdict (runs missing)"),
+    ):
+        (tmp_path / "sweep.json").write_text(json.dumps({"declared": have + [other]}))
+        assert verdict in _section(tmp_path, title)
