@@ -10,11 +10,12 @@ the environment side and the config (which builds on the environment side) both 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Domain", "fault", "problem"]
+__all__ = ["Domain", "fault", "native", "problem"]
 
 _KINDS = {
     int: "an int",
@@ -60,7 +61,9 @@ class Domain:
         "a finite number >= 0"); empty when the type is the whole domain."""
         if self.lo is None and self.hi is None:
             return ""
-        if self.type is int:
+        if self.lo is None:  # an upper bound alone
+            s = f"<= {self.hi:,}" if self.type is int else f"a finite number <= {self.hi:g}"
+        elif self.type is int:
             s = f"in {self.lo:,}..{self.hi:,}" if self.hi is not None else f">= {self.lo}"
         elif self.hi is not None:
             s = f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]"
@@ -110,6 +113,23 @@ def _finite(x: float) -> bool:
         return False
 
 
+def native(value: Any, _depth: int = 0) -> Any:
+    """``value`` with every NumPy scalar (at any depth of dicts, lists and tuples) replaced by
+    its Python twin: ``np.int64(3)`` -> ``3``, ``np.bool_(True)`` -> ``True``. The type checks
+    then judge the Python value, so a NumPy bool is still refused where an int is meant."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.generic):
+        v = value.item()
+        if isinstance(v, np.floating):  # a longdouble's item() is itself: as a float
+            return float(v)
+        return v
+    if _depth > 8 or type(value) not in (dict, list, tuple):  # deeper: left to the type checks
+        return value
+    if isinstance(value, dict):
+        return {native(k, _depth + 1): native(v, _depth + 1) for k, v in value.items()}
+    return type(value)(native(v, _depth + 1) for v in value)
+
+
 def _show(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else repr(v)
 
@@ -128,6 +148,8 @@ def fault(v: Any, d: Domain) -> str | None:
         return "type"
     if d.type in (int, float) and not _in_range(v, d):
         return "range"
+    if d.type is str and "\0" in v:
+        return "nul"
     return None
 
 
@@ -143,7 +165,7 @@ def problem(path: str, v: Any, d: Domain, entry: bool = False) -> str | None:
         return None
     if why == "type":
         return f"{path} must be {d.kind}, got {v!r}"
-    if d.type is str and "\0" in v:
+    if why == "nul":
         return f"{path} must be {d.kind} without NUL characters, got {v!r}"
     if d.nonempty and not v:
         return f"{path} must be {d.kind}, not empty"

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+import flowzoo
 from flowzoo.agents.sweeps.runner import SweepSpec, expand
 from flowzoo.config import TrainConfig, load_config_file
 
@@ -582,3 +583,39 @@ def test_env_options_and_settings_share_one_domain_check():
     choice = DECLARED["reward_mode"].domain
     assert fault("teams", choice) == "choice" and fault(3, choice) == "type"
     assert DECLARED["max_cycles"].allowed() == "an int in 1..1,000,000 or None"
+
+
+def test_options_and_settings_take_mappings_and_numpy_values_and_refuse_nul():
+    """Found by a red team of the shared domain check (fresh inputs): any mapping is a dict
+    option's value (taken as a dict), a NumPy scalar a setting's or option's Python value (a
+    longdouble too, whose item() is itself), a NUL inside an option's string is refused where
+    it is given (not later, in a container's start), and a bound with no lower end words its
+    error instead of crashing on it."""
+    import types
+
+    import numpy as np
+
+    from flowzoo.envs.options import Opt
+
+    env = flowzoo.make_env(
+        "voting-code", sandbox_options=types.MappingProxyType({"timeout_s": 2.0})
+    )
+    assert env.family.sandbox.limits.timeout_s == 2.0
+    assert flowzoo.make_env("voting-math", role_weight=np.longdouble(0.5)) is not None
+    with pytest.raises(ValueError, match="image=.* holds a NUL character"):
+        flowzoo.make_env("voting-code", sandbox="docker", sandbox_options={"image": "py\0x"})
+    with pytest.raises(ValueError, match="k=20 is out of range; k must be an int <= 10"):
+        Opt("k", "int", "h", hi=10).validate(20)
+    with pytest.raises(TypeError, match="k must be a finite number <= 1"):
+        Opt("k", "float", "h", hi=1.0).validate("x")
+    cfg = TrainConfig(
+        steps=np.int64(10), lr=np.float32(1e-4), env_options={"role_weight": np.float32(0.5)}
+    )
+    assert type(cfg.steps) is int and type(cfg.lr) is float
+    assert type(cfg.env_options["role_weight"]) is float
+    assert (
+        cfg.identity()
+        == TrainConfig(
+            steps=10, lr=float(np.float32(1e-4)), env_options={"role_weight": 0.5}
+        ).identity()
+    )

@@ -25,6 +25,7 @@ from flowzoo.config.fields import Domain, check_fields, setting
 from flowzoo.config.files import read_config_file
 from flowzoo.config.presets import apply_preset
 from flowzoo.config.sharing import parse_policy_arg
+from flowzoo.domain import native
 from flowzoo.envs.registry import (  # MAX_TASKS: env's most
     MAX_TASKS,
     check_options,
@@ -446,6 +447,8 @@ class TrainConfig:
         all), then the rules that tie fields together, so nothing fails later deep inside a
         rollout (ZeroDivisionError, MemoryError, TypeError). Errors name the field, the bad
         value and the valid ones."""
+        for f in dataclasses.fields(self):  # a NumPy scalar is taken as its Python value
+            setattr(self, f.name, native(getattr(self, f.name)))
         check_fields(self)
         fold_role_maps(self)
         if self.problems_per_step * self.group_size > MAX_EPISODES_PER_STEP:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flowzoo.domain import Domain, fault
+from flowzoo.domain import Domain, fault, native
 from flowzoo.tasks.base import Task, TaskSet
 
 #: an option's kind -> the type its domain holds (other kinds: a custom check, or any value)
@@ -77,6 +76,8 @@ class Opt:
         d = self.domain
         if d is None:
             return value
+        if d.type is dict and isinstance(value, Mapping):
+            value = dict(value)  # any mapping (a MappingProxy, an OmegaConf table) as a dict
         why = fault(value, d)
         if why == "type":
             raise TypeError(
@@ -86,6 +87,8 @@ class Opt:
             raise ValueError(f"{bad} is not allowed; {self.name} must be {self.allowed()}")
         if why == "range":
             raise ValueError(f"{bad} is out of range; {self.name} must be {self.allowed()}")
+        if why == "nul":
+            raise ValueError(f"{bad} holds a NUL character; {self.name} must be {self.allowed()}")
         if d.type is float:
             return float(value)
         if d.type is int:
@@ -95,20 +98,6 @@ class Opt:
         if d.type is dict:
             return dict(value)
         return value
-
-
-def native(value: Any, _depth: int = 0) -> Any:
-    """``value`` with every NumPy scalar (at any depth of dicts, lists and tuples) replaced by
-    its Python twin: ``np.int64(3)`` -> ``3``, ``np.bool_(True)`` -> ``True``. The type checks
-    then judge the Python value, so a NumPy bool is still refused where an int is meant."""
-    np = sys.modules.get("numpy")
-    if np is not None and isinstance(value, np.generic):
-        return value.item()
-    if _depth > 8 or type(value) not in (dict, list, tuple):  # deeper: left to the type checks
-        return value
-    if isinstance(value, dict):
-        return {native(k, _depth + 1): native(v, _depth + 1) for k, v in value.items()}
-    return type(value)(native(v, _depth + 1) for v in value)
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
