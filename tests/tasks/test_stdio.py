@@ -53,6 +53,13 @@ def fam(request):
 SUM = [(f"{i} {i + 3}\n", f"{2 * i + 3}\n") for i in range(12)]
 
 
+def _patient(fam: CodeFamily) -> CodeFamily:
+    """The same judge with a case timeout far past one case's run, for a check that expects
+    cases to pass: on a loaded machine a spawned interpreter's start alone has taken over
+    the fixture's 1 s (whose short limit the timeout checks keep)."""
+    return CodeFamily(fam.sandbox, case_timeout_s=20.0)
+
+
 def test_outputs_match_normalises_whitespace_and_numbers():
     assert outputs_match("3\n", "3")
     assert outputs_match("  1 2   3 \n\n", "1 2 3\n")
@@ -96,7 +103,7 @@ def test_preview_is_distinct_for_long_outputs():
     ids=["ok", "buffer", "open0", "wrong", "crash", "timeout", "huge", "syntax", "kill-runner"],
 )
 def test_stdio_judge_in_the_sandbox(fam, program, passed, reason_part):
-    v = fam.score(stdio_task(SUM), fence(program))
+    v = (_patient(fam) if passed == 12 else fam).score(stdio_task(SUM), fence(program))
     assert v.details.get("passed", 0) == passed
     assert v.correct == (passed == 12)
     assert reason_part in v.reason
@@ -121,10 +128,7 @@ def test_early_stop_runs_one_chunk_of_hundreds(fam):
     task = stdio_task(many)
     wrong = fam.score(task, fence("print(int(input()) + 2)"))
     assert wrong.details["rounds"] == 1 and wrong.details["passed"] == 0
-    # a case timeout far past one case's run: on a loaded machine a spawned interpreter's
-    # start alone took over the fixture's 1 s once, and early stop then ended the round
-    patient = CodeFamily(fam.sandbox, case_timeout_s=20.0)
-    right = patient.score(task, fence("print(int(input()) + 1)"))
+    right = _patient(fam).score(task, fence("print(int(input()) + 1)"))
     assert right.correct and right.details["passed"] == 300
     full = CodeFamily(fam.sandbox, early_stop=False, partial_credit=True)
     half = full.score(task, fence("n = int(input())\nprint(n + 1 if n < 150 else n)"))
@@ -142,9 +146,10 @@ def test_time_budget_bounds_a_task(fam):
 
 
 def test_task_time_limit_and_float_tolerance(fam):
+    tol = stdio_task([("1\n", "0.3333333\n")], float_tol=1e-4)
+    assert _patient(fam).score(tol, fence("print(round(1/3, 5))")).correct
+    assert not fam.score(tol, fence("print(0.3)")).correct
     task = stdio_task([("1\n", "0.3333333\n")], float_tol=1e-4, time_limit=0.5)
-    assert fam.score(task, fence("print(round(1/3, 5))")).correct
-    assert not fam.score(task, fence("print(0.3)")).correct
     v = fam.score(task, fence("import time\ntime.sleep(2)\nprint(1/3)"))
     assert v.details["cases"][0][2] == "timeout"
 
@@ -159,7 +164,7 @@ def test_the_program_never_sees_expected_outputs(fam):
 
 
 def test_behaviour_classes_follow_outputs(fam):
-    task = stdio_task(SUM)
+    task, fam = stdio_task(SUM), _patient(fam)
     a = fam.score(task, fence("a, b = map(int, input().split())\nprint(a * b)"))
     b = fam.score(task, fence("x, y = map(int, input().split())\nprint(y * x)"))
     c = fam.score(task, fence("print(7)"))
@@ -167,6 +172,7 @@ def test_behaviour_classes_follow_outputs(fam):
 
 
 def test_every_generated_stdio_task_is_solved_by_its_canonical_program(fam):
+    fam = _patient(fam)
     for split, n in (("train", 120), ("test", 100)):
         tasks = stdio_tasks(n, split=split)
         verdicts = fam.score_pairs([(t, fam.reference_completion(t)) for t in tasks])
@@ -280,8 +286,10 @@ def test_no_case_reaches_the_runner_channel_or_outlives_its_limit(fam):
 
     forged = fam.score(stdio_task(SUM), fence(_FORGE))
     assert not forged.correct and forged.details["passed"] == 0, forged
-    daemon = fam.score(stdio_task(SUM[:4]), fence(_DAEMON))
+    daemon = _patient(fam).score(stdio_task(SUM[:4]), fence(_DAEMON))
     assert daemon.correct, daemon.details.get("cases")
     t0 = time.monotonic()
     held = fam.score(stdio_task(SUM[:3]), fence(_HOLD))
-    assert not held.correct and time.monotonic() - t0 < 6, held  # 1 s per case
+    # held to its 1 s case limit (the program would sleep 60 s); the bound leaves room for
+    # a loaded machine
+    assert not held.correct and time.monotonic() - t0 < 30, held
