@@ -149,6 +149,16 @@ def _verdict(x: dict, rejected: bool) -> str:
     return f"supported (p = {x['p']:.2g}, Holm)"
 
 
+def _in_protocol(run_id: str, proto: str) -> bool:
+    """Whether a declared run serves ``proto``'s test: an id naming ``update_matched=True``
+    only the control's, one naming it ``False`` only the study's, any other both (the Shared
+    runs are both protocols' Shared side; a sweep that fixed the setting names neither)."""
+    part = next((x for x in run_id.split("-") if x.startswith("update_matched=")), None)
+    if part is None:
+        return True
+    return (part == "update_matched=True") == (proto == "update-matched control")
+
+
 def conflict_rows(stats: list, n_declared: int, missing: list[str]) -> list[str]:
     """The report's section on the conflict testbed (empty when no conflict pair was run);
     ``n_declared``, ``missing``: :func:`missing_declared`'s reading of the sweeps."""
@@ -184,8 +194,9 @@ def conflict_rows(stats: list, n_declared: int, missing: list[str]) -> list[str]
         if x is not None:
             by_protocol.setdefault(_protocol(i), []).append(x)
     for proto, xs in sorted(by_protocol.items()):
+        waits = [m for m in missing if _in_protocol(m, proto)]
         for x, rej in zip(xs, holm([x["p"] for x in xs]), strict=True):
-            verdict = "no verdict (runs missing)" if missing else _verdict(x, rej)
+            verdict = "no verdict (runs missing)" if waits else _verdict(x, rej)
             out.append(
                 f"| {proto} | {x['label']} | {x['role']} | {x['iso']:.3f} | {x['shared']:.3f} | "
                 f"{x['diff']:+.3f} ({x['n']}) | {x['p']:.3g} | {x['acc']:+.3f} ± {x['acc_h']:.3f} | "

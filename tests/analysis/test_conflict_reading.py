@@ -116,6 +116,28 @@ def test_a_test_waits_for_its_own_workflows_runs_only(tmp_path):
         assert "1 of the runs this test declared" in sec
 
 
+def test_each_protocols_test_waits_for_its_own_runs(tmp_path):
+    """The update-matched control's Isolated runs serve only its test: one missing holds
+    back the control's reading, not the study protocol's; a missing run that names neither
+    protocol (a Shared run, both sides' partner) holds back both."""
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58, 0.61], [0.3, 0.35, 0.28, 0.33])
+    _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58, 0.61], [0.3, 0.35, 0.28, 0.33], True)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    um = "extra9-env=orch_workers_math-policy=isolated-update_matched=True-seed=5"
+
+    def rows(extra):
+        rec = {"sweep": "x", "runs": {}, "declared": names + [extra]}
+        (tmp_path / "sweep.json").write_text(json.dumps(rec))
+        sec = _section(tmp_path).splitlines()
+        study = next(x for x in sec if "study's protocol" in x and "voting-math" in x)
+        return study, next(x for x in sec if "update-matched" in x and "voting-math" in x)
+
+    study, control = rows(um)
+    assert "supported (p" in study and "no verdict (runs missing)" in control
+    study, control = rows("env=orch_workers_math-policy=shared-seed=5")
+    assert "no verdict (runs missing)" in study and "no verdict (runs missing)" in control
+
+
 def test_unpaired_seeds_and_non_conflict_runs(tmp_path):
     _pair_runs(tmp_path, "voting-math", [0.6, 0.62, 0.58], [0.3, 0.35, 0.28])
     # a fourth isolated seed with no shared partner: the declared test is paired
