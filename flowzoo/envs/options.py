@@ -29,8 +29,8 @@ _TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str,
 @dataclass(frozen=True)
 class Opt:
     """One option: its name, its one-line help and the values it takes. Those are a
-    :class:`~flowzoo.config.fields.Domain`, the description (and the type, choice and range
-    check, :func:`~flowzoo.config.fields.fault`) the config's settings use too: one
+    :class:`~flowzoo.domain.Domain`, the description (and the type, choice and range
+    check, :func:`~flowzoo.domain.fault`) the config's settings use too: one
     mechanism for both. An option adds whether None is allowed (``nullable``) and, for kinds
     a domain cannot express (a sandbox, a list of names), a custom ``check``."""
 

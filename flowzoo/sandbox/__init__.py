@@ -41,7 +41,7 @@ __all__ = [
     "Job",
     "Sandbox",
     "SandboxUnavailable",
-    "check_sandbox_options",
+    "check_backend_keys",
     "get_sandbox",
 ]
 
@@ -55,9 +55,11 @@ def _backend(name: str) -> tuple[type, type | None]:
     return getattr(mod, row.cls), (getattr(mod, row.limits) if row.limits else None)
 
 
-def check_sandbox_options(backend: str, options: dict) -> None:
-    """A ValueError naming any option ``backend`` does not take (checked when an env is made,
-    so a typo fails there, not at the first program run in the middle of training)."""
+def check_backend_keys(backend: str, options: dict) -> None:
+    """A ValueError naming any option key ``backend`` does not take (checked when a code
+    family is made, so a typo fails there, not at the first program run in the middle of
+    training). The keys only: an env checks every key and value of ``sandbox_options``
+    (:func:`flowzoo.envs.options.check_sandbox_options`) before it gets here."""
     cls, limits = _backend(backend)
     if not isinstance(options, dict):
         raise ValueError(f"sandbox_options must be a dict, got {type(options).__name__}")

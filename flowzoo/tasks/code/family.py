@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from flowzoo.sandbox import Sandbox, check_sandbox_options, get_sandbox
+from flowzoo.sandbox import Sandbox, check_backend_keys, get_sandbox
 from flowzoo.sandbox.forksafe import ForkLock
 from flowzoo.tasks.base import Task, Verdict
 from flowzoo.tasks.code import judge
@@ -220,7 +220,7 @@ class CodeFamily:
             self._backend, self._sandbox = None, sandbox
         self.sandbox_options = dict(sandbox_options or {})
         if self._backend is not None:
-            check_sandbox_options(self._backend, self.sandbox_options)
+            check_backend_keys(self._backend, self.sandbox_options)
         self.partial_credit = bool(partial_credit)
         for name, v in (
             ("test_timeout_s", test_timeout_s),
