@@ -108,6 +108,13 @@ class Run:
         return run_build(self.summary)
 
 
+#: what "±" is in the findings (every one is :func:`~flowzoo.analysis.findings.paired_by_seed`'s)
+FINDINGS_PM = (
+    "In the findings, ± is a 95% interval's half-width over seeds: a t interval of the "
+    "per-seed differences where both sides ran the same seeds (*paired*), else Welch's."
+)
+
+
 def read_record(path: Path, skipped: list[str]) -> dict | None:
     """A run's JSON record (``summary.json``, ``config.json``), or None with the reason added
     to ``skipped``: a file torn by a kill or a disk fault names itself, it does not fail the
@@ -548,7 +555,7 @@ def build_report(
         *protocol_rows(stats),
         "",
     ]
-    md += ["## Findings", ""] + [f"- {x}" for x in findings(stats)] + [""]
+    md += ["## Findings", "", FINDINGS_PM, ""] + [f"- {x}" for x in findings(stats)] + [""]
     md += behaviour_rows(stats)
     md += declared_rows(stats, roots)  # the declared sweeps' readings (conflict, rollback, ...)
     md += warning_rows(runs, DEFAULTS)  # the early warnings, per run
