@@ -183,8 +183,16 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     levers = {"steps": args.steps} if args.steps else {}
     levers |= {0: {}, 11: CODE_TESTBED, 12: CODE_TESTBED_12}[args.code_testbed]
     levers |= {"midtrain_seed": args.stage} if args.stage else {}
-    for scale in args.scale:
-        cfg = fast_config(scale) if args.fast else PretrainConfig(scale=scale, **levers)
+    cfgs = (
+        _named_builds(args, levers)
+        if args.model
+        else [
+            fast_config(scale) if args.fast else PretrainConfig(scale=scale, **levers)
+            for scale in args.scale
+        ]
+    )
+    for cfg in cfgs:
+        scale = cfg.scale
         t = time.time()
         path = ensure_tiny(cfg, cache_dir=args.cache_dir, shipped=False)
         meta = json.loads((path / "flowzoo_tiny.json").read_text())
@@ -218,6 +226,28 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         f"sweep {spec.name}: {len(rep['runs'])} runs, {len(failed)} failed, {rep['wall_s']:.0f}s -> {spec.out_dir}"
     )
     return 1 if failed else 0
+
+
+def _named_builds(args: argparse.Namespace, levers: dict) -> list:
+    """The builds ``--model`` names, through the registry (``flowzoo models``): a name
+    stands for its whole recipe, so the flags that pick one another way go without it."""
+    import dataclasses
+
+    from flowzoo.tiny.build import model_table
+    from flowzoo.tiny.recipe import named_config
+
+    other = [f for f, on in (("--scale", args.scale_given), ("--code-testbed", args.code_testbed),
+                             ("--stage", args.stage), ("--fast", args.fast), ("--ship", args.ship)) if on]  # fmt: skip
+    if other:
+        raise SystemExit(f"--model names a whole recipe; it goes without {', '.join(other)}")
+    out = []
+    for name in args.model:
+        cfg = named_config(name)
+        if cfg is None:
+            names = ", ".join(r["name"] for r in model_table())
+            raise SystemExit(f"--model {name!r} is no tiny build; valid: {names} (+ -stageN)")
+        out.append(dataclasses.replace(cfg, **levers) if levers else cfg)
+    return out
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -359,13 +389,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pt.add_argument("--fast", action="store_true", help="seconds-scale run for tests")
     pt.add_argument(
+        "--model",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="repeatable: build a named tiny model ahead (flowzoo models lists them, e.g. "
+        "tiny-s-conflict, tiny-m-conflict, tiny-s-code12-stage2); goes without --scale",
+    )
+    pt.add_argument(
         "--code-testbed",
         nargs="?",
         type=int,
         const=11,
         default=0,
         choices=(11, 12),
-        help="the code testbed: recipe 11 (tiny-s-code, the default) or 12 (tiny-s-code12)",
+        help="the older spelling of --model tiny-s-code (11, the default) / tiny-s-code12 (12)",
     )
     pt.add_argument(
         "--stage",
@@ -535,6 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(args, "scale"):  # pretrain-tiny: whether --scale was given (--model goes without)
+        args.scale_given = args.scale is not None
     if getattr(args, "scale", "unset") is None:  # --fast: the test model; else every scale
         args.scale = ["tiny-s"] if args.fast else ["tiny-s", "tiny-m", "tiny-l"]
     try:

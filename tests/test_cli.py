@@ -127,6 +127,29 @@ def test_pretrain_tiny_builds_the_code_recipe_it_names(flags, name, monkeypatch)
     assert [c.key() for c in asked] == [named_config(name).key()]
 
 
+def test_pretrain_tiny_builds_the_models_it_names(monkeypatch):
+    """`--model NAME` (repeatable) builds what the registry's name stands for (a conflict
+    build, a stage of a code recipe), with no recipe number on the command line; an unknown
+    name is refused naming the valid ones, and a flag that picks a recipe another way is
+    refused beside it, before anything is built."""
+    from flowzoo.tiny import build as tiny
+    from flowzoo.tiny.recipe import named_config
+
+    asked = []
+    monkeypatch.setattr(tiny, "ensure_tiny", lambda cfg, **_: asked.append(cfg) or _stop())
+    names = ["tiny-s-conflict", "tiny-s-code12-stage2"]
+    main(["pretrain-tiny", "--model", names[0], "--model", names[1], "--threads", "1"])
+    assert [c.key() for c in asked] == [named_config(names[0]).key()]
+    with pytest.raises(SystemExit, match="no tiny build; valid: .*tiny-s-conflict"):
+        main(["pretrain-tiny", "--model", "tiny-x"])
+    with pytest.raises(SystemExit, match="goes without --scale"):
+        main(["pretrain-tiny", "--model", names[0], "--scale", "tiny-s"])
+
+
+def _stop():
+    raise KeyboardInterrupt  # before anything is built
+
+
 @pytest.mark.parametrize("recipe", [[], ["12"]])
 @pytest.mark.parametrize("extra", [["--fast"], ["--ship"]])
 def test_the_code_testbed_is_neither_the_tests_model_nor_shipped(extra, recipe, capsys):
