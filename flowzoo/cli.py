@@ -183,13 +183,12 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     levers = {"steps": args.steps} if args.steps else {}
     levers |= {0: {}, 11: CODE_TESTBED, 12: CODE_TESTBED_12}[args.code_testbed]
     levers |= {"midtrain_seed": args.stage} if args.stage else {}
+    # no --scale: with --fast the tests' model, else every scale
+    scales = args.scale or (["tiny-s"] if args.fast else ["tiny-s", "tiny-m", "tiny-l"])
     cfgs = (
         _named_builds(args, levers)
         if args.model
-        else [
-            fast_config(scale) if args.fast else PretrainConfig(scale=scale, **levers)
-            for scale in args.scale
-        ]
+        else [fast_config(s) if args.fast else PretrainConfig(scale=s, **levers) for s in scales]
     )
     for cfg in cfgs:
         scale = cfg.scale
@@ -236,7 +235,7 @@ def _named_builds(args: argparse.Namespace, levers: dict) -> list:
     from flowzoo.tiny.build import model_table
     from flowzoo.tiny.recipe import named_config
 
-    other = [f for f, on in (("--scale", args.scale_given), ("--code-testbed", args.code_testbed),
+    other = [f for f, on in (("--scale", args.scale), ("--code-testbed", args.code_testbed),
                              ("--stage", args.stage), ("--fast", args.fast), ("--ship", args.ship)) if on]  # fmt: skip
     if other:
         raise SystemExit(f"--model names a whole recipe; it goes without {', '.join(other)}")
@@ -573,10 +572,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if hasattr(args, "scale"):  # pretrain-tiny: whether --scale was given (--model goes without)
-        args.scale_given = args.scale is not None
-    if getattr(args, "scale", "unset") is None:  # --fast: the test model; else every scale
-        args.scale = ["tiny-s"] if args.fast else ["tiny-s", "tiny-m", "tiny-l"]
     try:
         return int(args.fn(args) or 0)
     except (ValueError, FileNotFoundError, ImportError) as e:

@@ -71,14 +71,18 @@ def missing_declared(roots: list[Path], loaded: set[str]) -> tuple[int, list[str
     return len(declared), [x for x in declared if x not in loaded]
 
 
+def _id_value(run_id: str, key: str) -> str | None:
+    """The value a declared run id gives setting ``key`` (its ``key=value`` part, as the
+    sweep wrote it: values hold no ``-``), or None when the id names no such setting (the
+    sweep file fixed it for every run)."""
+    return next((x[len(key) + 1 :] for x in run_id.split("-") if x.startswith(f"{key}=")), None)
+
+
 def declared_workflow(run_id: str) -> str | None:
-    """The workflow a declared run id names (its ``env=`` part as the sweep wrote it, e.g.
-    ``env=orch_workers_math`` -> ``orch-workers``), or None when the id names no env (the
-    sweep file fixed one env for every run)."""
-    for part in run_id.split("-"):
-        if part.startswith("env=") and "_" in part:
-            return part[4:].rsplit("_", 1)[0].replace("_", "-")
-    return None
+    """The workflow a declared run id names (``env=orch_workers_math`` -> ``orch-workers``),
+    or None when the id names no env."""
+    env = _id_value(run_id, "env")
+    return env.rsplit("_", 1)[0].replace("_", "-") if env and "_" in env else None
 
 
 def missing_for(missing: list[str], workflows: set[str]) -> list[str]:
@@ -153,10 +157,10 @@ def _in_protocol(run_id: str, proto: str) -> bool:
     """Whether a declared run serves ``proto``'s test: an id naming ``update_matched=True``
     only the control's, one naming it ``False`` only the study's, any other both (the Shared
     runs are both protocols' Shared side; a sweep that fixed the setting names neither)."""
-    part = next((x for x in run_id.split("-") if x.startswith("update_matched=")), None)
-    if part is None:
+    value = _id_value(run_id, "update_matched")
+    if value is None:
         return True
-    return (part == "update_matched=True") == (proto == "update-matched control")
+    return (value == "True") == (proto == "update-matched control")
 
 
 def conflict_rows(stats: list, n_declared: int, missing: list[str]) -> list[str]:

@@ -131,6 +131,13 @@ def _improves(multi: list) -> str:
     )
 
 
+#: what "±" is in the findings (every one is :func:`paired_by_seed`'s)
+FINDINGS_PM = (
+    "In the findings, ± is a 95% interval's half-width over seeds: a t interval of the "
+    "per-seed differences where both sides ran the same seeds (*paired*), else Welch's."
+)
+
+
 def paired_by_seed(
     a: list[float], a_seeds: list, b: list[float], b_seeds: list
 ) -> tuple[float, float, bool]:

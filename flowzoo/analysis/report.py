@@ -25,7 +25,7 @@ from typing import Any
 from flowzoo.analysis.behaviour import behaviour_rows
 from flowzoo.analysis.builds import build_label, run_build
 from flowzoo.analysis.decompose import gain_rows
-from flowzoo.analysis.findings import MIN_EVALS, MIN_RUNS, RULES, findings
+from flowzoo.analysis.findings import FINDINGS_PM, MIN_EVALS, MIN_RUNS, RULES, findings
 from flowzoo.analysis.inputs import (
     check_knobs,
     check_out,
@@ -106,13 +106,6 @@ class Run:
     def build(self) -> str | None:
         """The digest of the weights build the run started from (None: not recorded)."""
         return run_build(self.summary)
-
-
-#: what "±" is in the findings (every one is :func:`~flowzoo.analysis.findings.paired_by_seed`'s)
-FINDINGS_PM = (
-    "In the findings, ± is a 95% interval's half-width over seeds: a t interval of the "
-    "per-seed differences where both sides ran the same seeds (*paired*), else Welch's."
-)
 
 
 def read_record(path: Path, skipped: list[str]) -> dict | None:

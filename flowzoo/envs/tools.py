@@ -153,13 +153,27 @@ def call_end(text: str) -> int | None:
     return close.end() + 1
 
 
+def toolbox_of(env: Any) -> Toolbox | None:
+    """The env's :class:`Toolbox` (through any wrapper), or None without tools."""
+    return getattr(getattr(env, "unwrapped", env), "toolbox", None)
+
+
+def tool_roles(env: Any) -> dict[str, tuple[str, ...]]:
+    """Role -> the tools it may call, as ``env``'s toolbox resolved its options (none
+    without tools): what a served player of a role is sent as OpenAI tool schemas
+    (:class:`~flowzoo.agents.models.endpoint.EndpointPolicy`), and the methods TRL's tool
+    env offers (:mod:`flowzoo.integrations.trl_adapter`)."""
+    tb = toolbox_of(env)
+    return {} if tb is None else {r: tb.names for r in env.roles if tb.allowed(r)}
+
+
 def calls_left(env: Any, agent: str) -> int:
     """How many tool calls ``agent`` may still make before its turn's message: 0 without
     tools, for a role without them, or once its running turn has spent ``max_tool_calls``
     (its next action is then its message, whatever it holds). An agent other than the one
     acting has not started its turn, so it has the whole budget."""
     env = getattr(env, "unwrapped", env)
-    tb = getattr(env, "toolbox", None)
+    tb = toolbox_of(env)
     if tb is None or not tb.allowed(env.role_of(agent)):
         return 0
     st = getattr(env, "_tools", None)

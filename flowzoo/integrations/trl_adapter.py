@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowzoo.envs.core import WorkflowEnv
-from flowzoo.envs.tools import running_calls
+from flowzoo.envs.tools import running_calls, tool_roles
 from flowzoo.envs.toolschema import call_text
 from flowzoo.envs.wrappers.single_agent import SingleAgentEnv
 
@@ -93,13 +93,11 @@ class RoleEpisodes:
         self.conversational = conversational
         probe = SingleAgentEnv(env_factory(), role, others)  # validates role and others
         self.tasks = list(probe.env.tasks)
-        tb = probe.env.toolbox
-        mine = {probe.env.role_of(a) for a in probe.agents}
+        roles = tool_roles(probe.env)
+        mine = [roles.get(probe.env.role_of(a), ()) for a in probe.agents]
         #: the env's tools the controlled role may call (each a method of its tool env)
-        self.tools: tuple[str, ...] = (
-            tuple(n for n in tb.names if n in _TOOL_METHODS)
-            if tb is not None and any(tb.allowed(r) for r in mine)
-            else ()
+        self.tools: tuple[str, ...] = tuple(
+            dict.fromkeys(n for names in mine for n in names if n in _TOOL_METHODS)
         )
         self.n_prompts = n_prompts
         self._states: dict[str, WorkflowEnv] = {}

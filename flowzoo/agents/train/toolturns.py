@@ -24,20 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowzoo.agents.train.segments import Segment
-from flowzoo.envs.tools import call_end, calls_left
-
-
-def toolbox_of(env: Any) -> Any:
-    """The env's :class:`~flowzoo.envs.tools.Toolbox`, or None without tools."""
-    return getattr(getattr(env, "unwrapped", env), "toolbox", None)
-
-
-def tool_roles(env: Any) -> dict[str, tuple[str, ...]]:
-    """Role -> the tools it may call, as ``env``'s toolbox resolved its options (none
-    without tools): what a served player of a role is sent as OpenAI tool schemas
-    (:class:`~flowzoo.agents.models.endpoint.EndpointPolicy`)."""
-    tb = toolbox_of(env)
-    return {} if tb is None else {r: tb.names for r in env.roles if tb.allowed(r)}
+from flowzoo.envs.tools import call_end, calls_left, tool_roles, toolbox_of
 
 
 def stop_at_call(policy: Any, g: Any) -> Any:
@@ -102,4 +89,4 @@ class ToolTurns:
                 self.waiting[i][a] = made[(i, a)]
 
 
-__all__ = ["ToolTurns", "stop_at_call", "toolbox_of"]
+__all__ = ["ToolTurns", "stop_at_call", "tool_roles", "toolbox_of"]
