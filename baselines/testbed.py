@@ -19,7 +19,7 @@ from pathlib import Path
 
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.threads import apply_threads
-from flowzoo.agents.train.checkpoint import weights_identity
+from flowzoo.agents.runs.weights import weights_identity
 from flowzoo.agents.train.testbed import behaviour_rates, measure_base
 from flowzoo.tiny.build import resolve_model
 

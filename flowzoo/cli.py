@@ -170,18 +170,13 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
     from flowzoo.agents.models.threads import apply_threads
     from flowzoo.tiny.build import ensure_tiny, ship
-    from flowzoo.tiny.recipe import (
-        CODE_TESTBED,
-        CODE_TESTBED_12,
-        PretrainConfig,
-        fast_config,
-    )
+    from flowzoo.tiny.recipe import RECIPES, PretrainConfig, fast_config
 
     if (args.code_testbed or args.stage) and (args.fast or args.ship):  # tests'; the default
         raise SystemExit("--code-testbed and --stage go with neither --fast nor --ship")
     apply_threads(args.threads)  # a build keeps it (its own pick is only the default)
     levers = {"steps": args.steps} if args.steps else {}
-    levers |= {0: {}, 11: CODE_TESTBED, 12: CODE_TESTBED_12}[args.code_testbed]
+    levers |= {0: {}, 11: RECIPES["-code"].levers, 12: RECIPES["-code12"].levers}[args.code_testbed]
     levers |= {"midtrain_seed": args.stage} if args.stage else {}
     # no --scale: with --fast the tests' model, else every scale
     scales = args.scale or (["tiny-s"] if args.fast else ["tiny-s", "tiny-m", "tiny-l"])
@@ -258,7 +253,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         print(f"{r['name']:<20} key {r['key']}  parent {r['parent']:<12}  {r['status']}")
-        print(f"{'':<20} {r['what']} ({r['docs']})")
+        print(f"{'':<20} recipe {r['recipe']} ({r['recipe_status']}): {r['what']} ({r['docs']})")
     print("any name + -stageN: another behaviour stage of its recipe; a local path: any checkpoint")
     return 0
 

@@ -25,7 +25,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         )
     # --temperature, --samples, --episodes and the other numbers: checked as parsed
     from flowzoo.agents.models.threads import apply_threads
-    from flowzoo.agents.train.checkpoint import check_weights
+    from flowzoo.agents.runs.weights import check_weights
     from flowzoo.agents.train.evaldata import EvalData
     from flowzoo.agents.train.evaluate import evaluate_env, is_run_dir, model_policies
 

@@ -18,7 +18,7 @@ SHORT = 12
 
 def build_digest(identity: Any) -> str | None:
     """One sha256 over a weights identity's files (``{"sha256": {name: hex}}``, as
-    :func:`flowzoo.agents.train.checkpoint.weights_identity` records it): each file's name
+    :func:`flowzoo.agents.runs.weights.weights_identity` records it): each file's name
     and digest, in name order. None when the record holds no per-file digests (an older
     record, or weights past the hashing limit, recorded by size only)."""
     files = identity.get("sha256") if isinstance(identity, dict) else None

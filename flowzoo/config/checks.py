@@ -8,7 +8,7 @@ import json
 import warnings
 from typing import Any
 
-from flowzoo.config.sharing import refuse_unknown_roles, role_map
+from flowzoo.config.sharing import refuse_unknown_roles
 from flowzoo.envs.registry import env_agents, list_envs
 
 #: the older per-role maps, folded into ``role_settings`` (which wins) when a config is made
@@ -84,11 +84,10 @@ def check_policy(cfg: Any) -> None:
             f"{type(cfg.policy).__name__} {cfg.policy!r}"
         )
     roles = list(dict.fromkeys(env_agents(cfg.env, **cfg.env_options).values()))
-    sharing = cfg.sharing
-    if isinstance(sharing, dict):
-        refuse_unknown_roles(sharing, roles, "policy map")
     try:
-        role_map(roles, sharing)
+        sharing = cfg.sharing
+        refuse_unknown_roles(dict(sharing.names), roles, "policy map")
+        sharing.role_map(roles)
     except ValueError as e:
         raise ValueError(f"policy={cfg.policy!r}: {e}") from None
 

@@ -12,6 +12,7 @@ place, then the few rules that tie fields together.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -24,7 +25,7 @@ from flowzoo.config.checks import check_estimator, check_policy, fold_role_maps
 from flowzoo.config.fields import Domain, check_fields, setting
 from flowzoo.config.files import read_config_file
 from flowzoo.config.presets import apply_preset
-from flowzoo.config.sharing import parse_policy_arg
+from flowzoo.config.sharing import Sharing
 from flowzoo.domain import native
 from flowzoo.envs.registry import (  # MAX_TASKS: env's most
     MAX_TASKS,
@@ -80,6 +81,9 @@ NON_NEGATIVE = Domain(float, lo=0)
 #: what ``role_settings`` may set per role, and each one's domain: the run-wide field's
 #: (filled in below the class, from the fields), except ``max_new_tokens`` (>= 1) and ``stop``
 ROLE_SETTINGS: dict[str, Domain] = {}
+
+#: the policy text -> its typed value, parsed once per distinct text
+_parsed_sharing = functools.lru_cache(maxsize=64)(Sharing.parse)
 
 
 def eval_temperature(eval_temp: float, temperature: float) -> float:
@@ -521,9 +525,10 @@ class TrainConfig:
         return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * frac)))
 
     @property
-    def sharing(self) -> str | dict[str, str]:
-        """``policy`` read (the one place): ``"shared"``, ``"isolated"`` or role -> name."""
-        return parse_policy_arg(self.policy)
+    def sharing(self) -> Sharing:
+        """``policy`` as its typed value (:class:`~flowzoo.config.sharing.Sharing`), parsed
+        once per text: every reader of the choice asks this, none parses the string."""
+        return _parsed_sharing(self.policy)
 
     @property
     def run_dir(self) -> str:

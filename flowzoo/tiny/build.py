@@ -34,8 +34,8 @@ from flowzoo.agents.models.threads import apply_threads
 from flowzoo.tiny.corpus import corpus_digest, corpus_fingerprint, make_corpus
 from flowzoo.tiny.pretrain import train_loop
 from flowzoo.tiny.recipe import (
-    NAMED_RECIPES,
     RECIPE_VERSION,
+    RECIPES,
     SCALES,
     PretrainConfig,
     fast_config,
@@ -428,21 +428,20 @@ def resolve_model(model: str, fast: bool = False) -> str:
     if not Path(model).exists():
         raise FileNotFoundError(
             f"model {model!r} is neither a tiny scale ({', '.join(SCALES)}), a scale's code "
-            f"testbed or role-conflict build ({', '.join(s + x for x in NAMED_RECIPES for s in SCALES)}), either with "
+            f"testbed or role-conflict build ({', '.join(s + x for x in RECIPES if x for s in SCALES)}), either with "
             "-stageN, nor a local path"
         )
     return model
 
 
 def model_table() -> list[dict[str, str]]:
-    """Every tiny model name a user can type (each scale, each with each recipe suffix): its
-    recipe key, what it continues (its parent build's key), what it is for, and whether it is
-    shipped, built in the cache, or built on first use. Why: a name is a recipe, and a run
-    record's name says which build only through this key."""
-    from flowzoo.tiny.recipe import RECIPE_NOTES, named_config
-
+    """Every tiny model name a user can type (each scale, each with each recipe suffix of the
+    registry, :data:`~flowzoo.tiny.recipe.RECIPES`): its recipe key, what it continues (its
+    parent build's key), the study's recipe number, what it is for, whether it is current,
+    and whether it is shipped, built in the cache, or built on first use. Why: a name is a
+    recipe, and a run record's name says which build only through this key."""
     rows = []
-    for suffix, (what, docs) in RECIPE_NOTES.items():
+    for suffix, recipe in RECIPES.items():
         for scale in SCALES:
             cfg = named_config(scale + suffix)
             if cfg is None:
@@ -461,9 +460,11 @@ def model_table() -> list[dict[str, str]]:
                     "name": scale + suffix,
                     "key": key,
                     "parent": parent,
+                    "recipe": recipe.number,
+                    "recipe_status": recipe.status,
                     "status": status,
-                    "what": what,
-                    "docs": docs,
+                    "what": recipe.what,
+                    "docs": recipe.docs,
                 }
             )
     return rows

@@ -15,7 +15,9 @@ from typing import Any
 
 from flowzoo.envs.registry import study_envs
 
-#: Bump when the corpus recipe, prompts or tokenizer change: it is part of the cache key.
+#: The cache key's format version: bumped when the corpus, prompts or tokenizer change, so an
+#: old build is never loaded for a new recipe. Not the study's recipe number (the shipped
+#: tiny-s is recipe 10 under key version 7): the registry below gives both, docs/models.md why.
 RECIPE_VERSION = 7
 
 SCALES: dict[str, dict] = {
@@ -42,24 +44,15 @@ SCALES: dict[str, dict] = {
         intermediate_size=768,
     ),
 }
-#: per-scale training budget on 2 CPU cores: (steps, batch size), chosen so each base model
-#: lands near the 20-60% band on math and code and RL has room to help and to hurt. The math
-#: and code corpus needs ~2.5x the math-only steps (tiny-s: 1,300 steps 0.20 voting-math /
-#: 0.10 voting-code greedy, 2,400 steps 0.27 / 0.70; docs/models.md); tiny-m learned no
-#: faster per step than tiny-s before, tiny-l faster. Only tiny-s is measured on recipe 4.
-#: tiny-m at 2,400 steps on recipe 9 learned every step fact (0.996 in context) and not to
-#: chain them (worked answers right 0.05-0.29, docs/testbed.md): it gets tiny-s's 5,000 steps
+#: per-scale pretraining budget on 2 CPU cores, (steps, batch size): each base lands near the
+#: 20-60% band on math and code, so RL has room to help and to hurt (docs/models.md)
 BUDGETS: dict[str, tuple[int, int]] = {
     "tiny-s": (5000, 16),
     "tiny-m": (5000, 16),
     "tiny-l": (2000, 16),
 }
-#: the mid-training corpus's per-role shortcut rates. Recipe 7 played every role 50/50 and
-#: tiny-s learned 0.07 (aggregator), 0.28 (evaluator), 0.73 (orchestrator) and 0.87
-#: (synthesizer) considered; these lean each coordinating role back toward the 40-60% band.
-#: Recipe 9's (docs/testbed.md, "Calibration"): the synthesizer's rule is the hardest to
-#: move (0.98 in the corpus's contested turns reads 0.58 considered), the solving roles'
-#: rates move together and steeply (0.46 -> 0.57, 0.52 -> 0.32 at a constant lr)
+#: the behaviour stage's per-role shortcut rates: each coordinating role leant back toward
+#: the 40-60% band it reads at (docs/testbed.md, "Calibration")
 MIDTRAIN_SHORTCUT_RATES: dict[str, float] = {
     "solver": 0.5,
     "optimizer": 0.53,
@@ -69,29 +62,44 @@ MIDTRAIN_SHORTCUT_RATES: dict[str, float] = {
     "orchestrator": 0.52,
     "synthesizer": 0.98,
 }
-#: recipe 10's per-role drills (``PretrainConfig.role_drills``): the synthesizer's contested
-#: turns are rare (solution 1 and the considered pick disagree in ~7% of Orch-Workers
-#: episodes), so recipe 9's drills gave it ~580 rows of its own rule against ~1,000 of the
-#: aggregator's like-looking pick, and it read 0.78 considered at a 0.98 corpus shortcut rate.
-#: Drill episodes of its own, measured on tiny-s (200 held-out problems x 8, docs/testbed.md):
-#: 8,000 -> 0.66 [0.57, 0.75], 14,000 -> 0.55 [0.43, 0.65] (x16: 0.54 [0.48, 0.61]),
-#: 24,000 -> 0.38 [0.30, 0.47]; every other role stayed in band
+#: drill episodes of a role's own contested turns (``PretrainConfig.role_drills``): the
+#: synthesizer's are rare in its env (docs/testbed.md, "Calibration")
 MIDTRAIN_ROLE_DRILLS: dict[str, int] = {"synthesizer": 14000}
-#: per-scale changes to ``MIDTRAIN_SHORTCUT_RATES``: tiny-m follows its synthesizer drills far
-#: more closely than tiny-s (at 0.98 it read 0.00 considered; 0.60 -> 0.28, 0.55 -> 0.37,
-#: 0.52 -> 0.49 [0.42, 0.55], 0.50 -> 0.65; 200 held-out problems x 8, docs/testbed.md).
-#: Applied where a config keeps the default rates
+#: per-scale changes to ``MIDTRAIN_SHORTCUT_RATES``, applied where a config keeps the default
+#: rates: tiny-m follows its synthesizer drills far more closely than tiny-s (docs/testbed.md)
 MIDTRAIN_SCALE_RATES: dict[str, dict[str, float]] = {"tiny-m": {"synthesizer": 0.52}}
 #: forward-pass precision per scale (bf16 autocast uses the CPU's AMX/AVX512-BF16 units)
 PRECISION: dict[str, str] = {"tiny-s": "fp32", "tiny-m": "fp32", "tiny-l": "bf16"}
 MATH_ENVS = study_envs("math") + ("single-math",)
-#: recipe 11, the code testbed (docs/testbed-code.md): recipe 10 with the code half written by
-#: the testbed expert on the guarded tasks, a longer stage to teach them, the code side of the
-#: coordination drills and per-role code shortcut rates (without the last two the aggregator
-#: read 0.06, the evaluator 0.28, the synthesizer 0.77; with them 0.20, 0.44, 0.57). Not the
-#: default: it moves the math aggregator and synthesizer out of their band (0.34, 0.16), so
-#: tiny-s stays recipe 10 and ``<scale>-code`` names this build (``--model tiny-s-code``)
-CODE_TESTBED: dict[str, Any] = {
+#: what a behaviour stage may continue from (``PretrainConfig.stage_parent``)
+STAGE_PARENTS = ("base", "default")
+#: what the code half of a corpus can be (``PretrainConfig.code_tasks``)
+CODE_TASKS = ("guarded", "funcs+stdio")
+CODE_ENVS = study_envs("code")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One named tiny build: what a model name's suffix stands for. Why one table: a user
+    types a name, a run record stamps that name with the build's key, and the docs and
+    results speak of recipe numbers; this row is where the three meet."""
+
+    #: what follows a scale in the model name (``""``: the scale's default build)
+    suffix: str
+    #: the study's number for the recipe (docs and results use it; the key does not)
+    number: str
+    #: the :class:`PretrainConfig` fields this build sets (the rest: the defaults)
+    levers: dict[str, Any]
+    #: what the build is for
+    what: str
+    #: where its behaviour rates and calibration are measured
+    docs: str
+    #: ``current`` (today's results are read on it) or ``superseded by ...`` (older results
+    #: name it, so its name keeps building it)
+    status: str = "current"
+
+
+_CODE_11: dict[str, Any] = {
     "code_tasks": "guarded",
     "midtrain_steps": 1500,
     "code_drills": 1200,
@@ -102,65 +110,61 @@ CODE_TESTBED: dict[str, Any] = {
         "worker": 0.3,
     },
 }
-#: recipe 12 (docs/testbed-code.md, "Recipe 12"): recipe 11 with the aggregator's rule
-#: drilled (2,500 episodes of its own contested turns, its corpus shortcut 0.27 -> 0.08:
-#: recipe 11's aggregator read 0.21) and the solver's and optimizer's rates nudged to hold
-#: them in band beside it (0.48, 0.47). A recipe of its own, ``<scale>-code12``, because every
-#: code result before it is recipe 11's and its name must keep building recipe 11
-CODE_TESTBED_12: dict[str, Any] = {
-    **CODE_TESTBED,
-    "code_shortcut_rates": {
-        **CODE_TESTBED["code_shortcut_rates"],
-        "aggregator": 0.08,
-        "solver": 0.48,
-        "optimizer": 0.47,
-    },
-    "code_role_drills": {"aggregator": 2500},
-}
-#: the suffix of a model name -> the code recipe it builds at that scale
-CODE_RECIPES: dict[str, dict[str, Any]] = {"-code": CODE_TESTBED, "-code12": CODE_TESTBED_12}
 #: the envs whose final role answers briefly in the role-conflict testbed (their option)
 CONFLICT_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "voting-math": {"conflict": True},
     "orch-workers-math": {"conflict": True},
 }
-#: the role-conflict testbed (docs/testbed-conflict.md): a stage on the scale's default build
-#: (the shipped tiny-s: its primitives and priors measured), its corpus re-written with
-#: Voting's and Orch-Workers' final roles answering briefly (a bare answer: the opposite of
-#: the solvers' and workers' worked steps, on the same surface), the final role's prompt
-#: naming each candidate's answer (``Workflow.candidate_line``). The copying primitive takes
-#: 12,000 copy drills each (bare rows only) and 3,000 steps: 4,000 drills and 1,200 steps
-#: copied 0.89 when adopting; 12,000 with 2,400 steps 0.95 / 0.92 but answered bare 0.69 /
-#: 0.72, so both final roles' menus are also played at a re-work rate of 0.95 in 10,000
-#: drill episodes each of their own (every turn of theirs contested): bare 0.39 / 0.51,
-#: adopted copy 0.97 / 0.91 (build-36306e839923.json); 16,000 copy drills, 12,000 each of
-#: the final roles' and 3,600 steps: bare 0.46 / 0.50, adopted copy 0.96 / 0.95 (the build
-#: this names; tiny-s-conflict.json, all in baselines/results/conflict-calibration/)
-CONFLICT_TESTBED: dict[str, Any] = {
-    "env_options": CONFLICT_ENV_OPTIONS,
-    "stage_parent": "default",
-    "midtrain_steps": 3600,
-    "role_shortcut_rates": {**MIDTRAIN_SHORTCUT_RATES, "aggregator": 0.95, "synthesizer": 0.95},
-    "role_drills": {"aggregator": 12000, "synthesizer": 12000},
-    "copy_drills": 16000,
+#: every named build, by suffix: ``flowzoo models`` lists it, :func:`named_config` reads it.
+#: Each lever's value and what it measured are in the build's docs page
+RECIPES: dict[str, Recipe] = {
+    r.suffix: r
+    for r in (
+        Recipe("", "10", {}, "the math testbed: every role's behaviour in band", "docs/testbed.md"),
+        Recipe(
+            "-code",
+            "11",
+            _CODE_11,
+            "the code testbed on the guarded tasks (moves the math final roles out of band)",
+            "docs/testbed-code.md",
+            "superseded by -code12 (kept: recipe 11's results name it)",
+        ),
+        Recipe(
+            "-code12",
+            "12",
+            {
+                **_CODE_11,
+                "code_shortcut_rates": {
+                    **_CODE_11["code_shortcut_rates"],
+                    "aggregator": 0.08,
+                    "solver": 0.48,
+                    "optimizer": 0.47,
+                },
+                "code_role_drills": {"aggregator": 2500},
+            },
+            "the code testbed with the aggregator's rule drilled",
+            "docs/testbed-code.md",
+        ),
+        Recipe(
+            "-conflict",
+            "conflict",
+            {
+                "env_options": CONFLICT_ENV_OPTIONS,
+                "stage_parent": "default",
+                "midtrain_steps": 3600,
+                "role_shortcut_rates": {
+                    **MIDTRAIN_SHORTCUT_RATES,
+                    "aggregator": 0.95,
+                    "synthesizer": 0.95,
+                },
+                "role_drills": {"aggregator": 12000, "synthesizer": 12000},
+                "copy_drills": 16000,
+            },
+            "the role-conflict testbed: final roles answer bare, solvers work the steps",
+            "docs/testbed-conflict.md",
+        ),
+    )
 }
-#: every suffix a model name may carry -> its recipe's levers (code recipes and the conflict)
-NAMED_RECIPES: dict[str, dict[str, Any]] = {**CODE_RECIPES, "-conflict": CONFLICT_TESTBED}
-#: what each named build is for and where it is measured (``flowzoo models`` lists them)
-RECIPE_NOTES: dict[str, tuple[str, str]] = {
-    "": ("the math testbed (recipe 10): every role's behaviour in band", "docs/testbed.md"),
-    "-code": ("the code testbed, recipe 11 (guarded tasks)", "docs/testbed-code.md"),
-    "-code12": ("the code testbed, recipe 12 (the aggregator drilled)", "docs/testbed-code.md"),
-    "-conflict": (
-        "the role-conflict testbed: final roles answer bare, solvers work the steps",
-        "docs/testbed-conflict.md",
-    ),
-}
-#: what a behaviour stage may continue from (``PretrainConfig.stage_parent``)
-STAGE_PARENTS = ("base", "default")
-#: what the code half of a corpus can be (``PretrainConfig.code_tasks``)
-CODE_TASKS = ("guarded", "funcs+stdio")
-CODE_ENVS = study_envs("code")
 
 
 @dataclass
@@ -371,7 +375,7 @@ OLD_KEY_FIELDS: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 def named_config(name: str) -> PretrainConfig | None:
     """The recipe a tiny model name stands for: a scale (``tiny-s``: the default recipe) or a
-    scale with a suffix of :data:`NAMED_RECIPES` (``tiny-s-code``: the code testbed, recipe 11;
+    scale with a suffix of :data:`RECIPES` (``tiny-s-code``: the code testbed, recipe 11;
     ``tiny-s-code12``: recipe 12; ``tiny-s-conflict``: the role-conflict testbed), either
     followed by ``-stageN``: another behaviour stage of
     the same recipe (``midtrain_seed=N``; ``-stage0`` is the bare name). None for any other
@@ -382,9 +386,9 @@ def named_config(name: str) -> PretrainConfig | None:
     cfg = None
     if stem in SCALES:
         cfg = PretrainConfig(scale=stem)
-    for suffix, levers in NAMED_RECIPES.items():
-        if stem.endswith(suffix) and stem.removesuffix(suffix) in SCALES:
-            cfg = PretrainConfig(scale=stem.removesuffix(suffix), **levers)
+    for suffix, recipe in RECIPES.items():
+        if suffix and stem.endswith(suffix) and stem.removesuffix(suffix) in SCALES:
+            cfg = PretrainConfig(scale=stem.removesuffix(suffix), **recipe.levers)
     if cfg is None or not stage:
         return cfg
     if not cfg.midtrain_steps:

@@ -12,7 +12,7 @@ import pytest
 import flowzoo
 from flowzoo.envs.scripted import BehaviourPolicy, play_episode
 from flowzoo.tiny.corpus import make_corpus
-from flowzoo.tiny.recipe import NAMED_RECIPES, PretrainConfig, named_config
+from flowzoo.tiny.recipe import RECIPES, PretrainConfig, Recipe, named_config
 
 
 def _small(**kw) -> PretrainConfig:
@@ -281,7 +281,7 @@ def test_a_stage_name_is_another_stage_of_the_same_recipe():
     assert named_config("tiny-s-code12-stage02") is None  # one name per stage, not two
     with pytest.raises(ValueError, match="no behaviour stage"):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setitem(NAMED_RECIPES, "-flat", {"midtrain_steps": 0})
+            mp.setitem(RECIPES, "-flat", Recipe("-flat", "x", {"midtrain_steps": 0}, "", ""))
             named_config("tiny-s-flat-stage1")
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -209,5 +210,9 @@ def test_models_lists_every_name_with_its_key_and_status(capsys):
     for name in ("tiny-m", "tiny-s-code12", "tiny-s-conflict", "tiny-m-conflict"):
         assert rows[name]["key"] == named_config(name).key()
     assert rows["tiny-s-conflict"]["parent"] == rows["tiny-s"]["key"]
+    # the registry is the one table: every row's number, status and page reach the listing
+    assert rows["tiny-s"]["recipe"] == "10" and rows["tiny-s-code12"]["recipe"] == "12"
+    assert rows["tiny-s-code"]["recipe_status"].startswith("superseded by -code12")
+    assert all((Path(__file__).parents[2] / r["docs"]).is_file() for r in rows.values())
     assert main(["models"]) == 0
     assert "docs/testbed-conflict.md" in capsys.readouterr().out

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from flowzoo.agents.models.params import (
+from flowzoo.agents.models.parameterisation import (
     AdapterPolicy,
     LoadSettings,
     LoraSettings,
@@ -31,7 +31,7 @@ from flowzoo.agents.models.params import (
 )
 from flowzoo.agents.models.policy import Policy
 from flowzoo.agents.models.sharding import local
-from flowzoo.config.sharing import SHARING, refuse_unknown_roles, role_map
+from flowzoo.config.sharing import SHARING, Sharing, refuse_unknown_roles
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Players:
 
 def plan_roles(
     roles: list[str],
-    sharing: str | dict[str, str],
+    sharing: Sharing | str | dict[str, str],
     role_models: dict[str, str] | None = None,
     frozen_roles: list[str] | tuple[str, ...] = (),
 ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
@@ -65,7 +65,7 @@ def plan_roles(
 
     role_models = dict(role_models or {})
     refuse_unknown_roles([*role_models, *frozen_roles], roles, "role_models/frozen_roles")
-    mapping = role_map(roles, sharing)
+    mapping = Sharing.parse(sharing).role_map(roles)
     frozen: dict[str, str] = {}
     own: dict[str, str] = {}
     for role in roles:
@@ -89,13 +89,13 @@ def plan_roles(
 
 class PolicyRouter:
     """Role -> policy: owns the trainable policies (through their parameterisation,
-    :mod:`flowzoo.agents.models.params`), the fixed players and the reference policy."""
+    :mod:`flowzoo.agents.models.parameterisation`), the fixed players and the reference policy."""
 
     def __init__(
         self,
         model_path: str | os.PathLike,
         roles: list[str],
-        sharing: str | dict[str, str] = "shared",
+        sharing: Sharing | str | dict[str, str] = "shared",
         param: str = "full",
         lora: LoraSettings | None = None,
         load: LoadSettings | None = None,
@@ -225,11 +225,11 @@ def _fixed_players(
 
 __all__ = [
     "SHARING",
+    "Sharing",
     "AdapterPolicy",
     "LoadSettings",
     "LoraSettings",
     "Players",
     "PolicyRouter",
     "plan_roles",
-    "role_map",
 ]

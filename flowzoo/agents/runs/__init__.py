@@ -9,9 +9,11 @@ learn, and the two were ~2,000 lines each in one folder. What is here:
 - ``safefile.py``: the safe writes every record goes through;
 - ``runlog.py``: ``metrics.jsonl``, the progress line and the run's log streams;
 - ``signals.py``: SIGINT / SIGTERM / SIGHUP as one interrupt;
-- ``trackers.py``: wandb, MLflow, trackio, TensorBoard (``report_to``).
+- ``trackers.py``: wandb, MLflow, trackio, TensorBoard (``report_to``);
+- ``weights.py``: a model folder's weight files, hashed (which build a run started from)
+  and checked loadable before a model is built on them.
 
 Checkpoints stay with the learning (``agents/train/checkpoint.py``): they save the learner's
-state (optimizer, sharded weights) and read the process layout. Nothing here imports the
-training side.
+state (optimizer, sharded weights) and read the process layout; their files' digests are
+read with ``weights.stream_sha256``. Nothing here imports the training side.
 """

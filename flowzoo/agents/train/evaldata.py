@@ -122,7 +122,6 @@ class EvalData:
         trained one policy for every role (they play it: the line returned says so)."""
         if self.cfg is None:
             return None
-        from flowzoo.config.sharing import role_map
         from flowzoo.envs.registry import env_agents
 
         ran = list(dict.fromkeys(env_agents(self.cfg.env, **self.cfg.env_options).values()))
@@ -130,7 +129,7 @@ class EvalData:
         missing = [r for r in roles if r not in ran and r not in role_models]
         if not missing:
             return None
-        names = set(role_map(ran, self.cfg.sharing).values())
+        names = set(self.cfg.sharing.role_map(ran).values())
         if len(names) == 1 and not self.cfg.frozen and not self.cfg.role_models:
             return (
                 f"{env_id}: roles {missing} were never trained by {self.model} ({self.cfg.env}); "

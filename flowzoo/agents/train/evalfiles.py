@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flowzoo.agents.runs.safefile import _umask
-from flowzoo.agents.train.checkpoint import weights_identity
+from flowzoo.agents.runs.weights import weights_identity
 from flowzoo.analysis.builds import SHORT, build_digest, run_build
 
 

@@ -230,7 +230,7 @@ def run_policies(run_dir: str | Path, device: str = "cpu") -> tuple[str, dict, C
     """A training run's trained policies, routed as in training: (env id, env options,
     ``policy_for``). Full fine-tuning loads ``final/<policy>``; LoRA loads the base model
     once and each policy's adapter from ``final/adapters``."""
-    from flowzoo.agents.models.params import AdapterPolicy
+    from flowzoo.agents.models.parameterisation import AdapterPolicy
     from flowzoo.agents.models.players import frozen_player
     from flowzoo.agents.models.policy import Policy
     from flowzoo.agents.models.routing import plan_roles

@@ -4,7 +4,7 @@ each by sha256, recorded and checked.
 Why: a name is not an identity. ``tiny-m`` names a recipe, and recipes are rebuilt; a
 dataset path names whatever the file holds today. A run records the digest of its model
 build (:func:`flowzoo.analysis.builds.build_digest` over the per-file digests of
-:func:`checkpoint.weights_identity`) and of every data file it reads (its training dataset,
+:func:`flowzoo.agents.runs.weights.weights_identity`) and of every data file it reads (its training dataset,
 its held-out file), in its checkpoint and its summary; a resume on a file or a build that
 changed in between is refused, naming the file and both digests (continuing would make one
 curve of two experiments). An evaluation's results file records the same of the model it

@@ -27,10 +27,10 @@ from typing import Any
 import torch
 
 from flowzoo.agents.models import threads
-from flowzoo.agents.models.params import LoadSettings, LoraSettings
+from flowzoo.agents.models.parameterisation import LoadSettings, LoraSettings
 from flowzoo.agents.models.policy import check_budgets
 from flowzoo.agents.models.routing import Players, PolicyRouter, plan_roles
-from flowzoo.agents.runs import rundir, runlog, signals
+from flowzoo.agents.runs import rundir, runlog, signals, weights
 from flowzoo.agents.train import checkpoint, distributed, heldout, stepmetrics, toolturns
 from flowzoo.agents.train.batch import Batch
 from flowzoo.agents.train.evaluate import evaluate_env
@@ -110,8 +110,8 @@ class Trainer:
         # who plays which role, checked before a model is built or loaded (a build takes minutes)
         plan_roles(self.roles, cfg.sharing, cfg.role_models, cfg.frozen)
         self.model_path = resolve_model(cfg.model)
-        checkpoint.check_weights(self.model_path)  # a truncated file, named, before a build
-        self.base_model = checkpoint.weights_identity(self.model_path)  # which build it was
+        weights.check_weights(self.model_path)  # a truncated file, named, before a build
+        self.base_model = weights.weights_identity(self.model_path)  # which build it was
         #: the sha256 of every data file the run reads (checked on resume, in the summary)
         self.data_files = data_record(cfg) | model_files_record(self.model_path)
         #: each role's token budget: given per role, else given for all, else the workflow's

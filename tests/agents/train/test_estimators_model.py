@@ -211,9 +211,10 @@ def test_the_role_baseline_trains_and_resumes_exactly(tiny_model, tmp_path):
     # a checkpoint whose estimator state is missing does not fit this run: refused, named
     state["estimator"] = None
     torch.save(state, tmp_path / "b" / "checkpoint" / "state.pt")
+    from flowzoo.agents.runs import weights
     from flowzoo.agents.train import checkpoint
 
-    sha = checkpoint.stream_sha256(open(tmp_path / "b" / "checkpoint" / "state.pt", "rb"))
+    sha = weights.stream_sha256(open(tmp_path / "b" / "checkpoint" / "state.pt", "rb"))
     checkpoint.digest_path(tmp_path / "b" / "checkpoint" / "state.pt").write_text(
         json.dumps({"sha256": [sha]})
     )

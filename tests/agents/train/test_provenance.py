@@ -223,7 +223,7 @@ def test_an_evaluation_names_its_model_build_and_role_overrides_and_never_overwr
     model, its weights digest (the build's, as a run records it), each ``--role-model``
     override with its own build, and the settings; ``--json`` naming an existing file is
     refused and the file kept."""
-    from flowzoo.agents.train.checkpoint import weights_identity
+    from flowzoo.agents.runs.weights import weights_identity
     from flowzoo.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -326,6 +326,7 @@ def test_a_resume_from_a_checkpoint_whose_build_record_was_removed_is_refused(ti
     """End to end: the ``base_model`` key taken out of a real checkpoint (its digest sidecar
     rewritten to match) refuses the resume before the run directory changes; the record put
     back, the run resumes."""
+    from flowzoo.agents.runs import weights
     from flowzoo.agents.train import checkpoint
 
     out = tmp_path / "r"
@@ -335,7 +336,7 @@ def test_a_resume_from_a_checkpoint_whose_build_record_was_removed_is_refused(ti
     def rewrite(state: dict) -> None:
         torch.save(state, ckpt)
         with open(ckpt, "rb") as f:
-            sha = checkpoint.stream_sha256(f)
+            sha = weights.stream_sha256(f)
         checkpoint.digest_path(ckpt).write_text(json.dumps({"sha256": [sha]}))
 
     state = torch.load(ckpt, weights_only=True)

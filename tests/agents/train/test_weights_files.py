@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from flowzoo.agents.train import checkpoint
+from flowzoo.agents.runs import weights
 
 
 def _file(path, tensors: dict, data: int) -> None:
@@ -63,10 +63,10 @@ def test_check_weights_agrees_with_the_loader(tmp_path, case):
     _file(f, tensors, data)
     assert _loader_says(f) is loads  # the premise: what the loader does with it
     if loads:
-        checkpoint.check_weights(tmp_path)
+        weights.check_weights(tmp_path)
     else:
         with pytest.raises(ValueError, match="model.safetensors holds a tensor"):
-            checkpoint.check_weights(tmp_path)
+            weights.check_weights(tmp_path)
 
 
 @pytest.mark.parametrize("where", ["linked folder", "ten folders down", "any name"])
@@ -88,15 +88,15 @@ def test_a_shard_the_index_names_is_checked_wherever_it_lies(tmp_path, where):
     save_file({"w": torch.zeros(4, 4)}, str(shard))
     index = {"metadata": {}, "weight_map": {"w": name}}
     (model / "model.safetensors.index.json").write_text(json.dumps(index))
-    checkpoint.check_weights(model)  # whole: passes
-    assert str(shard) in {str(p) for p in checkpoint.weight_files(model)}
+    weights.check_weights(model)  # whole: passes
+    assert str(shard) in {str(p) for p in weights.weight_files(model)}
     shard.write_bytes(shard.read_bytes()[:-8])  # truncated
     assert not _loader_says(shard)
     with pytest.raises(ValueError, match="part-1.* is truncated or corrupt"):
-        checkpoint.check_weights(model)
+        weights.check_weights(model)
     (model / "model.safetensors.index.json").write_text('{"weight_map": [1]}')
     with pytest.raises(ValueError, match="index.json is not a weights index"):
-        checkpoint.check_weights(model)
+        weights.check_weights(model)
 
 
 def test_red_team_round_5_scalars_dotted_roots_and_names_that_are_no_file(tmp_path):
@@ -107,7 +107,7 @@ def test_red_team_round_5_scalars_dotted_roots_and_names_that_are_no_file(tmp_pa
     big = {f"a{i}": ("F32", [16384], [65536 * i, 65536 * (i + 1)]) for i in range(1025)}
     _file(f, {**big, "z": ("F32", [], [65536 * 1025, 65536 * 1025 + 4])}, 65536 * 1025 + 4)
     assert _loader_says(f)
-    checkpoint.check_weights(tmp_path)
+    weights.check_weights(tmp_path)
     f.unlink()
     model = tmp_path / "m"
     model.mkdir()
@@ -116,10 +116,10 @@ def test_red_team_round_5_scalars_dotted_roots_and_names_that_are_no_file(tmp_pa
     (model / "model.safetensors.index.json").write_text('{"weight_map": {"w": "part.bin"}}')
     dotted = tmp_path / "m" / ".." / "m"
     with pytest.raises(ValueError, match="part.bin is truncated or corrupt"):
-        checkpoint.check_weights(dotted)
-    assert checkpoint.weights_identity(dotted)["sizes"]  # named from the folder as given
+        weights.check_weights(dotted)
+    assert weights.weights_identity(dotted)["sizes"]  # named from the folder as given
     for name in ("", ".", "part.bin/"):
         index = {"weight_map": {"w": name}}
         (model / "model.safetensors.index.json").write_text(json.dumps(index))
         with pytest.raises(ValueError, match="names no file"):
-            checkpoint.check_weights(model)
+            weights.check_weights(model)
