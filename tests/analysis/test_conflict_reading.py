@@ -175,3 +175,42 @@ def test_the_control_pairs_with_the_study_protocols_shared_runs(tmp_path):
     findings = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
     assert "*Under the study's protocol:* **Isolated-Policy reaches a higher peak" in findings
     assert "*Under the update-matched control:* **Isolated-Policy reaches a higher peak" in findings
+
+
+def _intervention_run(root, name, seed, synth, acc=0.9, status="completed"):
+    d = root / name.format(s=seed, x=12 + seed)
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({"status": status}))
+    ev = {"accuracy": acc, "behaviour": {"synthesizer": synth, "orchestrator": 0.8}}
+    (d / "metrics.jsonl").write_text(json.dumps({"step": 47, "eval": ev}) + "\n")
+
+
+@pytest.mark.parametrize(
+    "shift, word", [(0.004, "carries"), (-0.004, "contradicted"), (0.0, "inconclusive")]
+)
+def test_the_intervention_reading_can_come_out_every_way_and_waits_for_its_runs(
+    tmp_path, shift, word
+):
+    """The declared intervention reading (baselines/conflict_intervention.py): equal weights
+    minus Shared, paired by seed; no verdict while a declared run is missing or failed."""
+    from baselines.conflict_intervention import ARMS, main
+
+    noise = [0.001, -0.001, 0.0005, -0.0005, 0.0, 0.001, -0.001, 0.0]
+    for s in range(8):
+        for arm, pattern in ARMS.items():
+            root = tmp_path / ("int" if "equal" in arm else "claims")
+            base = 0.99 + (0.004 if arm.startswith("isolated") else 0.0)
+            extra = (
+                shift + noise[s]
+                if "equal" in arm and shift
+                else (noise[s] if "equal" in arm else 0.0)
+            )
+            _intervention_run(root, pattern, s, base + extra)
+    args = ["--claims", str(tmp_path / "claims"), "--intervention", str(tmp_path / "int")]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 0
+    got = json.loads((tmp_path / "out" / "reading.json").read_text())
+    assert word in got["verdict"], got["verdict"]
+    (tmp_path / "int" / "seed=3" / "summary.json").write_text(json.dumps({"status": "failed"}))
+    assert main([*args, "--out", str(tmp_path / "out2")]) == 0
+    got = json.loads((tmp_path / "out2" / "reading.json").read_text())
+    assert got["verdict"].startswith("no verdict (7 of the 8")
