@@ -42,8 +42,10 @@ class Opt:
     lo_open: bool = False
     choices: tuple[str, ...] | None = None
     nullable: bool = False
-    #: a custom check for kinds the table cannot express: returns what is allowed, or None
-    check: Callable[[Any], str | None] | None = None
+    #: a custom check for kinds the table cannot express: None when the value is allowed,
+    #: else (its fault, "type" or "choice", as :func:`~flowzoo.domain.fault` names them, and
+    #: what is allowed), so a value of the wrong type is a TypeError here as everywhere
+    check: Callable[[Any], tuple[str, str] | None] | None = None
 
     @property
     def domain(self) -> Domain | None:
@@ -69,10 +71,15 @@ class Opt:
             return None
         bad = f"{where}{self.name}={short_repr(value)}"
         if self.check is not None:
-            allowed = self.check(value)
-            if allowed is not None:
-                raise ValueError(f"{bad} is not allowed; {self.name} must be {allowed}")
-            return value
+            found = self.check(value)
+            if found is None:
+                return value
+            why, allowed = found
+            if why == "type":
+                raise TypeError(
+                    f"{bad} has type {type(value).__name__}; {self.name} must be {allowed}"
+                )
+            raise ValueError(f"{bad} is not allowed; {self.name} must be {allowed}")
         d = self.domain
         if d is None:
             return value
@@ -106,14 +113,14 @@ def short_repr(value: Any, limit: int = 80) -> str:
     return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
-def _check_sandbox(value: Any) -> str | None:
+def _check_sandbox(value: Any) -> tuple[str, str] | None:
     from flowzoo.sandbox import BACKENDS, Sandbox
 
     allowed = f"a backend name ({', '.join(map(repr, BACKENDS))}) or a Sandbox instance"
     if isinstance(value, str):
-        return None if value in BACKENDS else f"{allowed} (unknown sandbox backend)"
+        return None if value in BACKENDS else ("choice", f"{allowed} (unknown sandbox backend)")
     if isinstance(value, type) or not isinstance(value, Sandbox):
-        return allowed + " (with name, isolation, run, run_many and close)"
+        return "type", allowed + " (with name, isolation, run, run_many and close)"
     return None
 
 
@@ -163,10 +170,10 @@ CODE_FAMILY = (
 )  # fmt: skip
 
 
-def _check_names(value: Any) -> str | None:
+def _check_names(value: Any) -> tuple[str, str] | None:
     """A list or tuple of names (str), or what is allowed instead."""
     ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
-    return None if ok else "a list or tuple of names (str) or None"
+    return None if ok else ("type", "a list or tuple of names (str) or None")
 
 
 #: options of the tools a role may call inside its turn (``flowzoo.envs.tools``, docs/tools.md)
@@ -188,10 +195,13 @@ TOOLS = (
 DECLARED: dict[str, Opt] = {o.name: o for o in (*ENGINE, *TASKS, *CODE_FAMILY, *TOOLS)}
 
 
-def _check_mechanism(value: Any) -> str | None:
+def _check_mechanism(value: Any) -> tuple[str, str] | None:
     from flowzoo.sandbox.process import MECHANISMS
 
-    return None if value in MECHANISMS else "one of " + ", ".join(map(repr, MECHANISMS))
+    allowed = "one of " + ", ".join(map(repr, MECHANISMS))
+    if not isinstance(value, str):
+        return "type", "a str, " + allowed
+    return None if value in MECHANISMS else ("choice", allowed)
 
 
 _MB = 1 << 20  # the largest size in MiB (a TiB) any limit may name

@@ -265,3 +265,27 @@ def test_every_option_is_checked_before_the_family_or_problems_are_built(monkeyp
     assert built == []
     flowzoo.make_env(env_id, n_tasks=2)  # the good path does build both
     assert built == ["family", "tasks"]
+
+
+@pytest.mark.parametrize(
+    "kw, error",
+    [
+        ({"sandbox": 3}, TypeError),
+        ({"sandbox": object()}, TypeError),
+        ({"sandbox": "kubernetes"}, ValueError),
+        ({"tools": "run"}, TypeError),
+        ({"tools": ["run", 1]}, TypeError),
+        ({"sandbox_options": {"mechanism": 1}}, TypeError),
+        ({"sandbox_options": {"mechanism": ["bwrap"]}}, TypeError),
+        ({"sandbox_options": {"mechanism": "chroot"}}, ValueError),
+    ],
+)
+def test_options_with_their_own_check_tell_a_wrong_type_from_a_wrong_value(kw, error):
+    """An option whose values no domain describes (a sandbox, a list of tool names, a
+    sandbox mechanism) raises TypeError for a value of the wrong type and ValueError for a
+    value of the right type that is not allowed, as every other option does."""
+    ((name, value),) = kw.items()
+    shown = next(iter(value)) if isinstance(value, dict) else name
+    with pytest.raises(error, match=shown) as got:
+        flowzoo.make_env("single-code", n_tasks=2, **kw)
+    assert type(got.value) is error
