@@ -74,8 +74,8 @@ class Opt:
             found = self.check(value)
             if found is None:
                 return value
-            why, allowed = found
-            if why == "type":
+            fault_of_check, allowed = found
+            if fault_of_check == "type":
                 raise TypeError(
                     f"{bad} has type {type(value).__name__}; {self.name} must be {allowed}"
                 )
