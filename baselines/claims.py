@@ -27,9 +27,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from flowzoo.analysis.conflict import FINAL_ROLE, capture_tests, missing_declared
 from flowzoo.analysis.findings import (
     _same_way,
     amplification_inputs,
+    by_protocol,
     fall_counts,
     findings,
     matched_pairs,
@@ -61,6 +63,11 @@ CLAIMS = [
         "A workflow beats one agent trained the same way",
         "trained the same way**",
     ),
+    (
+        "capture-at-cost",
+        "Shared pulls the final role off its behaviour, at a cost (role-conflict testbed)",
+        "## Capture at a cost",
+    ),
 ]
 #: what a ladder (a sweep over the learning rate: rungs where runs collapse by design, no
 #: single-agent control) reads: the Isolated-vs-Shared claims, the ladders' purpose
@@ -72,6 +79,7 @@ PM = {
     "amplification": "Isolated − Shared update length along the parallel role's descent per Adam step, ± 95% t half-width over seeds",
     "capture": "Shared runs where a role captured the gradient; of those, runs whose partner degraded",
     "workflow-vs-single": "workflow − single agent final accuracy per cell, ± 95% t half-width over seeds",
+    "capture-at-cost": "the final role's last bare-answer rate, Isolated − Shared, paired over seeds (p: paired t, Holm per protocol); beside it final accuracy, Isolated − Shared, ± 95% t half-width",
 }
 
 
@@ -285,6 +293,38 @@ def _capture(multi: list[CellStats], line: str) -> dict:
     }
 
 
+def _capture_at_cost(stats: list[CellStats], runs_root: Path, loaded: set[str]) -> dict | None:
+    """The role-conflict testbed's declared capture test (the report's "Capture at a cost"),
+    one verdict per protocol and workflow; None where the sweep ran no conflict pair."""
+    _, missing = missing_declared([runs_root], loaded)
+    tests = capture_tests(stats, missing)
+    if not tests:
+        return None
+    verdicts = {f"{x['label'].split()[0]} ({x['protocol']})": x["verdict"] for x in tests}
+    text = [
+        f"{k}: {x['iso']:.3f} / {x['shared']:.3f} ({x['diff']:+.3f}, p = {x['p']:.2g}); "
+        f"accuracy {_acc(x['acc'], x['acc_h'])}"
+        for k, x in zip(verdicts, tests, strict=True)
+    ]
+    groups: dict[str, list[str]] = {}
+    for k, v in verdicts.items():
+        groups.setdefault(_kind(v), []).append(k)
+    conflict = [c for c in stats if c.key[1] in FINAL_ROLE]
+    return {
+        "verdict": "; ".join(f"{v}: {', '.join(ks)}" for v, ks in groups.items()),
+        "by_workflow": verdicts,
+        "effect": "; ".join(text),
+        "values": [
+            {
+                k: x[k]
+                for k in ("label", "protocol", "iso", "shared", "diff", "p", "n", "acc", "acc_h")
+            }
+            for x in tests
+        ],
+        "cells": conflict,
+    }
+
+
 def _control(
     multi: list[CellStats], singles: list[CellStats], lines: dict[str, str]
 ) -> dict | None:
@@ -323,6 +363,19 @@ def _control(
     }
 
 
+#: the claims read on matched pairs, within each protocol (the findings' own split)
+PAIR_READERS = {
+    "isolated-peaks-higher": _peaks,
+    "isolated-falls-more": _falls,
+    "amplification": _amplification,
+}
+
+
+def _claim(cid: str, title: str, got: dict) -> dict:
+    cells = got.pop("cells")
+    return {"id": cid, "claim": title, **got, "pm": PM[cid], **_sizes(cells)}
+
+
 def read_sweep(root: Path, e: Entry) -> dict:
     """One current result folder's claims, each with its verdict, effect, interval, sizes."""
     with contextlib.redirect_stderr(io.StringIO()):  # a left-out run is the report's to name
@@ -341,32 +394,32 @@ def read_sweep(root: Path, e: Entry) -> dict:
     for cid, title, start in CLAIMS:
         if ladder and cid not in LADDER_CLAIMS:
             continue
-        if cid == "workflow-vs-single":
+        if cid == "capture-at-cost":
+            got = _capture_at_cost(
+                stats, root / RESULTS / e.name / "runs", {r.path.name for r in runs}
+            )
+        elif cid == "workflow-vs-single":
             wf_lines = {
                 x[2:].split(" ends above")[0]: x for x in lines if x.split(" — ")[0].endswith(start)
             }
             got = _control(multi, singles, wf_lines)
+        elif cid in PAIR_READERS:  # read within each protocol, as the findings are
+            for proto, ps in by_protocol(pairs).items():
+                line = line_of(f"*Under {proto}:* {start}" if proto else start)
+                got = PAIR_READERS[cid](ps, line) if line is not None and ps else None
+                if got is not None:
+                    got["verdict"] = verdict_of(line)
+                    named = f"{title}, under {proto}" if proto else title
+                    out.append(_claim(cid, named, got))
+            continue
         else:
             line = line_of(start)
             if line is None:
                 continue
-            if cid == "rl-improves":
-                got = _improves(multi, line)
-            elif cid == "capture":
-                got = _capture(multi, line)
-            else:
-                reader = {
-                    "isolated-peaks-higher": _peaks,
-                    "isolated-falls-more": _falls,
-                    "amplification": _amplification,
-                }[cid]
-                got = reader(pairs, line)
-            if got is not None:
-                got["verdict"] = verdict_of(line)
-        if got is None:
-            continue
-        cells = got.pop("cells")
-        out.append({"id": cid, "claim": title, **got, "pm": PM[cid], **_sizes(cells)})
+            got = _improves(multi, line) if cid == "rl-improves" else _capture(multi, line)
+            got["verdict"] = verdict_of(line)
+        if got is not None:
+            out.append(_claim(cid, title, got))
     digests = sorted({r.build[:12] for r in runs if r.build})
     return {
         "result": e.name,

@@ -163,13 +163,33 @@ def _in_protocol(run_id: str, proto: str) -> bool:
     return (value == "True") == (proto == "update-matched control")
 
 
+def capture_tests(stats: list, missing: list[str]) -> list[dict]:
+    """The declared capture test on every matched conflict pair, per protocol, Holm over the
+    workflows within it: each pair's numbers (:func:`_read_pair`) with ``protocol`` and
+    ``verdict`` ("no verdict (runs missing)" while a run the test declared has no record).
+    One reading for the report and the claims table."""
+    pairs = [(i, s) for i, s in matched_pairs(stats) if _is_conflict(i) and _is_conflict(s)]
+    missing = missing_for(missing, set(FINAL_ROLE))  # the test's runs: Voting, Orch-Workers
+    by_protocol: dict[str, list[dict]] = {}
+    for i, s in pairs:
+        x = _read_pair(i, s)
+        if x is not None:
+            by_protocol.setdefault(_protocol(i), []).append(x)
+    out = []
+    for proto, xs in sorted(by_protocol.items()):
+        waits = [m for m in missing if _in_protocol(m, proto)]
+        for x, rej in zip(xs, holm([x["p"] for x in xs]), strict=True):
+            verdict = "no verdict (runs missing)" if waits else _verdict(x, rej)
+            out.append({**x, "protocol": proto, "verdict": verdict})
+    return out
+
+
 def conflict_rows(stats: list, n_declared: int, missing: list[str]) -> list[str]:
     """The report's section on the conflict testbed (empty when no conflict pair was run);
     ``n_declared``, ``missing``: :func:`missing_declared`'s reading of the sweeps."""
-    pairs = [(i, s) for i, s in matched_pairs(stats) if _is_conflict(i) and _is_conflict(s)]
-    if not pairs:
+    if not any(_is_conflict(i) and _is_conflict(s) for i, s in matched_pairs(stats)):
         return []
-    missing = missing_for(missing, set(FINAL_ROLE))  # the test's runs: Voting, Orch-Workers
+    missing = missing_for(missing, set(FINAL_ROLE))
     out = [
         "## Capture at a cost (the role-conflict testbed)",
         "",
@@ -192,18 +212,10 @@ def conflict_rows(stats: list, n_declared: int, missing: list[str]) -> list[str]
         "| protocol | cell | final role | isolated | shared | isolated − shared (seeds) | p | final accuracy, isolated − shared | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    by_protocol: dict[str, list[dict]] = {}
-    for i, s in pairs:
-        x = _read_pair(i, s)
-        if x is not None:
-            by_protocol.setdefault(_protocol(i), []).append(x)
-    for proto, xs in sorted(by_protocol.items()):
-        waits = [m for m in missing if _in_protocol(m, proto)]
-        for x, rej in zip(xs, holm([x["p"] for x in xs]), strict=True):
-            verdict = "no verdict (runs missing)" if waits else _verdict(x, rej)
-            out.append(
-                f"| {proto} | {x['label']} | {x['role']} | {x['iso']:.3f} | {x['shared']:.3f} | "
-                f"{x['diff']:+.3f} ({x['n']}) | {x['p']:.3g} | {x['acc']:+.3f} ± {x['acc_h']:.3f} | "
-                f"{verdict} |"
-            )
+    for x in capture_tests(stats, missing):
+        out.append(
+            f"| {x['protocol']} | {x['label']} | {x['role']} | {x['iso']:.3f} | {x['shared']:.3f} | "
+            f"{x['diff']:+.3f} ({x['n']}) | {x['p']:.3g} | {x['acc']:+.3f} ± {x['acc_h']:.3f} | "
+            f"{x['verdict']} |"
+        )
     return out + [""]

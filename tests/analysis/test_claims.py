@@ -237,3 +237,37 @@ def test_the_committed_index_covers_every_result_folder():
         if e.status == "current" and (root / claims.RESULTS / e.name / "runs").is_dir()
     ]
     assert current and all(e.sweep and e.build for e in current)
+
+
+def test_a_conflict_sweep_is_read_per_protocol_with_its_capture_test(tmp_path):
+    """A sweep under both protocols (the role-conflict testbed's): each pair claim is read
+    within one protocol, as its finding is, and the declared capture test is a claim of its
+    own, one verdict per workflow and protocol, and none while a declared run is missing."""
+    from tests.analysis.test_conflict_reading import _pair_runs
+
+    root = _repo(tmp_path)
+    runs = root / "baselines" / "results" / "conflict" / "runs"
+    runs.mkdir(parents=True)
+    _pair_runs(runs, "voting-math", [0.6, 0.62, 0.58, 0.61], [0.3, 0.35, 0.28, 0.33])
+    _pair_runs(
+        runs, "voting-math", [0.32, 0.30, 0.35, 0.29], [0.3, 0.35, 0.28, 0.33], True, shared=False
+    )
+    index = root / "baselines" / "results" / "INDEX.md"
+    index.write_text(
+        index.read_text()
+        + "| `conflict/` | current | test | `baselines/sweeps/c.toml` | tiny-s-conflict | - |\n"
+    )
+    got = {s["result"]: s for s in claims.compute(root)["sweeps"]}["conflict"]["claims"]
+    peaks = [c["claim"] for c in got if c["id"] == "isolated-peaks-higher"]
+    assert peaks == [
+        "Isolated peaks higher, under the study's protocol",
+        "Isolated peaks higher, under the update-matched control",
+    ]
+    cap = next(c for c in got if c["id"] == "capture-at-cost")
+    assert cap["by_workflow"]["voting-math (study's protocol)"].startswith("supported")
+    assert cap["by_workflow"]["voting-math (update-matched control)"].startswith("inconclusive")
+    names = sorted(p.name for p in runs.iterdir())
+    (runs / "sweep.json").write_text(json.dumps({"declared": [*names, "voting-math-st-shared-s9"]}))
+    got = {s["result"]: s for s in claims.compute(root)["sweeps"]}["conflict"]["claims"]
+    cap = next(c for c in got if c["id"] == "capture-at-cost")
+    assert set(cap["by_workflow"].values()) == {"no verdict (runs missing)"}
