@@ -176,6 +176,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         raise SystemExit("--code-testbed and --stage go with neither --fast nor --ship")
     apply_threads(args.threads)  # a build keeps it (its own pick is only the default)
     levers = {"steps": args.steps} if args.steps else {}
+    if args.code_testbed:  # a recipe number on the command line: the registry's name instead
+        name = {11: "-code", 12: "-code12"}[args.code_testbed]
+        print(f"flowzoo: --code-testbed is deprecated; use --model <scale>{name}", file=sys.stderr)
     levers |= {0: {}, 11: RECIPES["-code"].levers, 12: RECIPES["-code12"].levers}[args.code_testbed]
     levers |= {"midtrain_seed": args.stage} if args.stage else {}
     # no --scale: with --fast the tests' model, else every scale
@@ -397,7 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
         const=11,
         default=0,
         choices=(11, 12),
-        help="the older spelling of --model tiny-s-code (11, the default) / tiny-s-code12 (12)",
+        help="deprecated: the older spelling of --model tiny-s-code (11, the default) / "
+        "tiny-s-code12 (12)",
     )
     pt.add_argument(
         "--stage",

@@ -9,7 +9,6 @@ replaced, so a run's fate never leaks into the next one.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import queue
@@ -27,6 +26,7 @@ from typing import TypeVar
 from flowzoo.sandbox import cgroups
 from flowzoo.sandbox.base import ExecResult, classify, popen_isolated
 from flowzoo.sandbox.forksafe import ForkLock, track
+from flowzoo.sandbox.forkserver_ns import _request_inodes
 
 #: the jail (unshare's file system, a no-op elsewhere), the guard (seccomp), then the server:
 #: its run side first (``forkserver_main.py`` imports it when imported as a module)
@@ -199,8 +199,20 @@ class ForkServer:
         return ""
 
     def _read_line(self, deadline: float) -> bytes:
+        self._fill(lambda: b"\n" in self._buf, deadline)
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        self._fill(lambda: len(self._buf) >= n, deadline)
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def _fill(self, done: Callable[[], bool], deadline: float) -> None:
+        """Read the server's output into the buffer until ``done``; ServerDied past the
+        deadline or at its end."""
         fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buf:
+        while not done():
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ServerDied("no answer in time")
@@ -213,8 +225,6 @@ class ForkServer:
             if not chunk:
                 raise ServerDied(f"the server exited (code {self.proc.poll()})")
             self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
 
     @property
     def alive(self) -> bool:
@@ -233,33 +243,33 @@ class ForkServer:
     ) -> Reply:
         """Run one program; raises :class:`ServerDied` if the server is lost meanwhile."""
         before = self._memory_hits()
-        msg = {
-            "files": files,
-            "stdin": stdin,
-            "limits": [list(x) for x in limits],
-            "timeout": timeout_s,
-            "cap": cap,
-        }
+        msg = {"files": files, "stdin": stdin, "limits": [list(x) for x in limits]}
+        body = json.dumps(msg).encode()
+        # the header the server reads; the body it only moves (forkserver_main.py: no run's
+        # data passes through the server's memory, which every later run inherits)
+        head = {"timeout": timeout_s, "cap": cap, "size": len(body), "inodes": _request_inodes(msg)}
         try:
             # straight to the pipe, not through the buffered file: a buffered write holds a
             # lock, and a child forked meanwhile could never close its copy (forksafe.py)
-            data = memoryview(json.dumps(msg).encode() + b"\n")
+            data = memoryview(json.dumps(head).encode() + b"\n" + body)
             fd = self.proc.stdin.fileno()
             while data:
                 data = data[os.write(fd, data) :]
         except (BrokenPipeError, OSError, ValueError) as e:
             raise ServerDied(f"cannot send the program: {e}") from None
         # the server enforces the timeout itself; the margin covers clean-up after a run
-        raw = self._read_line(time.monotonic() + timeout_s + 10.0)
-        r = json.loads(raw)
+        deadline = time.monotonic() + timeout_s + 10.0
+        r = json.loads(self._read_line(deadline))
+        out = self._read_exact(int(r["out"]), deadline)
+        err = self._read_exact(int(r["err"]), deadline)
         return Reply(
             r["rc"],
             r["sig"],
             r["timed_out"],
             r["truncated"],
             float(r["wall"]),
-            base64.b64decode(r["out"]),
-            base64.b64decode(r["err"]),
+            out,
+            err,
             self._memory_hits() > before,
             bool(r.get("clean", False)),
             r.get("failed"),

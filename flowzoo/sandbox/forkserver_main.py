@@ -27,16 +27,25 @@ filter, installed by the run's init before it forks the program, or by the run's
 where runs share the server's namespaces); a run that cannot have it fails as
 ``sandbox_error``.
 
-Protocol: one JSON object per line on the control fds (the server's original stdin/stdout).
-Request ``{"files": {name: text}, "stdin": str|None, "limits": [[res, value], ...],
-"timeout": s, "cap": bytes}``; reply ``{"rc", "sig", "timed_out", "truncated", "wall",
-"out", "err", "clean", "failed"}`` with ``out``/``err`` base64. argv: ``ROOT [--wipe DIR ...]
+No run's data ever passes through the server's memory. Every run is forked from the server,
+so whatever the server's heap held (a freed buffer is not zeroed) a later run could read from
+its own memory: an earlier run's files (a replay's hidden tests) or output (another sample's
+program). So the server reads only a request's small header; the body goes from the control
+pipe into a memfd inside the kernel (``splice``), and only the run's own process reads it; a
+run's output goes from its pipes into memfds the same way, and from there to the control pipe
+(``sendfile``). What the server holds are sizes, limits and exit statuses.
+
+Protocol on the control fds (the server's original stdin/stdout). Request: a header line
+``{"timeout": s, "cap": bytes, "size": n}`` and ``n`` bytes of body, the JSON of ``{"files":
+{name: text}, "stdin": str|None, "limits": [[res, value], ...]}``. Reply: a header line
+``{"rc", "sig", "timed_out", "truncated", "wall", "out", "err", "clean", "failed"}`` where
+``out``/``err`` are byte counts, then that many bytes of stdout and of stderr. argv: ``ROOT [--wipe DIR ...]
 [--ipc] [--max-files N] [--uid N --preload mod,mod]`` (the uid drop is for mechanisms
 without a user namespace; ``--max-files``: the files a run may make on each of its file
 systems, a fresh tmpfs's ``nr_inodes``, else a watch on the shared ones).
 """
 
-import base64
+import errno
 import json
 import os
 import resource
@@ -189,10 +198,90 @@ def _over_quota(max_files):
     return f"\nflowzoo sandbox: the run created more than {max_files} files; killed\n".encode()
 
 
-def _collect(pid, out_r, err_r, deadline, cap, watch=None, kill=None):
-    """Read the run's output until it ends; ``watch`` = (dirs, max new inodes): a run that
-    creates more files than that is killed (tmpfs has no inode limit bubblewrap can set).
-    ``kill`` ends the whole run (default: the process group of ``pid``)."""
+#: the longest request header (its timeout, output cap and body size)
+HEADER_LIMIT = 4096
+
+
+def _read_header(fd):
+    """The next request's header, read a byte at a time so that nothing of its body is read
+    into this process; None at the end of the input."""
+    line = bytearray()
+    while True:
+        b = os.read(fd, 1)
+        if not b:
+            return None
+        if b == b"\n":
+            return json.loads(bytes(line))
+        line += b
+        if len(line) > HEADER_LIMIT:
+            raise ValueError("request header too long")
+
+
+def _memfd(name):
+    return os.memfd_create("fz-" + name, os.MFD_CLOEXEC)
+
+
+def _splice(src, dst, n):
+    """Up to ``n`` bytes from ``src`` (a pipe) to ``dst`` inside the kernel; 0 at its end.
+    Where ``src`` is no pipe (a socket) they bounce through a pipe of this process's own,
+    still never through its memory."""
+    try:
+        return os.splice(src, dst, n)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+    r, w = os.pipe()
+    try:
+        got = os.splice(src, w, min(n, 1 << 16))
+        left = got
+        while left:
+            left -= os.splice(r, dst, left)
+        return got
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def _spool(src, n):
+    """A memfd holding the next ``n`` bytes of ``src`` (the request's body)."""
+    fd = _memfd("request")
+    while n:
+        got = _splice(src, fd, n)
+        if not got:
+            os.close(fd)
+            raise EOFError("the request ended early")
+        n -= got
+    return fd
+
+
+def _read_body(fd, size):
+    """The request, read by the run's own process from the memfd the server spooled it to."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.pread(fd, size - len(data), len(data))
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return json.loads(bytes(data))
+
+
+def _send_file(out, fd, n):
+    """``n`` bytes of memfd ``fd`` to ``out`` inside the kernel (``sendfile``)."""
+    off = 0
+    while off < n:
+        sent = os.sendfile(out, fd, off, n - off)
+        if not sent:
+            raise OSError(errno.EIO, "short sendfile")
+        off += sent
+
+
+def _collect(pid, out_r, err_r, deadline, cap, null, watch=None, kill=None):
+    """Move the run's output into two memfds (at most ``cap`` bytes each, the rest to
+    ``null``) until it ends; ``watch`` = (dirs, max new inodes, inodes before the run): a run
+    that creates more files than that is killed (tmpfs has no inode limit bubblewrap can set). ``kill`` ends
+    the whole run (default: the process group of ``pid``). (out memfd, its size, err memfd,
+    its size, truncated, timed_out, status)."""
     if kill is None:
 
         def kill():
@@ -201,18 +290,18 @@ def _collect(pid, out_r, err_r, deadline, cap, watch=None, kill=None):
             except OSError:
                 pass
 
-    bufs = {out_r: bytearray(), err_r: bytearray()}
+    sinks = {out_r: _memfd("out"), err_r: _memfd("err")}
+    kept = {out_r: 0, err_r: 0}
     open_fds = [out_r, err_r]
     truncated = timed_out = over_quota = False
     status = None
     exited_at = None
-    base = _inodes(watch[0]) if watch else 0
     while open_fds:
         now = time.monotonic()
         if now >= deadline:
             timed_out = status is None
             break
-        if watch and status is None and _inodes(watch[0]) - base > watch[1]:
+        if watch and status is None and _inodes(watch[0]) - watch[2] > watch[1]:
             over_quota = True
             kill()
         if status is None:
@@ -223,15 +312,13 @@ def _collect(pid, out_r, err_r, deadline, cap, watch=None, kill=None):
             break  # something the program left behind holds the pipes
         ready, _, _ = select.select(open_fds, [], [], min(deadline - now, 0.05))
         for fd in ready:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
+            room = cap - kept[fd]
+            moved = _splice(fd, sinks[fd] if room > 0 else null, room if room > 0 else 1 << 16)
+            if not moved:
                 open_fds.remove(fd)
-                continue
-            buf = bufs[fd]
-            room = cap - len(buf)
-            if room > 0:
-                buf += chunk[:room]
-            if len(chunk) > max(room, 0):
+            elif room > 0:
+                kept[fd] += moved
+            else:
                 truncated = True
     if status is None and not timed_out:
         while time.monotonic() < deadline:
@@ -248,10 +335,9 @@ def _collect(pid, out_r, err_r, deadline, cap, watch=None, kill=None):
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:
             status = None
-    err = bytes(bufs[err_r])
     if over_quota:
-        err += _over_quota(watch[1])
-    return bytes(bufs[out_r]), err, truncated, timed_out, status
+        kept[err_r] += os.pwrite(sinks[err_r], _over_quota(watch[1]), kept[err_r])
+    return sinks[out_r], kept[out_r], sinks[err_r], kept[err_r], truncated, timed_out, status
 
 
 def _server_state():
@@ -311,7 +397,7 @@ def _restore_dir(path, state):
 
 
 def serve(root, wipe, private_ipc, max_files=0):
-    ctl_in = os.fdopen(os.dup(0), "rb")
+    ctl_in = os.dup(0)  # read raw: a buffered reader would hold a request's body
     ctl_out = os.fdopen(os.dup(1), "wb")
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
@@ -330,27 +416,31 @@ def serve(root, wipe, private_ipc, max_files=0):
     send({"ready": True, "pid": me, "subreaper": subreaper, "fresh_ns": fresh, "why": why})
     baseline = _server_state()
     dirs = {d: _dir_state(d) for d in [root, *wipe]}
-    for line in ctl_in:
-        req = json.loads(line)
-        has_stdin = req.get("stdin") is not None
-        limits = req["limits"]
+    while (head := _read_header(ctl_in)) is not None:
+        body = _spool(ctl_in, int(head["size"]))
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         st_r, st_w = os.pipe() if fresh else (None, None)
-        # shared namespaces: the files go in the server's own root (emptied after the run)
-        workdir = None if fresh else make_workdir(root, req)
+        # shared file systems: counted before the run's process writes the request's files
+        # (``inodes`` of them, the header says), which the run may make beyond max_files
+        before = _inodes([root, *wipe]) if max_files and not fresh else 0
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
+            req = _read_body(body, int(head["size"]))  # the run's own process, never the server
+            has_stdin, limits = req.get("stdin") is not None, req["limits"]
             if fresh:
                 os.close(st_r)
                 enter_run_ns(st_w, plan, req, _child, (has_stdin, limits, out_w, err_w))
+            # shared namespaces: the files go in the server's own root (emptied after the run)
+            workdir = make_workdir(root, req)
             try:  # the run's init does this in fresh namespaces
                 deny_namespaces()
             except OSError:
                 os.write(err_w, (_FZ_UNFILTERED_MARK + "\n").encode())
                 os._exit(_FZ_UNFILTERED_EXIT)
             _child(workdir, has_stdin, limits, out_w, err_w)
+        os.close(body)
         os.close(out_w)
         os.close(err_w)
         kill = watch = None
@@ -364,15 +454,15 @@ def serve(root, wipe, private_ipc, max_files=0):
                     pass
 
         elif max_files:
-            watch = ([root, *wipe], max_files)
-        out, err, truncated, timed_out, status = _collect(
-            pid, out_r, err_r, t0 + float(req["timeout"]), int(req["cap"]), watch, kill
+            watch = ([root, *wipe], max_files + int(head.get("inodes", 0)), before)
+        out, n_out, err, n_err, truncated, timed_out, status = _collect(
+            pid, out_r, err_r, t0 + float(head["timeout"]), int(head["cap"]), null, watch, kill
         )
         failed = None
         if fresh:
             status, failed, over = read_status(st_r)
             if over:
-                err += _over_quota(max_files)
+                n_err += os.pwrite(err, _over_quota(max_files), n_err)
         wall = time.monotonic() - t0
         os.close(out_r)
         os.close(err_r)
@@ -398,12 +488,15 @@ def serve(root, wipe, private_ipc, max_files=0):
                 "timed_out": timed_out,
                 "truncated": truncated,
                 "wall": wall,
-                "out": base64.b64encode(out).decode(),
-                "err": base64.b64encode(err).decode(),
+                "out": n_out,
+                "err": n_err,
                 "clean": clean and failed is None,
                 "failed": failed,
             }
         )
+        for fd, n in ((out, n_out), (err, n_err)):
+            _send_file(ctl_out.fileno(), fd, n)
+            os.close(fd)
 
 
 def main(argv):

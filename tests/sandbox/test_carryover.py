@@ -67,6 +67,19 @@ CHANNELS = {
         "i = libc.shmget(4242, 64, 0)\nprint(ctypes.string_at(libc.shmat(i, None, 0), 16).decode() "
         "if i >= 0 else '')",
     ),
+    # freed memory of the fork-server, inherited by every run it forks: an earlier run's
+    # request (its program, a replay's hidden tests) and output must never be in it
+    "server_memory": (
+        "import sys\nkept = 'FZMEM{s}' * 64\nprint(kept)\nprint(kept, file=sys.stderr)",
+        "import re\nfound = set()\npat = re.compile(b'FZ' + b'MEM' + b'([0-9a-f]{16})')\n"
+        "try:\n    maps = open('/proc/self/maps').read().splitlines()\n"
+        "    mem = open('/proc/self/mem', 'rb', buffering=0)\nexcept OSError:\n    maps = []\n"
+        "for line in maps:\n    f = line.split()\n    if 'r' not in f[1]:\n        continue\n"
+        "    lo, hi = (int(x, 16) for x in f[0].split('-'))\n    try:\n        mem.seek(lo)\n"
+        "        found.update(m.group(1) for m in pat.finditer(mem.read(hi - lo)))\n"
+        "    except (OSError, OverflowError, ValueError):\n        pass\n"
+        "print(b' '.join(sorted(found)).decode())",
+    ),
 }
 
 

@@ -216,3 +216,23 @@ def test_models_lists_every_name_with_its_key_and_status(capsys):
     assert all((Path(__file__).parents[2] / r["docs"]).is_file() for r in rows.values())
     assert main(["models"]) == 0
     assert "docs/testbed-conflict.md" in capsys.readouterr().out
+
+
+def test_every_recipe_suffix_is_named_where_a_model_is_asked_for():
+    """The help of ``train``/``eval --model`` and of the config's ``model`` field list the
+    registry's suffixes by hand; this keeps them in step with :data:`RECIPES`."""
+    import dataclasses
+
+    from flowzoo.cli import build_parser
+    from flowzoo.config import TrainConfig
+    from flowzoo.tiny.recipe import RECIPES
+
+    field = next(f for f in dataclasses.fields(TrainConfig) if f.name == "model")
+    helps = {"TrainConfig.model": str(field.metadata)}
+    parser = build_parser()
+    for cmd in ("train", "eval"):
+        sub = parser._subparsers._group_actions[0].choices[cmd]  # noqa: SLF001
+        helps[cmd] = " ".join(a.help or "" for a in sub._actions if "--model" in a.option_strings)
+    for where, text in helps.items():
+        missing = [x for x in RECIPES if x and x not in text]
+        assert not missing, f"{where}'s help does not name {missing}"
