@@ -262,6 +262,7 @@ class ForkServer:
         r = json.loads(self._read_line(deadline))
         out = self._read_exact(int(r["out"]), deadline)
         err = self._read_exact(int(r["err"]), deadline)
+        clean = json.loads(self._read_line(deadline)).get("clean") is True
         return Reply(
             r["rc"],
             r["sig"],
@@ -271,7 +272,7 @@ class ForkServer:
             out,
             err,
             self._memory_hits() > before,
-            bool(r.get("clean", False)),
+            clean and r.get("failed") is None,
             r.get("failed"),
         )
 

@@ -33,13 +33,17 @@ its own memory: an earlier run's files (a replay's hidden tests) or output (anot
 program). So the server reads only a request's small header; the body goes from the control
 pipe into a memfd inside the kernel (``splice``), and only the run's own process reads it; a
 run's output goes from its pipes into memfds the same way, and from there to the control pipe
-(``sendfile``). What the server holds are sizes, limits and exit statuses.
+(``sendfile``). Each request is handled, header to reply, by a child of the server that exits
+after it (:func:`_handle`), so the reply's text (exit status, output sizes, wall time) is
+never in the server either; the server learns only whether the run went well, and says
+whether it is clean on a line of its own after the reply.
 
 Protocol on the control fds (the server's original stdin/stdout). Request: a header line
 ``{"timeout": s, "cap": bytes, "size": n}`` and ``n`` bytes of body, the JSON of ``{"files":
 {name: text}, "stdin": str|None, "limits": [[res, value], ...]}``. Reply: a header line
 ``{"rc", "sig", "timed_out", "truncated", "wall", "out", "err", "clean", "failed"}`` where
-``out``/``err`` are byte counts, then that many bytes of stdout and of stderr. argv: ``ROOT [--wipe DIR ...]
+``out``/``err`` are byte counts, then that many bytes of stdout and of stderr, then the
+server's line ``{"clean": bool}``. argv: ``ROOT [--wipe DIR ...]
 [--ipc] [--max-files N] [--uid N --preload mod,mod]`` (the uid drop is for mechanisms
 without a user namespace; ``--max-files``: the files a run may make on each of its file
 systems, a fresh tmpfs's ``nr_inodes``, else a watch on the shared ones).
@@ -57,7 +61,9 @@ import time
 if __name__ != "__main__":  # imported (docker.py, tests); as ``-c`` the run side precedes this
     from flowzoo.sandbox.forkserver_ns import (
         _child,
+        _libc,
         _prctl,
+        _say,
         deny_namespaces,
         enter_run_ns,
         make_workdir,
@@ -218,7 +224,32 @@ def _read_header(fd):
 
 
 def _memfd(name):
-    return os.memfd_create("fz-" + name, os.MFD_CLOEXEC)
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("fz-" + name, os.MFD_CLOEXEC)
+    return _syscall(_libc().memfd_create, ("fz-" + name).encode(), 1)  # MFD_CLOEXEC
+
+
+def _syscall(fn, *args):
+    import ctypes
+
+    got = fn(*args)
+    if got < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return got
+
+
+def _kernel_splice(src, dst, n):
+    """``os.splice`` (Python 3.10+), else the libc call: a sandbox image may have 3.8."""
+    if hasattr(os, "splice"):
+        return os.splice(src, dst, n)
+    import ctypes
+
+    f = _libc().splice
+    f.restype = ctypes.c_ssize_t
+    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    f.argtypes += [ctypes.c_size_t, ctypes.c_uint]
+    return _syscall(f, src, None, dst, None, n, 0)
 
 
 def _splice(src, dst, n):
@@ -226,16 +257,16 @@ def _splice(src, dst, n):
     Where ``src`` is no pipe (a socket) they bounce through a pipe of this process's own,
     still never through its memory."""
     try:
-        return os.splice(src, dst, n)
+        return _kernel_splice(src, dst, n)
     except OSError as e:
         if e.errno != errno.EINVAL:
             raise
     r, w = os.pipe()
     try:
-        got = os.splice(src, w, min(n, 1 << 16))
+        got = _kernel_splice(src, w, min(n, 1 << 16))
         left = got
         while left:
-            left -= os.splice(r, dst, left)
+            left -= _kernel_splice(r, dst, left)
         return got
     finally:
         os.close(r)
@@ -396,76 +427,43 @@ def _restore_dir(path, state):
     return _dir_state(path) == state
 
 
+#: a request handler's exit codes: it replied; it replied and the run's init reported a
+#: failure; there was no request (the host closed the pipe)
+HANDLED, HANDLED_FAILED, NO_REQUEST = 0, 4, 3
+
+
 def serve(root, wipe, private_ipc, max_files=0):
     ctl_in = os.dup(0)  # read raw: a buffered reader would hold a request's body
-    ctl_out = os.fdopen(os.dup(1), "wb")
+    ctl_out = os.dup(1)
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     _prctl(PR_SET_DUMPABLE, 0)
     subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
     me = os.getpid()
-
-    def send(obj):
-        ctl_out.write(json.dumps(obj).encode() + b"\n")
-        ctl_out.flush()
-
     # every writable place the runs see, mounted fresh for each run (fresh namespaces only)
     plan, why = prepare_run_ns(root, wipe, max_files)
     fresh = why is None
-    send({"ready": True, "pid": me, "subreaper": subreaper, "fresh_ns": fresh, "why": why})
+    _send(
+        ctl_out, {"ready": True, "pid": me, "subreaper": subreaper, "fresh_ns": fresh, "why": why}
+    )
     baseline = _server_state()
     dirs = {d: _dir_state(d) for d in [root, *wipe]}
-    while (head := _read_header(ctl_in)) is not None:
-        body = _spool(ctl_in, int(head["size"]))
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        st_r, st_w = os.pipe() if fresh else (None, None)
-        # shared file systems: counted before the run's process writes the request's files
-        # (``inodes`` of them, the header says), which the run may make beyond max_files
-        before = _inodes([root, *wipe]) if max_files and not fresh else 0
-        t0 = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            req = _read_body(body, int(head["size"]))  # the run's own process, never the server
-            has_stdin, limits = req.get("stdin") is not None, req["limits"]
-            if fresh:
-                os.close(st_r)
-                enter_run_ns(st_w, plan, req, _child, (has_stdin, limits, out_w, err_w))
-            # shared namespaces: the files go in the server's own root (emptied after the run)
-            workdir = make_workdir(root, req)
-            try:  # the run's init does this in fresh namespaces
-                deny_namespaces()
-            except OSError:
-                os.write(err_w, (_FZ_UNFILTERED_MARK + "\n").encode())
-                os._exit(_FZ_UNFILTERED_EXIT)
-            _child(workdir, has_stdin, limits, out_w, err_w)
-        os.close(body)
-        os.close(out_w)
-        os.close(err_w)
-        kill = watch = None
-        if fresh:  # the run's init kills it past max_files (its file systems are its own)
-            os.close(st_w)
-
-            def kill(pid=pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)  # its init dies with it, and the run with that
-                except OSError:
-                    pass
-
-        elif max_files:
-            watch = ([root, *wipe], max_files + int(head.get("inodes", 0)), before)
-        out, n_out, err, n_err, truncated, timed_out, status = _collect(
-            pid, out_r, err_r, t0 + float(head["timeout"]), int(head["cap"]), null, watch, kill
-        )
-        failed = None
-        if fresh:
-            status, failed, over = read_status(st_r)
-            if over:
-                n_err += os.pwrite(err, _over_quota(max_files), n_err)
-        wall = time.monotonic() - t0
-        os.close(out_r)
-        os.close(err_r)
+    while True:
+        # one request, start to reply, in a process of its own: what it read (the header) and
+        # wrote (the reply: exit details, output sizes) dies with it, never in the server
+        # every later run is forked from
+        handler = os.fork()
+        if handler == 0:
+            try:
+                code = _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files)
+            except BaseException:  # noqa: BLE001 - any failure is the server's to report
+                code = 1
+            os._exit(code)
+        _, st = os.waitpid(handler, 0)
+        code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -1
+        if code == NO_REQUEST:
+            return
         kill_leftovers(me)
         _reap()
         # nothing a run wrote anywhere it could write may reach the next run
@@ -474,29 +472,89 @@ def serve(root, wipe, private_ipc, max_files=0):
         clean = clean and _server_state() == baseline
         if private_ipc:
             _remove_sysv_ipc()
-        rc = sig = None
-        if status is not None:
-            if os.WIFSIGNALED(status):
-                sig = os.WTERMSIG(status)
-                rc = -sig
-            elif os.WIFEXITED(status):
-                rc = os.WEXITSTATUS(status)
-        send(
-            {
-                "rc": rc,
-                "sig": sig,
-                "timed_out": timed_out,
-                "truncated": truncated,
-                "wall": wall,
-                "out": n_out,
-                "err": n_err,
-                "clean": clean and failed is None,
-                "failed": failed,
-            }
-        )
-        for fd, n in ((out, n_out), (err, n_err)):
-            _send_file(ctl_out.fileno(), fd, n)
-            os.close(fd)
+        if code not in (HANDLED, HANDLED_FAILED):  # it died before its reply: one in its place
+            _send(ctl_out, {"rc": None, "sig": None, "timed_out": False, "truncated": False,
+                            "wall": 0.0, "out": 0, "err": 0, "failed": "the request's handler died"})  # fmt: skip
+        _send(ctl_out, {"clean": clean and code == HANDLED})
+
+
+def _send(fd, obj):
+    data = json.dumps(obj).encode() + b"\n"
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files):
+    """One request (in a child of the server): read its header, spool its body, fork the
+    run, collect its output and reply; the exit code says how it went."""
+    head = _read_header(ctl_in)
+    if head is None:
+        return NO_REQUEST
+    size = int(head["size"])
+    body = _spool(ctl_in, size)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    st_r, st_w = os.pipe() if fresh else (None, None)
+    # shared file systems: counted before the run's process writes the request's files
+    # (``inodes`` of them, the header says), which the run may make beyond max_files
+    before = _inodes([root, *wipe]) if max_files and not fresh else 0
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:  # the run's own process reads the request, never the server
+            req = _read_body(body, size)
+            has_stdin, limits = req.get("stdin") is not None, req["limits"]
+        except BaseException as e:  # noqa: BLE001 - too big for its memory, or malformed
+            why = f"the request could not be read in the run ({type(e).__name__})"
+            _say(st_w if fresh else err_w, ("E" if fresh else "flowzoo sandbox: ") + why)
+            os._exit(1)
+        if fresh:
+            os.close(st_r)
+            enter_run_ns(st_w, plan, req, _child, (has_stdin, limits, out_w, err_w))
+        # shared namespaces: the files go in the server's own root (emptied after the run)
+        workdir = make_workdir(root, req)
+        try:  # the run's init does this in fresh namespaces
+            deny_namespaces()
+        except OSError:
+            os.write(err_w, (_FZ_UNFILTERED_MARK + "\n").encode())
+            os._exit(_FZ_UNFILTERED_EXIT)
+        _child(workdir, has_stdin, limits, out_w, err_w)
+    os.close(body)
+    os.close(out_w)
+    os.close(err_w)
+    kill = watch = None
+    if fresh:  # the run's init kills it past max_files (its file systems are its own)
+        os.close(st_w)
+
+        def kill(pid=pid):
+            try:
+                os.kill(pid, signal.SIGKILL)  # its init dies with it, and the run with that
+            except OSError:
+                pass
+
+    elif max_files:
+        watch = ([root, *wipe], max_files + int(head.get("inodes", 0)), before)
+    out, n_out, err, n_err, truncated, timed_out, status = _collect(
+        pid, out_r, err_r, t0 + float(head["timeout"]), int(head["cap"]), null, watch, kill
+    )
+    failed = None
+    if fresh:
+        status, failed, over = read_status(st_r)
+        if over:
+            n_err += os.pwrite(err, _over_quota(max_files), n_err)
+    wall = time.monotonic() - t0
+    rc = sig = None
+    if status is not None:
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            rc = -sig
+        elif os.WIFEXITED(status):
+            rc = os.WEXITSTATUS(status)
+    reply = {"rc": rc, "sig": sig, "timed_out": timed_out, "truncated": truncated}
+    _send(ctl_out, {**reply, "wall": wall, "out": n_out, "err": n_err, "failed": failed})
+    for fd, n in ((out, n_out), (err, n_err)):
+        _send_file(ctl_out, fd, n)
+    return HANDLED if failed is None else HANDLED_FAILED
 
 
 def main(argv):

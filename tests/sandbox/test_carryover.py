@@ -127,6 +127,43 @@ def test_no_work_sample_learns_nothing_from_a_correct_one(sbx, channel, order):
     assert secret not in outs[-1].stdout + outs[-1].stderr, (channel, outs[-1])
 
 
+_EXIT_TAKE = r"""
+import re
+found = set()
+pat = re.compile(rb'"rc": (-?\d+)[^{}]{0,200}?"out": (\d+), "err": (\d+)')
+try:
+    maps = open('/proc/self/maps').read().splitlines()
+    mem = open('/proc/self/mem', 'rb', buffering=0)
+except OSError:
+    maps = []
+for line in maps:
+    f = line.split()
+    if 'r' not in f[1]:
+        continue
+    lo, hi = (int(x, 16) for x in f[0].split('-'))
+    try:
+        mem.seek(lo)
+        found.update(b'/'.join(m.groups()).decode() for m in pat.finditer(mem.read(hi - lo)))
+    except (OSError, OverflowError, ValueError):
+        pass
+print(' '.join(sorted(found)))
+"""
+
+
+def test_a_runs_exit_details_are_not_read_by_the_next(sbx):
+    """A run's exit status and output sizes (a covert channel of ~48 bits from a sample that
+    did the work to one that did not) are not in the memory of the next run: the server's
+    reply, which holds them, is written by a handler process that exits after it."""
+    r = secrets.randbelow(10**5)
+    rc, n_out, n_err = 3 + r % 200, 600_000 + r, 300_000 + r
+    leave = f"import sys\nsys.stdout.write('a' * {n_out})\nsys.stderr.write('b' * {n_err})\nsys.exit({rc})"
+    done = sbx.run(leave)
+    assert done.exit_code == rc, done
+    took = sbx.run(_EXIT_TAKE)
+    assert took.status == "ok", took
+    assert f"{rc}/{n_out}/{n_err}" not in took.stdout, took.stdout[-500:]
+
+
 # ---------------------------------------------------------------- class 3: process state
 # Every fork-server run has its own user, pid, mount, IPC and network namespace under an init
 # of its own: nothing outside its tree is addressable, and nothing it changes about itself is
