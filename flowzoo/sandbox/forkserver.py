@@ -170,7 +170,9 @@ class ForkServer:
         strict = any(os.path.basename(a) in NAMESPACED for a in argv)
         cmd = [*server_argv(argv), "-c", SERVER_SOURCE, *server_args]
         self.proc = _SPAWNER.call(lambda: popen_isolated(cmd, subprocess.PIPE, env, owned_dir))
-        self._buf = b""
+        #: what the server wrote and no reply has taken yet (a bytearray: appending is linear,
+        #: where growing ``bytes`` copied it on every read, quadratic in a large output)
+        self._buf = bytearray()
         try:
             hello = self._read_line(time.monotonic() + start_timeout_s)
         except ServerDied as e:
@@ -200,12 +202,15 @@ class ForkServer:
 
     def _read_line(self, deadline: float) -> bytes:
         self._fill(lambda: b"\n" in self._buf, deadline)
-        line, _, self._buf = self._buf.partition(b"\n")
+        end = self._buf.index(b"\n")
+        line = bytes(self._buf[:end])
+        del self._buf[: end + 1]
         return line
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
         self._fill(lambda: len(self._buf) >= n, deadline)
-        out, self._buf = self._buf[:n], self._buf[n:]
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
         return out
 
     def _fill(self, done: Callable[[], bool], deadline: float) -> None:

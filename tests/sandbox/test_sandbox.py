@@ -168,6 +168,17 @@ def test_non_utf8_output(sbx):
     assert r.status == "ok" and "ok" in r.stdout and "\ufffd" in r.stdout
 
 
+def test_a_large_output_under_a_large_cap_comes_back_whole():
+    """64 MB of output under a 64 MB cap: the host reads it in one pass (it grew the reply's
+    buffer by copying it on every read, so a 48 MB output ran out of time)."""
+    sb = get_sandbox("process", max_output_bytes=64 << 20, memory_mb=1024, timeout_s=60)
+    try:
+        r = sb.run('import os\nb = b"x" * (1 << 20)\nfor _ in range(64):\n    os.write(1, b)')
+        assert r.status == "ok" and len(r.stdout) == 64 << 20 and not r.truncated, r.stderr[-300:]
+    finally:
+        sb.close()
+
+
 def test_run_many_keeps_order_and_mixes_outcomes(sbx):
     jobs = [Job(f"print({i})") for i in range(6)] + [
         Job("while True: pass", timeout_s=1),
