@@ -188,7 +188,9 @@ def make_workdir(root, req):
         with open(dest, "w", encoding="utf-8", errors="surrogatepass") as f:
             f.write(text)
     if req.get("stdin") is not None:
-        with open(os.path.join(workdir, ".stdin"), "w", encoding="utf-8") as f:
+        with open(
+            os.path.join(workdir, ".stdin"), "w", encoding="utf-8", errors="surrogatepass"
+        ) as f:
             f.write(req["stdin"])
     return workdir
 
@@ -325,8 +327,11 @@ def _child(workdir, has_stdin, limits, out_w, err_w):
                 pass
         for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
-        sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        # as a fresh interpreter opens them (POSIX: stdin splits lines at "\n" and translates
+        # nothing; each stream's error handler the locale's): the server's were opened so
+        errors = [getattr(f, "errors", None) or "strict" for f in (sys.__stdin__, sys.__stdout__)]
+        sys.stdin = open(0, encoding="utf-8", errors=errors[0], newline="\n", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors=errors[1], closefd=False)
         sys.stderr = open(
             2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
         )

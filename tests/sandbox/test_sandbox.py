@@ -179,6 +179,23 @@ def test_a_large_output_under_a_large_cap_comes_back_whole():
         sb.close()
 
 
+def test_stdin_reaches_the_program_as_a_fresh_interpreter_reads_it():
+    """With and without the fork-server a program reads the same stdin: line endings as
+    given (POSIX stdin translates none) and the same error handlers as a fresh interpreter;
+    the fork-server translated ``\r\n`` and refused a lone surrogate."""
+    prog = "import sys\nprint(repr(sys.stdin.read()), sys.stdin.errors, sys.stdout.errors)"
+    got = {}
+    for fork in (True, False):
+        sb = get_sandbox("process", forkserver=fork)
+        try:
+            got[fork] = [sb.run(prog, stdin=x) for x in ("a\r\nb\rc\n", "x\ud800y", "é\n")]
+        finally:
+            sb.close()
+    assert all(r.status == "ok" for rs in got.values() for r in rs), got
+    assert [r.stdout for r in got[True]] == [r.stdout for r in got[False]]
+    assert got[True][0].stdout.startswith(repr("a\r\nb\rc\n"))
+
+
 def test_run_many_keeps_order_and_mixes_outcomes(sbx):
     jobs = [Job(f"print({i})") for i in range(6)] + [
         Job("while True: pass", timeout_s=1),
