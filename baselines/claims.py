@@ -503,11 +503,15 @@ def headline_table(data: dict) -> str:
         tally = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
         if cid == "workflow-vs-single":
             tally += " (workflow × sweep)"
-        if c is None:
-            md.append(f"| {title} | not read | - | - | {tally} |")
-            continue
+        where = ""
+        if c is None:  # a claim the shipped build's cells cannot read: the first sweep that does
+            s = next((s for s in data["sweeps"] if any(x["id"] == cid for x in s["claims"])), None)
+            if s is None:
+                md.append(f"| {title} | not read | - | - | {tally} |")
+                continue
+            c, where = next(x for x in s["claims"] if x["id"] == cid), f" (on **{s['result']}**)"
         md.append(
-            f"| {title} | {c['verdict']} | {c['effect']} | {c['runs']} / {c['seeds']} / "
+            f"| {title} | {c['verdict']}{where} | {c['effect']} | {c['runs']} / {c['seeds']} / "
             f"{c['problems']} | {tally} |"
         )
     md += [

@@ -257,7 +257,11 @@ def test_a_conflict_sweep_is_read_per_protocol_with_its_capture_test(tmp_path):
         index.read_text()
         + "| `conflict/` | current | test | `baselines/sweeps/c.toml` | tiny-s-conflict | - |\n"
     )
-    got = {s["result"]: s for s in claims.compute(root)["sweeps"]}["conflict"]["claims"]
+    data = claims.compute(root)
+    got = {s["result"]: s for s in data["sweeps"]}["conflict"]["claims"]
+    # the headline reads the shipped build's cells; a claim they cannot read shows where it is
+    row = next(x for x in claims.headline_table(data).splitlines() if "role-conflict" in x)
+    assert "(on **conflict**)" in row and "supported" in row
     peaks = [c["claim"] for c in got if c["id"] == "isolated-peaks-higher"]
     assert peaks == [
         "Isolated peaks higher, under the study's protocol",
