@@ -84,7 +84,7 @@ def verdict(x: dict, n_declared: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--claims", default="runs/conflict-claims", help="conflict-claims runs")
     ap.add_argument("--intervention", default="runs/conflict-intervention", help="its runs")
     ap.add_argument(

@@ -158,10 +158,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     out.mkdir(parents=True, exist_ok=True)
     apply_threads(0, announce=progress, keep=True)  # the count this process set, or the cores
     t0 = time.time()
-    rows = make_corpus(cfg, progress=progress)
+    rows, digest = _corpus(cfg, out, progress)
     corpus_s = time.time() - t0
-    # a rebuild whose weights differ says which input moved: the corpus or the stage's base
-    digest = corpus_digest(rows)
     tok = build_tokenizer()
     examples = _encode(tok, rows, cfg.max_len)
     model, steps, lr, lr_at, name, extra = training_stage(cfg, len(tok), progress, out.parent)
@@ -182,7 +180,41 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
     )
     total_s = time.time() - t0
     extra["corpus_sha256"] = digest
-    return save_build(out, model, tok, cfg, len(examples), corpus_s, total_s, losses, **extra)
+    built = save_build(out, model, tok, cfg, len(examples), corpus_s, total_s, losses, **extra)
+    (out / CORPUS_FILE).unlink(missing_ok=True)  # kept only while the build may resume
+    return built
+
+
+#: a build's corpus, kept beside its checkpoint until the build is saved
+CORPUS_FILE = "corpus.json.gz"
+
+
+def _corpus(cfg: PretrainConfig, out: Path, progress: bool) -> tuple[list, str]:
+    """The build's corpus and its sha256 (what a build records: a rebuild whose weights differ
+    says which input moved, the corpus or the stage's base). Why a file: making a large
+    corpus takes most of an hour on 2 cores, and a killed build would make it again on every
+    resume; the file is written whole (a temp name, renamed) and read back only when its
+    rows hash to the digest stored with them."""
+    import gzip
+
+    path = out / CORPUS_FILE
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            kept = json.load(f)
+        rows = [tuple(r) for r in kept["rows"]]
+        if corpus_digest(rows) == kept["sha256"]:
+            if progress:
+                print(f"flowzoo: the {cfg.scale} corpus read back from {path}", file=sys.stderr)
+            return rows, kept["sha256"]
+    except (OSError, ValueError, KeyError, TypeError, EOFError):
+        pass
+    rows = make_corpus(cfg, progress=progress)
+    digest = corpus_digest(rows)
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as f:
+        json.dump({"sha256": digest, "rows": rows}, f)
+    os.replace(tmp, path)
+    return rows, digest
 
 
 #: warmup steps of the mid-training stage (its learning rate is otherwise constant)

@@ -95,26 +95,33 @@ def test_one_build_per_cache_dir_at_a_time(tmp_path, monkeypatch):
     assert len(calls) == 1 and got[0] == got[1] == calls[0]
 
 
+# builds models inside the test: no per-test timeout (a busy machine took over 300 s)
+@pytest.mark.timeout(0)
 def test_a_killed_build_resumes_from_its_checkpoint_and_says_so(tmp_path, capsys):
     cfg = fast_config("tiny-s", episodes_per_env=3, steps=230, batch_size=2, max_len=256)
     path = tmp_path / f"tiny-s-{cfg.key()}"
+    # the build is killed the moment its first checkpoint is in place (by itself: a test that
+    # polled for the file could, on a busy machine, see it only after the build had ended)
     code = (
-        "import sys; from flowzoo.tiny.build import fast_config, pretrain\n"
+        "import os, sys; from flowzoo.tiny.build import fast_config, pretrain\n"
+        "_replace = os.replace\n"
+        "def _killed_after(a, b):\n"
+        "    _replace(a, b)\n"
+        "    if str(b).endswith('checkpoint.pt'):\n"
+        "        os._exit(9)\n"
+        "os.replace = _killed_after\n"
         "cfg = fast_config('tiny-s', episodes_per_env=3, steps=230, batch_size=2, max_len=256)\n"
         f"pretrain(cfg, {str(path)!r}, progress=False)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        while not (path / "checkpoint.pt").exists():
-            assert proc.poll() is None, "the build ended before its first checkpoint"
-            time.sleep(0.2)
-    finally:
-        proc.kill()
-        proc.wait()
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 9
+    assert (path / "checkpoint.pt").exists()
     assert not (path / "flowzoo_tiny.json").exists()
     out = ensure_tiny(cfg, cache_dir=tmp_path, shipped=False)
     assert out == path and (path / "flowzoo_tiny.json").exists()
-    assert "resuming the tiny-s build from its checkpoint at step 200" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "resuming the tiny-s build from its checkpoint at step 200" in err
+    # the killed build's corpus was kept and read back, not made again; gone once built
+    assert "the tiny-s corpus read back from" in err and not (path / "corpus.json.gz").exists()
     # the resumed build is the uninterrupted one, bit for bit, and names its corpus
     whole = pretrain(cfg, tmp_path / "whole" / path.name, progress=False)
     assert (whole / "model.safetensors").read_bytes() == (path / "model.safetensors").read_bytes()
