@@ -11,6 +11,7 @@ import pytest
 
 from flowzoo.sandbox import get_sandbox
 from flowzoo.sandbox.process import probe
+from tests.sandbox.memscan import MEMORY_SCAN
 from tests.sandbox.modes import DOCKER_MODES, PROCESS_MODES
 
 MODES = PROCESS_MODES + DOCKER_MODES[:1]  # Docker without a fork server: a run there is not
@@ -71,14 +72,8 @@ CHANNELS = {
     # request (its program, a replay's hidden tests) and output must never be in it
     "server_memory": (
         "import sys\nkept = 'FZMEM{s}' * 64\nprint(kept)\nprint(kept, file=sys.stderr)",
-        "import re\nfound = set()\npat = re.compile(b'FZ' + b'MEM' + b'([0-9a-f]{16})')\n"
-        "try:\n    maps = open('/proc/self/maps').read().splitlines()\n"
-        "    mem = open('/proc/self/mem', 'rb', buffering=0)\nexcept OSError:\n    maps = []\n"
-        "for line in maps:\n    f = line.split()\n    if 'r' not in f[1]:\n        continue\n"
-        "    lo, hi = (int(x, 16) for x in f[0].split('-'))\n    try:\n        mem.seek(lo)\n"
-        "        found.update(m.group(1) for m in pat.finditer(mem.read(hi - lo)))\n"
-        "    except (OSError, OverflowError, ValueError):\n        pass\n"
-        "print(b' '.join(sorted(found)).decode())",
+        MEMORY_SCAN + "print(' '.join(sorted({g[0].decode() for g in "
+        "_fz_memory_matches(b'FZ' + b'MEM' + b'([0-9a-f]{16})')})))",
     ),
 }
 
@@ -127,27 +122,13 @@ def test_no_work_sample_learns_nothing_from_a_correct_one(sbx, channel, order):
     assert secret not in outs[-1].stdout + outs[-1].stderr, (channel, outs[-1])
 
 
-_EXIT_TAKE = r"""
-import re
-found = set()
-pat = re.compile(rb'"rc": (-?\d+)[^{}]{0,200}?"out": (\d+), "err": (\d+)')
-try:
-    maps = open('/proc/self/maps').read().splitlines()
-    mem = open('/proc/self/mem', 'rb', buffering=0)
-except OSError:
-    maps = []
-for line in maps:
-    f = line.split()
-    if 'r' not in f[1]:
-        continue
-    lo, hi = (int(x, 16) for x in f[0].split('-'))
-    try:
-        mem.seek(lo)
-        found.update(b'/'.join(m.groups()).decode() for m in pat.finditer(mem.read(hi - lo)))
-    except (OSError, OverflowError, ValueError):
-        pass
-print(' '.join(sorted(found)))
+_EXIT_TAKE = (
+    MEMORY_SCAN
+    + r"""
+pat = rb'"rc": (-?\d+)[^{}]{0,200}?"out": (\d+), "err": (\d+)'
+print(' '.join(sorted({b'/'.join(g).decode() for g in _fz_memory_matches(pat)})))
 """
+)
 
 
 def test_a_runs_exit_details_are_not_read_by_the_next(sbx):
