@@ -31,7 +31,7 @@ import pytest
 
 import flowzoo
 from flowzoo.tasks.base import Task
-from flowzoo.tasks.code import CodeFamily, judge, load_code_file, names, replay_worker
+from flowzoo.tasks.code import CodeFamily, judge, load_code_file, names, replay_reply
 from flowzoo.tasks.code.data import humaneval_tasks, load_code_dataset
 from flowzoo.tasks.code.testcode import judge_spec
 from flowzoo.tasks.files import WHOLE
@@ -131,8 +131,8 @@ def test_a_reply_is_counted_before_it_is_built(text, outcome):
     counted as JSON reads it (never less), so nothing past the caps is built."""
     source = ("f", "", "", ("assert f(1) == 2",))
     try:
-        got = replay_worker.read_reply(_reply(text), 1, 100, source)
-    except replay_worker.ReplyTooBig:
+        got = replay_reply.read_reply(_reply(text), 1, 100, source)
+    except replay_reply.ReplyTooBig:
         got = "too_big"
     if outcome == "read":
         assert got is not None and got != "too_big" and got.cost < 8 << 20
@@ -148,10 +148,10 @@ def test_the_caps_grow_with_the_rows_own_source():
     big = [list(range(i, i + 30_000)) for i in range(5)]  # 150k values, ~1 MB of JSON
     tests = tuple(f"assert f({xs!r}) == 0" for xs in big)
     reply = {"cases": [None] * 5, "calls": [["f", [xs], {}] for xs in big]}
-    got = replay_worker.read_reply(_reply(reply), 5, 100, ("f", "", "", tests))
+    got = replay_reply.read_reply(_reply(reply), 5, 100, ("f", "", "", tests))
     assert got is not None and len(got.calls) == 5
-    with pytest.raises(replay_worker.ReplyTooBig):
-        replay_worker.read_reply(_reply(reply), 5, 100, ("f", "", "", ("assert f(1)",) * 5))
+    with pytest.raises(replay_reply.ReplyTooBig):
+        replay_reply.read_reply(_reply(reply), 5, 100, ("f", "", "", ("assert f(1)",) * 5))
 
 
 def test_honest_rows_replies_sit_far_under_the_caps(fam):

@@ -21,7 +21,7 @@ import pytest
 import flowzoo
 from flowzoo.sandbox import get_sandbox
 from flowzoo.tasks.base import Task
-from flowzoo.tasks.code import CodeFamily, judge, replay_worker
+from flowzoo.tasks.code import CodeFamily, judge, replay_reply, replay_worker
 from flowzoo.tasks.code.judge import replay
 from flowzoo.tasks.code.testcode import judge_spec
 
@@ -322,5 +322,5 @@ def test_the_replay_loads_from_source_where_the_sandbox_runs_another_python():
         res = sbx.run(main, files=files, timeout_s=10)
     finally:
         sbx.close()
-    cases, calls, keys, _ = replay_worker.read_reply(res.stdout, 1, 100, source)
+    cases, calls, keys, _ = replay_reply.read_reply(res.stdout, 1, 100, source)
     assert cases == [None] and calls == [["f", [1], {}]] and len(keys) == 1, res.stderr

@@ -64,7 +64,7 @@ _MODULES = (
 def judge_settings() -> tuple:
     """Every limit the judge side reads at scoring time, as it is now: the upper-case
     numbers of each loaded module of this package (``names.MAX_CODE_TOKENS``,
-    ``stdio.CHANNEL_BYTES``, ``replay_worker.REPLY_BASE_BYTES`` ...) and the numeric
+    ``stdio.CHANNEL_BYTES``, ``replay_reply.REPLY_BASE_BYTES`` ...) and the numeric
     defaults of the judge runs (``JudgeRun.call_timeout_s``, ``StdioRun.max_output``).
     Collected, not listed: a verdict shared between envs must not outlive a cap a user
     raised, and a cap added later is in the key without anyone remembering to add it."""

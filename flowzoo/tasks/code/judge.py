@@ -17,7 +17,7 @@ expected values from memory). So the two are split:
 The row's test code is untrusted too (a file someone else wrote), so the replay is a sandbox
 run of its own, in the same backend, never the candidate's run: it sees no host file and no
 network, writes only to its own scratch dirs, and its reply is read here as untrusted data
-(``replay_worker.read_reply``). The candidate never runs there; the row decides only its own
+(``replay_reply.read_reply``). The candidate never runs there; the row decides only its own
 verdict, as it always does.
 
 Calls are discovered by replaying the test code: a first pass records every call the tests
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from flowzoo.sandbox import ExecResult, Job, Sandbox, get_sandbox
 from flowzoo.sandbox.forksafe import ForkLock
-from flowzoo.tasks.code import replay_worker
+from flowzoo.tasks.code import replay_reply, replay_worker
 from flowzoo.tasks.code.replay_worker import (
     REPLAY_CALLS,
     REPLAY_LIMIT_S,
@@ -136,14 +136,14 @@ class JudgeRun(RunRecord):
 
     def _take_replay(self, res: ExecResult) -> None:
         """A replay run's reply; one that overran, died, answered garbage or past the reply
-        caps (``replay_worker.read_reply``: never built) fails every case."""
+        caps (``replay_reply.read_reply``: never built) fails every case."""
         got, status = None, "replay_killed"
         if res.exit_code == 0 and res.status != "sandbox_error":
             try:
-                got = replay_worker.read_reply(
+                got = replay_reply.read_reply(
                     res.stdout, self.spec.n_cases, REPLAY_CALLS, self.spec.source
                 )
-            except replay_worker.ReplyTooBig:
+            except replay_reply.ReplyTooBig:
                 status = "reply_too_big"
         if got is None:
             self.cases = [CaseResult(False, None, "JudgeLimit")] * self.spec.n_cases
