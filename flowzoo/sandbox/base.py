@@ -156,9 +156,13 @@ def classify(exit_code: int | None, sig: int | None, stderr: str, timed_out: boo
 MAIN = "main.py"
 
 
-def checked_files(source: str, files: dict[str, str]) -> dict[str, str]:
+def checked_files(
+    source: str, files: dict[str, str], stdin: str | None = None, disk_mb: int | None = None
+) -> dict[str, str]:
     """``files`` plus ``main.py`` under normalised names, or a ValueError: every backend
-    applies this one check (names relative, inside the work dir, not ``.stdin``; text only)."""
+    applies this one check (names relative, inside the work dir, not ``.stdin``; text only;
+    with ``disk_mb``, the files and ``stdin`` fit in that many MiB: a request past its run's
+    disk is refused here, with the sizes, not lost inside the run)."""
     if not isinstance(source, str):
         raise ValueError(f"source must be a str, got {type(source).__name__}")
     out = {}
@@ -169,6 +173,14 @@ def checked_files(source: str, files: dict[str, str]) -> dict[str, str]:
         if not isinstance(text, str):
             raise ValueError(f"file {name!r} must be a str, got {type(text).__name__}")
         out["/".join(p.parts)] = text
+    if disk_mb is not None:
+        texts = [*out.values(), *([] if stdin is None else [stdin])]
+        size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+        if size > disk_mb << 20:
+            raise ValueError(
+                f"the program's files and stdin take {size / (1 << 20):.1f} MiB, more than the "
+                f"{disk_mb} MiB of disk a run has"
+            )
     return out
 
 

@@ -437,7 +437,7 @@ class DockerSandbox(ConcurrentRunMixin):
         timeout = float(timeout_s if timeout_s is not None else lim.timeout_s)
         mem = int(memory_mb if memory_mb is not None else lim.memory_mb)
         try:
-            all_files = checked_files(source, files or {})
+            all_files = checked_files(source, files or {}, stdin, lim.tmpfs_mb)
         except ValueError as e:
             return ExecResult(
                 "sandbox_error", None, "", f"cannot prepare the work dir: {e}", backend="docker"

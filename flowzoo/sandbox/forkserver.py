@@ -248,11 +248,24 @@ class ForkServer:
     ) -> Reply:
         """Run one program; raises :class:`ServerDied` if the server is lost meanwhile."""
         before = self._memory_hits()
-        msg = {"files": files, "stdin": stdin, "limits": [list(x) for x in limits]}
-        body = json.dumps(msg).encode()
+        # the body: a JSON line of sizes and limits, then the files' bytes and stdin's, raw, so
+        # that the run's process copies them out a chunk at a time (never whole in its memory)
+        raw = [t.encode("utf-8", "surrogatepass") for t in files.values()]
+        data_in = None if stdin is None else stdin.encode("utf-8", "surrogatepass")
+        meta = {
+            "files": {n: len(b) for n, b in zip(files, raw, strict=True)},
+            "stdin": None if data_in is None else len(data_in),
+            "limits": [list(x) for x in limits],
+        }
+        body = b"".join([json.dumps(meta).encode(), b"\n", *raw, data_in or b""])
         # the header the server reads; the body it only moves (forkserver_main.py: no run's
         # data passes through the server's memory, which every later run inherits)
-        head = {"timeout": timeout_s, "cap": cap, "size": len(body), "inodes": _request_inodes(msg)}
+        head = {
+            "timeout": timeout_s,
+            "cap": cap,
+            "size": len(body),
+            "inodes": _request_inodes(meta),
+        }
         try:
             # straight to the pipe, not through the buffered file: a buffered write holds a
             # lock, and a child forked meanwhile could never close its copy (forksafe.py)

@@ -39,8 +39,9 @@ never in the server either; the server learns only whether the run went well, an
 whether it is clean on a line of its own after the reply.
 
 Protocol on the control fds (the server's original stdin/stdout). Request: a header line
-``{"timeout": s, "cap": bytes, "size": n}`` and ``n`` bytes of body, the JSON of ``{"files":
-{name: text}, "stdin": str|None, "limits": [[res, value], ...]}``. Reply: a header line
+``{"timeout": s, "cap": bytes, "size": n}`` and ``n`` bytes of body: a JSON line ``{"files":
+{name: bytes}, "stdin": bytes|None, "limits": [[res, value], ...]}``, then the files' UTF-8
+and stdin's, raw, in that order (copied out a chunk at a time: never whole in any memory). Reply: a header line
 ``{"rc", "sig", "timed_out", "truncated", "wall", "out", "err", "clean", "failed"}`` where
 ``out``/``err`` are byte counts, then that many bytes of stdout and of stderr, then the
 server's line ``{"clean": bool}``. argv: ``ROOT [--wipe DIR ...]
@@ -285,16 +286,27 @@ def _spool(src, n):
     return fd
 
 
+#: the longest first line of a request's body (its files' names and sizes, the limits)
+MAX_META_BYTES = 16 << 20
+
+
 def _read_body(fd, size):
-    """The request, read by the run's own process from the memfd the server spooled it to."""
-    data = bytearray()
-    while len(data) < size:
-        chunk = os.pread(fd, size - len(data), len(data))
-        if not chunk:
-            break
-        data += chunk
-    os.close(fd)
-    return json.loads(bytes(data))
+    """The request's first line, read by the run's own process from the memfd the server
+    spooled the body to; its files and stdin stay there (``body``: the fd and where they
+    start) until :func:`make_workdir` copies them out."""
+    line = bytearray()
+    while b"\n" not in line:
+        chunk = os.pread(fd, min(1 << 16, size - len(line)), len(line))
+        if not chunk or len(line) > MAX_META_BYTES:
+            raise ValueError("a request without its first line")
+        line += chunk
+    meta = bytes(line[: line.index(b"\n")])
+    req = json.loads(meta)
+    need = sum(req["files"].values()) + (req.get("stdin") or 0)
+    if len(meta) + 1 + need != size:
+        raise ValueError("a request whose sizes do not add up")
+    req["body"] = (fd, len(meta) + 1)
+    return req
 
 
 def _send_file(out, fd, n):

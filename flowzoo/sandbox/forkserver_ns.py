@@ -178,21 +178,41 @@ def _request_inodes(req):
 
 
 def make_workdir(root, req):
-    """A new dir under ``root`` holding the request's files and ``.stdin``; its path."""
+    """A new dir under ``root`` holding the request's files and ``.stdin``, copied out of the
+    request's memfd (``req["body"]``: the fd, where the bytes start), which is then closed;
+    its path."""
     # an unguessable name: where the root is not fresh, no run can prepare the next run's dir
     workdir = os.path.join(root, f"run-{os.urandom(8).hex()}")
     os.mkdir(workdir, 0o700)
-    for name, text in req["files"].items():
+    src, at = req["body"]
+    for name, n in req["files"].items():
         dest = os.path.join(workdir, *name.split("/"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(text)
+        at = _copy_out(src, at, n, dest)
     if req.get("stdin") is not None:
-        with open(
-            os.path.join(workdir, ".stdin"), "w", encoding="utf-8", errors="surrogatepass"
-        ) as f:
-            f.write(req["stdin"])
+        _copy_out(src, at, req["stdin"], os.path.join(workdir, ".stdin"))
+    os.close(src)
     return workdir
+
+
+def _copy_out(src, at, n, dest):
+    """``n`` bytes of fd ``src`` from offset ``at`` into a new file ``dest``, a chunk at a
+    time: a request's file is never whole in the run's memory, whose limit is the program's
+    (a 55 MB file under a 128 MB limit once killed the run before its program started).
+    Where the next bytes start."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        while n:
+            chunk = os.pread(src, min(n, 1 << 20), at)
+            if not chunk:
+                raise ValueError("the request ended early")
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+            at, n = at + len(chunk), n - len(chunk)
+    finally:
+        os.close(fd)
+    return at
 
 
 def _fresh_fs(plan, req):

@@ -119,7 +119,8 @@ class ProcessLimits:
     max_procs: int = 64
     max_file_mb: int = 16
     max_open_files: int = 64
-    #: size of each writable tmpfs (work dir, /tmp, /dev/shm) under bubblewrap
+    #: size of each writable tmpfs (work dir, /tmp, /dev/shm) under bubblewrap, and the most a
+    #: run's files and stdin may take under every mechanism (refused past it, before the run)
     disk_mb: int = 64
     #: files a run may create (fork-server mode, bubblewrap: the run is killed past it)
     max_files: int = 10_000
@@ -364,7 +365,7 @@ class ProcessSandbox(ConcurrentRunMixin):
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _prepare(self, source: str, files: dict[str, str], stdin: str | None) -> str:
-        all_files = checked_files(source, files)
+        all_files = checked_files(source, files, stdin, self.limits.disk_mb)
         if stdin is not None:
             all_files[".stdin"] = stdin
         workdir = tempfile.mkdtemp(prefix="flowzoo-sbx-")
@@ -519,7 +520,7 @@ class ProcessSandbox(ConcurrentRunMixin):
         from flowzoo.sandbox.forkserver import ServerDied
 
         try:
-            all_files = checked_files(source, files)
+            all_files = checked_files(source, files, stdin, lim.disk_mb)
         except ValueError as e:
             return ExecResult(
                 "sandbox_error", None, "", f"cannot prepare the work dir: {e}", 0.0, backend=backend

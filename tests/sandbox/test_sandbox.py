@@ -179,6 +179,28 @@ def test_a_large_output_under_a_large_cap_comes_back_whole():
         sb.close()
 
 
+@pytest.mark.parametrize("forkserver", [True, False])
+def test_a_request_near_the_memory_limit_runs_and_one_past_the_disk_is_refused(forkserver):
+    """A 40 MB file and 12 MB of stdin under a 128 MB memory limit run as without the
+    fork-server (whose run read the request whole into its memory: killed before the program
+    started, a bare ``error``); a request past the run's disk is refused before the run, with
+    its size, in either mode (it was ``sandbox_error``, ``error`` or ``killed`` by size)."""
+    sb = get_sandbox("process", forkserver=forkserver, memory_mb=128, timeout_s=30)
+    src = "import os, sys\nprint(os.path.getsize('big.txt'), len(sys.stdin.read()))"
+    try:
+        r = sb.run(src, files={"big.txt": "é" * (20 << 20)}, stdin="y" * (12 << 20))
+        assert (r.status, r.stdout) == ("ok", f"{40 << 20} {12 << 20}\n"), r.stderr[-300:]
+        for files, stdin in (
+            ({"big.txt": "x" * (60 << 20)}, "y" * (5 << 20)),
+            ({}, "y" * (200 << 20)),
+        ):
+            r = sb.run(src, files=files, stdin=stdin)
+            assert r.status == "sandbox_error" and "MiB of disk" in r.stderr, (r.status, r.stderr)
+        assert sb.run("print(7)").stdout == "7\n"  # the sandbox goes on
+    finally:
+        sb.close()
+
+
 def test_stdin_reaches_the_program_as_a_fresh_interpreter_reads_it():
     """With and without the fork-server a program reads the same stdin: line endings as
     given (POSIX stdin translates none) and the same error handlers as a fresh interpreter;
