@@ -156,30 +156,44 @@ def classify(exit_code: int | None, sig: int | None, stderr: str, timed_out: boo
 MAIN = "main.py"
 
 
+#: a file on a run's disk (a tmpfs) takes whole pages
+PAGE_BYTES = 4096
+
+
 def checked_files(
     source: str, files: dict[str, str], stdin: str | None = None, disk_mb: int | None = None
 ) -> dict[str, str]:
     """``files`` plus ``main.py`` under normalised names, or a ValueError: every backend
-    applies this one check (names relative, inside the work dir, not ``.stdin``; text only;
-    with ``disk_mb``, the files and ``stdin`` fit in that many MiB: a request past its run's
-    disk is refused here, with the sizes, not lost inside the run)."""
+    applies this one check (names relative, inside the work dir, not ``.stdin``, a name the
+    file system can hold, no two names for one file; text only; with ``disk_mb``, the files
+    and ``stdin`` fit on that many MiB of tmpfs, each in whole pages: a request past its
+    run's disk is refused here, with its size, not lost inside the run)."""
     if not isinstance(source, str):
         raise ValueError(f"source must be a str, got {type(source).__name__}")
-    out = {}
+    out: dict[str, str] = {}
     for name, text in {**files, MAIN: source}.items():
         p = PurePosixPath(name)
         if p.is_absolute() or ".." in p.parts or not p.parts or p.parts[0] == ".stdin":
             raise ValueError(f"file name {name!r} must be relative and stay inside the work dir")
+        try:
+            os.fsencode(name)
+        except UnicodeEncodeError:
+            raise ValueError(f"file name {name!r} is no file name (a lone surrogate)") from None
         if not isinstance(text, str):
             raise ValueError(f"file {name!r} must be a str, got {type(text).__name__}")
-        out["/".join(p.parts)] = text
+        key = "/".join(p.parts)
+        if key in out:
+            raise ValueError(f"two names in the request name one file, {key!r}")
+        out[key] = text
     if disk_mb is not None:
         texts = [*out.values(), *([] if stdin is None else [stdin])]
-        size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
-        if size > disk_mb << 20:
+        sizes = [len(t.encode("utf-8", "surrogatepass")) for t in texts]
+        need = sum(-(-n // PAGE_BYTES) * PAGE_BYTES for n in sizes)
+        if need > disk_mb << 20:
             raise ValueError(
-                f"the program's files and stdin take {size / (1 << 20):.1f} MiB, more than the "
-                f"{disk_mb} MiB of disk a run has"
+                f"the program's files and stdin ({sum(sizes):,} bytes) need {need:,} bytes of "
+                f"disk in {PAGE_BYTES}-byte pages, more than the {disk_mb} MiB "
+                f"({disk_mb << 20:,} bytes) a run has"
             )
     return out
 

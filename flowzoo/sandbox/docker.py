@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import io
 import json
 import os
@@ -169,6 +170,10 @@ def _host_mounts() -> tuple[dict, str]:
     data) as the container's read-only ``/usr``: nothing else of the host is mounted."""
     rt = runtime_dir()
     return {os.path.join(rt, "usr"): {"bind": "/usr", "mode": "ro"}}, sandbox_python()
+
+
+#: the longest argument the kernel passes to an exec (``MAX_ARG_STRLEN``: 32 pages)
+MAX_ARG_BYTES = 32 * 4096
 
 
 @dataclass(frozen=True)
@@ -400,10 +405,8 @@ class DockerSandbox(ConcurrentRunMixin):
         self._discard_id(c.id)
 
     def _discard_id(self, cid: str) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.client.api.remove_container(cid, force=True)
-        except Exception:
-            pass
         with self._lock:
             self._all.discard(cid)
 
@@ -470,6 +473,13 @@ class DockerSandbox(ConcurrentRunMixin):
                 return res
             payload = base64.b64encode(json.dumps(spec).encode()).decode()
             cmd = [self.python, "-I", "-S", "-c", GUARD_SOURCE + _BOOT.format(payload=payload)]
+            if len(cmd[-1].encode()) >= MAX_ARG_BYTES:  # the kernel would refuse the exec
+                msg = (
+                    f"cannot prepare the work dir: without the fork-server a request travels in "
+                    f"one exec argument, at most {MAX_ARG_BYTES:,} bytes; this one needs "
+                    f"{len(cmd[-1].encode()):,} (forkserver=True, the default, takes up to tmpfs_mb)"
+                )
+                return ExecResult("sandbox_error", None, "", msg, backend="docker")
             res, healthy = self._exec(c, cmd, timeout, lim.max_output_bytes)
             return res
         finally:
@@ -510,14 +520,9 @@ class DockerSandbox(ConcurrentRunMixin):
             ex = api.exec_create(c.id, cmd, user=NOBODY, workdir="/box")
             stream = api.exec_start(ex["Id"], stream=True, demux=True)
         except Exception as e:
-            return ExecResult(
-                "sandbox_error",
-                None,
-                "",
-                f"docker exec failed: {e}",
-                time.monotonic() - t0,
-                backend="docker",
-            ), False
+            wall = time.monotonic() - t0
+            msg = f"docker exec failed: {e}"
+            return ExecResult("sandbox_error", None, "", msg, wall, backend="docker"), False
         bufs = [bytearray(), bytearray()]
         state = {"truncated": False}
 
@@ -542,10 +547,8 @@ class DockerSandbox(ConcurrentRunMixin):
         code = None
         if timed_out:
             healthy = False
-            try:
+            with contextlib.suppress(Exception):
                 c.kill()
-            except Exception:
-                pass
             th.join(5)
         else:
             try:
@@ -570,10 +573,8 @@ class DockerSandbox(ConcurrentRunMixin):
         with self._lock:
             ids = list(self._all)
         for cid in ids:
-            try:
+            with contextlib.suppress(Exception):
                 self.client.api.remove_container(cid, force=True)
-            except Exception:
-                pass
         with self._lock:
             self._all.clear()
 
@@ -594,7 +595,5 @@ def cleanup(client=None) -> int:
 @atexit.register
 def _close_all() -> None:
     for s in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             s.close()
-        except Exception:
-            pass

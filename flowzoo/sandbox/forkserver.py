@@ -253,7 +253,7 @@ class ForkServer:
         raw = [t.encode("utf-8", "surrogatepass") for t in files.values()]
         data_in = None if stdin is None else stdin.encode("utf-8", "surrogatepass")
         meta = {
-            "files": {n: len(b) for n, b in zip(files, raw, strict=True)},
+            "files": [[n, len(b)] for n, b in zip(files, raw, strict=True)],  # pairs: no merging
             "stdin": None if data_in is None else len(data_in),
             "limits": [list(x) for x in limits],
         }

@@ -40,7 +40,7 @@ whether it is clean on a line of its own after the reply.
 
 Protocol on the control fds (the server's original stdin/stdout). Request: a header line
 ``{"timeout": s, "cap": bytes, "size": n}`` and ``n`` bytes of body: a JSON line ``{"files":
-{name: bytes}, "stdin": bytes|None, "limits": [[res, value], ...]}``, then the files' UTF-8
+[[name, bytes], ...], "stdin": bytes|None, "limits": [[res, value], ...]}``, then the files' UTF-8
 and stdin's, raw, in that order (copied out a chunk at a time: never whole in any memory). Reply: a header line
 ``{"rc", "sig", "timed_out", "truncated", "wall", "out", "err", "clean", "failed"}`` where
 ``out``/``err`` are byte counts, then that many bytes of stdout and of stderr, then the
@@ -286,10 +286,6 @@ def _spool(src, n):
     return fd
 
 
-#: the longest first line of a request's body (its files' names and sizes, the limits)
-MAX_META_BYTES = 16 << 20
-
-
 def _read_body(fd, size):
     """The request's first line, read by the run's own process from the memfd the server
     spooled the body to; its files and stdin stay there (``body``: the fd and where they
@@ -297,12 +293,12 @@ def _read_body(fd, size):
     line = bytearray()
     while b"\n" not in line:
         chunk = os.pread(fd, min(1 << 16, size - len(line)), len(line))
-        if not chunk or len(line) > MAX_META_BYTES:
+        if not chunk:
             raise ValueError("a request without its first line")
         line += chunk
     meta = bytes(line[: line.index(b"\n")])
     req = json.loads(meta)
-    need = sum(req["files"].values()) + (req.get("stdin") or 0)
+    need = sum(n for _, n in req["files"]) + (req.get("stdin") or 0)
     if len(meta) + 1 + need != size:
         raise ValueError("a request whose sizes do not add up")
     req["body"] = (fd, len(meta) + 1)
@@ -517,7 +513,7 @@ def _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files):
             req = _read_body(body, size)
             has_stdin, limits = req.get("stdin") is not None, req["limits"]
         except BaseException as e:  # noqa: BLE001 - too big for its memory, or malformed
-            why = f"the request could not be read in the run ({type(e).__name__})"
+            why = f"the request could not be read in the run ({type(e).__name__}: {e})"[:500]
             _say(st_w if fresh else err_w, ("E" if fresh else "flowzoo sandbox: ") + why)
             os._exit(1)
         if fresh:

@@ -173,7 +173,8 @@ def _request_inodes(req):
     """Inodes :func:`make_workdir` uses for ``req``: its dir, the files' dirs, the files."""
     if not req:
         return 0
-    dirs = {"/".join(n.split("/")[:i]) for n in req["files"] for i in range(1, n.count("/") + 1)}
+    names = [f if isinstance(f, str) else f[0] for f in req["files"]]  # names, or (name, size)
+    dirs = {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}
     return 1 + len(dirs) + len(req["files"]) + (req.get("stdin") is not None)
 
 
@@ -185,7 +186,7 @@ def make_workdir(root, req):
     workdir = os.path.join(root, f"run-{os.urandom(8).hex()}")
     os.mkdir(workdir, 0o700)
     src, at = req["body"]
-    for name, n in req["files"].items():
+    for name, n in req["files"]:
         dest = os.path.join(workdir, *name.split("/"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         at = _copy_out(src, at, n, dest)

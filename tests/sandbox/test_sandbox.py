@@ -183,22 +183,50 @@ def test_a_large_output_under_a_large_cap_comes_back_whole():
 def test_a_request_near_the_memory_limit_runs_and_one_past_the_disk_is_refused(forkserver):
     """A 40 MB file and 12 MB of stdin under a 128 MB memory limit run as without the
     fork-server (whose run read the request whole into its memory: killed before the program
-    started, a bare ``error``); a request past the run's disk is refused before the run, with
-    its size, in either mode (it was ``sandbox_error``, ``error`` or ``killed`` by size)."""
+    started, a bare ``error``); a request past the run's disk (its files in whole pages) is
+    refused before the run, with its size, in either mode (it was ``sandbox_error``,
+    ``error`` or ``killed`` by size); one that fills the disk exactly runs."""
     sb = get_sandbox("process", forkserver=forkserver, memory_mb=128, timeout_s=30)
     src = "import os, sys\nprint(os.path.getsize('big.txt'), len(sys.stdin.read()))"
     try:
         r = sb.run(src, files={"big.txt": "é" * (20 << 20)}, stdin="y" * (12 << 20))
         assert (r.status, r.stdout) == ("ok", f"{40 << 20} {12 << 20}\n"), r.stderr[-300:]
+        many = {f"d{i % 50}/f{i}": "z" * 4097 for i in range(8200)}  # 32 MiB, 64 MiB of pages
         for files, stdin in (
             ({"big.txt": "x" * (60 << 20)}, "y" * (5 << 20)),
             ({}, "y" * (200 << 20)),
+            (many, None),
         ):
             r = sb.run(src, files=files, stdin=stdin)
-            assert r.status == "sandbox_error" and "MiB of disk" in r.stderr, (r.status, r.stderr)
+            assert r.status == "sandbox_error" and "MiB (" in r.stderr, (r.status, r.stderr)
+        # what fits the disk's pages exactly runs (main.py takes one)
+        big = {"a/b.bin": "x" * ((64 << 20) - 4096)}
+        r = sb.run("import os\nprint(os.path.getsize('a/b.bin'))", files=big)
+        assert (r.status, r.stdout) == ("ok", f"{(64 << 20) - 4096}\n"), r.stderr[-300:]
         assert sb.run("print(7)").stdout == "7\n"  # the sandbox goes on
     finally:
         sb.close()
+
+
+@pytest.mark.docker
+def test_docker_without_the_fork_server_refuses_a_request_its_exec_cannot_carry():
+    """Without the fork-server a Docker run's request travels in one exec argument (at most
+    128 KiB): past that it is refused with the sizes (it ended as ``error``, blamed on the
+    program: "argument list too long"); the fork-server takes the same request."""
+    from flowzoo.sandbox.docker import docker_unavailable_reason
+
+    if why := docker_unavailable_reason():
+        pytest.skip(why)
+    src = "import os\nprint(os.path.getsize('f.txt'))"
+    for forkserver, want in ((False, "sandbox_error"), (True, "ok")):
+        sb = get_sandbox("docker", forkserver=forkserver, timeout_s=20, pool_size=1)
+        try:
+            r = sb.run(src, files={"f.txt": "a" * 200_000})
+            assert r.status == want, (forkserver, r.status, r.stderr[-300:])
+            assert forkserver or "exec argument" in r.stderr
+            assert sb.run(src, files={"f.txt": "a" * 60_000}).stdout == "60000\n"
+        finally:
+            sb.close()
 
 
 def test_stdin_reaches_the_program_as_a_fresh_interpreter_reads_it():
