@@ -7,10 +7,17 @@ first test that needs it once turned into an error for every test after it). Fix
 outside the per-test timeout as well (``timeout_func_only`` in setup.cfg)."""
 
 import contextlib
+import os
 import sys
 import time
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one torch/BLAS thread per worker (setup.cfg runs two): two workers each taking every
+    # core would oversubscribe them; set before any test module imports torch
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 _TINY: dict[str, object] = {}
 
