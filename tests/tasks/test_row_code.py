@@ -53,6 +53,11 @@ def sbx(request):
     s.close()
 
 
+def _cmdline() -> bytes:
+    with open("/proc/self/cmdline", "rb") as f:
+        return f.read()
+
+
 class Host:
     """What a row would reach on the host: listeners, a secret, the trainer's cwd and env."""
 
@@ -101,7 +106,9 @@ class Host:
             "read_home_ssh": "import os\n"
             "return 'BEGIN' in open(os.path.expanduser('~/.ssh/id_rsa')).read()",
             "trainer_env": f"import os\nreturn os.environ.get('FZ_ROW_CANARY') == {self.canary!r}",
-            "trainer_proc": f"return b'pytest' in open('/proc/{os.getpid()}/cmdline', 'rb').read()",
+            # the trainer's own command line, read through its pid (a pytest-xdist worker's
+            # names no pytest: compared whole)
+            "trainer_proc": f"return open('/proc/{os.getpid()}/cmdline', 'rb').read() == {_cmdline()!r}",
             "trainer_uid": f"import os\nreturn os.getuid() == {os.getuid()}",
             "tcp_local": "import socket\n"
             f"socket.create_connection(('127.0.0.1', {tcp_port}), timeout=2).close()\nreturn True",
