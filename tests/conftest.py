@@ -28,11 +28,29 @@ def _build_tiny(progress: bool = False):
     return ensure_tiny(fast_config("tiny-s"), progress=progress)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist (setup.cfg runs two workers) the controller builds the model before
+    the workers start, where its progress reaches the terminal (a worker's output does not);
+    the workers then find it cached. It cannot see which tests will be collected, so a first
+    run of any test under xdist pays the one build."""
+    cfg = session.config
+    if hasattr(cfg, "workerinput") or not getattr(cfg.option, "numprocesses", 0):
+        return
+    if not cfg.option.collectonly:
+        _prepare(session)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the test model once, before any test runs, when a collected test needs it."""
     if session.config.option.collectonly:
         return
-    if not any("tiny_model" in getattr(i, "fixturenames", ()) for i in session.items):
+    if any("tiny_model" in getattr(i, "fixturenames", ()) for i in session.items):
+        _prepare(session)
+
+
+def _prepare(session: pytest.Session) -> None:
+    if "path" in _TINY or "error" in _TINY:
         return
     try:
         import torch  # noqa: F401
