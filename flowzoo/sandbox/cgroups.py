@@ -86,18 +86,24 @@ def available() -> tuple[str, ...]:
 #: an empty group older than this, of a maker that cannot be told (no pid in its name), is a
 #: leftover: a run's group holds its processes from its first moment to its removal
 STALE_S = 3600.0
+#: and any group younger than this stays: a maker in another pid namespace (whose pid this
+#: process cannot see) may have made it a moment ago, before its run joined it
+GRACE_S = 60.0
 _PRUNED_BY: list[int] = []
 
 
 def _leftover(path: str, name: str, now: float) -> bool:
     """Whether group ``name`` outlived its maker: the pid before the dash has exited, or, for a
     name without one (made before names carried it), it is over :data:`STALE_S` old."""
+    try:
+        age = now - os.stat(path).st_mtime
+    except OSError:
+        return False
     pid, sep, _ = name.partition("-")
     if not sep or not pid.isdigit():
-        try:
-            return now - os.stat(path).st_mtime > STALE_S
-        except OSError:
-            return False
+        return age > STALE_S
+    if age <= GRACE_S:
+        return False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

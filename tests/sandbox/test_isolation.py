@@ -321,7 +321,7 @@ def test_no_host_dirs_or_cgroups_leak_on_any_path(fork, monkeypatch, tmp_path):
     assert _run_cgroups() <= groups
 
 
-def test_groups_whose_maker_exited_are_removed_and_no_other():
+def test_groups_whose_maker_exited_are_removed_and_no_other(monkeypatch):
     """A host killed before it removed its runs' groups left them (544 on a machine after a
     day of killed test and sweep processes): the next host to make a group removes the empty
     ones whose maker (the pid in the name) has exited; a live maker's group stays, and so does
@@ -334,6 +334,7 @@ def test_groups_whose_maker_exited_are_removed_and_no_other():
     h = cgroups._hierarchy()
     if h is None:
         pytest.skip("no writable cgroup hierarchy")
+    monkeypatch.setattr(cgroups, "GRACE_S", -1.0)  # these groups are made a moment before
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     tag = uuid.uuid4().hex[:8]
@@ -347,10 +348,14 @@ def test_groups_whose_maker_exited_are_removed_and_no_other():
         cgroups.prune_leftovers(h)
         left = set(os.listdir(h.pids))
         assert dead not in left and live in left and busy in left
+        os.mkdir(os.path.join(h.pids, dead))  # within the grace, a dead maker's group stays
+        monkeypatch.setattr(cgroups, "GRACE_S", 60.0)
+        cgroups.prune_leftovers(h)
+        assert dead in os.listdir(h.pids)
     finally:
         child.kill()
         child.wait()
-        for name in (live, busy):
+        for name in (dead, live, busy):
             for _ in range(50):
                 try:
                     os.rmdir(os.path.join(h.pids, name))
