@@ -187,7 +187,8 @@ def checked_files(
         out[key] = text
     if disk_mb is not None:
         texts = [*out.values(), *([] if stdin is None else [stdin])]
-        sizes = [len(t.encode("utf-8", "surrogatepass")) for t in texts]
+        # an ASCII text's UTF-8 is as long as the text: no copy made to count it (every run)
+        sizes = [len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts]
         need = sum(-(-n // PAGE_BYTES) * PAGE_BYTES for n in sizes)
         if need > disk_mb << 20:
             raise ValueError(

@@ -473,11 +473,12 @@ class DockerSandbox(ConcurrentRunMixin):
                 return res
             payload = base64.b64encode(json.dumps(spec).encode()).decode()
             cmd = [self.python, "-I", "-S", "-c", GUARD_SOURCE + _BOOT.format(payload=payload)]
-            if len(cmd[-1].encode()) >= MAX_ARG_BYTES:  # the kernel would refuse the exec
+            need = len(cmd[-1].encode())
+            if need >= MAX_ARG_BYTES:  # the kernel would refuse the exec
                 msg = (
                     f"cannot prepare the work dir: without the fork-server a request travels in "
                     f"one exec argument, at most {MAX_ARG_BYTES:,} bytes; this one needs "
-                    f"{len(cmd[-1].encode()):,} (forkserver=True, the default, takes up to tmpfs_mb)"
+                    f"{need:,} (forkserver=True, the default, takes up to tmpfs_mb)"
                 )
                 return ExecResult("sandbox_error", None, "", msg, backend="docker")
             res, healthy = self._exec(c, cmd, timeout, lim.max_output_bytes)

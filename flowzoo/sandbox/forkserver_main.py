@@ -40,14 +40,13 @@ whether it is clean on a line of its own after the reply.
 
 Protocol on the control fds (the server's original stdin/stdout). Request: a header line
 ``{"timeout": s, "cap": bytes, "size": n}`` and ``n`` bytes of body: a JSON line ``{"files":
-[[name, bytes], ...], "stdin": bytes|None, "limits": [[res, value], ...]}``, then the files' UTF-8
-and stdin's, raw, in that order (copied out a chunk at a time: never whole in any memory). Reply: a header line
-``{"rc", "sig", "timed_out", "truncated", "wall", "out", "err", "clean", "failed"}`` where
-``out``/``err`` are byte counts, then that many bytes of stdout and of stderr, then the
-server's line ``{"clean": bool}``. argv: ``ROOT [--wipe DIR ...]
-[--ipc] [--max-files N] [--uid N --preload mod,mod]`` (the uid drop is for mechanisms
-without a user namespace; ``--max-files``: the files a run may make on each of its file
-systems, a fresh tmpfs's ``nr_inodes``, else a watch on the shared ones).
+[[name, bytes], ...], "stdin": bytes|None, "limits": [[res, value], ...]}``, then the files'
+UTF-8 and stdin's, raw (copied out a chunk at a time). Reply: a header line ``{"rc", "sig",
+"timed_out", "truncated", "wall", "out", "err", "clean", "failed"}`` (``out``/``err``: byte
+counts), that many bytes of stdout and of stderr, then the server's line ``{"clean": bool}``.
+argv: ``ROOT [--wipe DIR ...] [--ipc] [--max-files N] [--uid N --preload mod,mod]`` (the uid
+drop is for mechanisms without a user namespace; ``--max-files``: the files a run may make on
+each of its file systems, a fresh tmpfs's ``nr_inodes``, else a watch on the shared ones).
 """
 
 import errno
@@ -287,21 +286,19 @@ def _spool(src, n):
 
 
 def _read_body(fd, size):
-    """The request's first line, read by the run's own process from the memfd the server
-    spooled the body to; its files and stdin stay there (``body``: the fd and where they
-    start) until :func:`make_workdir` copies them out."""
+    """The request's first line, read by the run's own process from the body's memfd; the
+    files and stdin stay there (``body``: the fd, their offset) for :func:`make_workdir`."""
     line = bytearray()
     while b"\n" not in line:
         chunk = os.pread(fd, min(1 << 16, size - len(line)), len(line))
         if not chunk:
             raise ValueError("a request without its first line")
         line += chunk
-    meta = bytes(line[: line.index(b"\n")])
-    req = json.loads(meta)
-    need = sum(n for _, n in req["files"]) + (req.get("stdin") or 0)
-    if len(meta) + 1 + need != size:
+    start = line.index(b"\n") + 1
+    req = json.loads(bytes(line[: start - 1]))
+    if start + sum(n for _, n in req["files"]) + (req.get("stdin") or 0) != size:
         raise ValueError("a request whose sizes do not add up")
-    req["body"] = (fd, len(meta) + 1)
+    req["body"] = (fd, start)
     return req
 
 

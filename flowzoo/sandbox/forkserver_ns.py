@@ -173,7 +173,7 @@ def _request_inodes(req):
     """Inodes :func:`make_workdir` uses for ``req``: its dir, the files' dirs, the files."""
     if not req:
         return 0
-    names = [f if isinstance(f, str) else f[0] for f in req["files"]]  # names, or (name, size)
+    names = [n for n, _ in req["files"]]  # (name, size) pairs
     dirs = {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}
     return 1 + len(dirs) + len(req["files"]) + (req.get("stdin") is not None)
 
