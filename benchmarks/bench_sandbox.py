@@ -226,85 +226,61 @@ def _replay_rows(sbx, quick: bool) -> list[Row]:
     """What confining a row's own test code costs: generated function tasks judged with
     the replay as a sandbox run of its own (the row's code is untrusted: no host files, no
     network) vs replayed in the judge's own process (unconfined: the reference). The target
-    is a price accepted for the isolation: at most 4x slower verdicts."""
+    is a price accepted for the isolation: at most 4x slower verdicts. These rows' tests are
+    plain data (``plain.py``), which the judge replays in its process by default: the second
+    row is that path against the confined replay it replaces."""
     from flowzoo.tasks.code import CodeFamily, judge
     from flowzoo.tasks.code.data import load_code_dataset
 
     tasks = load_code_dataset("funcs", split="test", n=60 if quick else 200)
-    init = judge.JudgeRun.__init__
+    init, plain = judge.JudgeRun.__init__, judge.is_plain
 
-    def verdicts(isolated: bool) -> Callable[[], int]:
+    def verdicts(how: str) -> Callable[[], int]:
         def go() -> int:
             fam = CodeFamily(sandbox=sbx)  # a family remembers verdicts: each timing starts empty
+            isolated = how != "unconfined"
             judge.JudgeRun.__init__ = lambda self, *a, **k: init(self, *a, isolated=isolated, **k)
+            if how == "confined":
+                judge.is_plain = lambda spec: False
             try:
                 got = fam.score_pairs([(t, fam.reference_completion(t)) for t in tasks])
             finally:
-                judge.JudgeRun.__init__ = init
+                judge.JudgeRun.__init__, judge.is_plain = init, plain
             assert all(v.correct for v in got)
             return len(tasks)
 
         return go
 
-    verdicts(True)()  # start the replay workers
-    ours, ref = rate(verdicts(True)), rate(verdicts(False))
+    verdicts("confined")()  # start the replay workers
+    confined, ref = rate(verdicts("confined")), rate(verdicts("unconfined"))
     return [
         Row(
             "sandbox",
             "function-task verdicts/s, the row's code replayed in its own sandbox run",
-            ours,
+            confined,
             ref,
             "replayed unconfined in the judge's process",
             "verdicts/s",
             0.25,
-        )
+        ),
+        Row(
+            "sandbox",
+            "function-task verdicts/s, plain rows replayed in the judge's process",
+            rate(verdicts("default")),
+            confined,
+            "the row's code replayed in its own sandbox run",
+            "verdicts/s",
+            note="the judge's default for rows whose tests are plain data",
+        ),
     ]
-
-
-#: the last commit whose fork-server ran every program in the server's own namespaces
-SHARED_NS_BASELINE = "95ef0e1"
-
-
-def _shared_ns_server():
-    """A context that makes new fork-servers run the shared-namespace server of
-    :data:`SHARED_NS_BASELINE` (None outside a git checkout)."""
-    import contextlib
-
-    from flowzoo.sandbox import forkserver
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    try:
-        src = [
-            subprocess.run(
-                ["git", "show", f"{SHARED_NS_BASELINE}:flowzoo/sandbox/{f}"],
-                capture_output=True,
-                text=True,
-                check=True,
-                cwd=root,
-            ).stdout
-            for f in ("jail.py", "guard.py", "forkserver_main.py")
-        ]
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-    @contextlib.contextmanager
-    def ctx():
-        saved = forkserver.SERVER_SOURCE, forkserver.NAMESPACED, forkserver.server_argv
-        forkserver.SERVER_SOURCE = "\n".join(src)
-        forkserver.NAMESPACED, forkserver.server_argv = (), list
-        try:
-            yield
-        finally:
-            forkserver.SERVER_SOURCE, forkserver.NAMESPACED, forkserver.server_argv = saved
-
-    return ctx
 
 
 def forkserver_cost_rows(n: int, repeats: int = 3) -> list[Row]:
     """A fork-server run's cost now that every run gets fresh user, pid, mount, IPC and
     network namespaces and its own /proc (issue 40, class 3): sequential trivial runs/s
-    against a fresh bubblewrap per run, and against the server whose runs shared its
-    namespaces; all measured here, one after the other, on one worker each."""
+    against a fresh bubblewrap per run, measured here one after the other on one worker
+    each. (The server whose runs shared its namespaces, 95ef0e1, was measured beside it
+    until the request protocol changed on 2026-12-07: that server cannot read a request.)"""
 
     def seq(s) -> Callable[[], int]:
         def go() -> int:
@@ -330,23 +306,6 @@ def forkserver_cost_rows(n: int, repeats: int = 3) -> list[Row]:
             target=2.0,
         )
     ]
-    shared = _shared_ns_server()
-    if shared is not None:
-        with shared():
-            old = get_sandbox("process", workers=1)
-            seq(old)()
-            rows.append(
-                Row(
-                    "sandbox",
-                    f"fork-server runs/s, fresh namespaces vs shared ({mech})",
-                    ours,
-                    rate(seq(old), repeats),
-                    f"runs in the server's namespaces ({SHARED_NS_BASELINE})",
-                    "runs/s",
-                    note="the cost of the per-run namespaces",
-                )
-            )
-            old.close()
     fresh_ns.close()
     spawn.close()
     return rows

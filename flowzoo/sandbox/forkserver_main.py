@@ -582,13 +582,14 @@ def main(argv):
             max_files = int(rest.pop(0))
         elif a == "--preload":
             preload = [m for m in rest.pop(0).split(",") if m]
+    # stdlib modules first (before a uid drop, while the interpreter's prefix is readable):
+    # every run is forked with them imported instead of importing them itself
+    for m in preload:
+        try:
+            __import__(m)
+        except ImportError:
+            pass
     if uid is not None and os.getuid() == 0:
-        # stdlib modules first, while the interpreter's prefix is still readable
-        for m in preload:
-            try:
-                __import__(m)
-            except ImportError:
-                pass
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)

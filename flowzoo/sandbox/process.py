@@ -63,6 +63,7 @@ from flowzoo.sandbox.mechanisms import (
     ISOLATION,
     NOBODY,
     PRELOAD,
+    WARM,
     _bwrap_prefix,
     _traversable_by_others,
     _unshare_prefix,
@@ -460,18 +461,20 @@ class ProcessSandbox(ConcurrentRunMixin):
 
     # ------------------------------------------------------------------ fork-server mode
     def _server_args(self, root: str | None, lim: ProcessLimits) -> list[str]:
+        warm = ["--preload", ",".join(dict.fromkeys(WARM + self._preload))]
         if self.mechanism == "bwrap":  # /box, /tmp and /dev/shm: the sandbox's own tmpfs
             return ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"] + [
                 "--max-files",
                 str(lim.max_files),
+                *warm,
             ]
         args = [root]
         if self.mechanism == "unshare":  # the jail: the host root dir is /box, scratch is private
             args = ["/box", "--wipe", "/tmp", "--wipe", "/dev/shm", "--ipc"]
             args += ["--max-files", str(lim.max_files)]
         if os.geteuid() == 0:
-            args += ["--uid", str(NOBODY), "--preload", ",".join(self._preload)]
-        return args
+            args += ["--uid", str(NOBODY)]
+        return args + warm
 
     def _start_server(self, lim: ProcessLimits):
         from flowzoo.sandbox.forkserver import ForkServer

@@ -169,13 +169,14 @@ def test_the_first_pass_cache_is_bounded_by_bytes(fam, monkeypatch):
     """First passes are kept within a byte budget (oldest dropped first), not only a count."""
     monkeypatch.setattr(judge, "_FIRST", {})
     monkeypatch.setattr(judge, "_FIRST_BYTES", [0])
-    first = task([f"assert f({i}) == {i + 1}" for i in range(20)], "c0")
+    # ``{i} + 1``: an operator keeps the row off the judge's in-process path (``plain.py``)
+    first = task([f"assert f({i}) == {i} + 1" for i in range(20)], "c0")
     fam.score(first, WRONG)
     one = judge.first_cache_bytes()
     assert 0 < one < 1 << 20
     monkeypatch.setattr(judge, "FIRST_MAX_BYTES", int(one * 2.5))
     for k in range(1, 5):
-        fam.score(task([f"assert f({i}) == {i + k}" for i in range(20)], f"c{k}"), WRONG)
+        fam.score(task([f"assert f({i}) == {i} + {k}" for i in range(20)], f"c{k}"), WRONG)
         assert judge.first_cache_bytes() <= judge.FIRST_MAX_BYTES
     assert 1 <= len(judge._FIRST) <= 2
     assert judge.first_cache_bytes() == sum(cost for _, cost in judge._FIRST.values())

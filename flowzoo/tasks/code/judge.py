@@ -41,6 +41,7 @@ from pathlib import Path
 from flowzoo.sandbox import ExecResult, Job, Sandbox, get_sandbox
 from flowzoo.sandbox.forksafe import ForkLock
 from flowzoo.tasks.code import replay_reply, replay_worker
+from flowzoo.tasks.code.plain import is_plain
 from flowzoo.tasks.code.replay_worker import (
     REPLAY_CALLS,
     REPLAY_LIMIT_S,
@@ -119,11 +120,13 @@ class JudgeRun(RunRecord):
 
     @property
     def _confined(self) -> bool:
-        return self.isolated and bool(self.spec.source)
+        return self.isolated and bool(self.spec.source) and not is_plain(self.spec)
 
     def _replay_here(self) -> None:
-        """The replay in this process (``isolated=False``: the reference, trusted rows only)."""
-        self.cases, session = replay(self.spec, self.known, REPLAY_CALLS, REPLAY_LIMIT_S)
+        """The replay in this process: a plain row's (``plain.py``: its prompt never run), or
+        any row's with ``isolated=False`` (the reference, trusted rows only)."""
+        spec = self.spec._replace(prompt=None) if self.isolated else self.spec
+        self.cases, session = replay(spec, self.known, REPLAY_CALLS, REPLAY_LIMIT_S)
         self._calls, self._keys = session.calls, session.keys
         self._replayed()
 
