@@ -77,6 +77,21 @@ def _run(task: Task, stdout: str, exit_code: int = 0, status: str = "ok") -> Jud
         ('{"i": 0, "v": 1, "e": "X"}\n{"done": 1}\n', "channel_forged"),
         ("not json\n", "channel_forged"),
         ("", "early_exit"),  # exit 0 with no answers
+        # a complex part past a float (raised OverflowError out of the judge)
+        ('{"i": 0, "v": {"C": [1' + "0" * 400 + ', 0]}}\n{"done": 1}\n', "undecodable_value"),
+        # set members sharing one hash value: building the set costs their number squared
+        (
+            '{"i": 0, "v": {"S": ['
+            + ", ".join(str(k * (2**61 - 1)) for k in range(1, 600))
+            + ']}}\n{"done": 1}\n',
+            "undecodable_value",
+        ),
+        (
+            '{"i": 0, "v": {"D": ['
+            + ", ".join(f"[{k * (2**61 - 1)}, 0]" for k in range(1, 600))
+            + ']}}\n{"done": 1}\n',
+            "undecodable_value",
+        ),
     ],
 )
 def test_malformed_answers_are_tampering_never_an_exception(stdout, signal):

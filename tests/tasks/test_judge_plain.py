@@ -9,8 +9,9 @@ import pytest
 from flowzoo.tasks.base import Task
 from flowzoo.tasks.code import CodeFamily, humaneval_tasks, judge
 from flowzoo.tasks.code.data import load_code_dataset
-from flowzoo.tasks.code.plain import is_plain
+from flowzoo.tasks.code.plain import PLAIN_MAX_CHARS, is_plain
 from flowzoo.tasks.code.testcode import judge_spec
+from flowzoo.tasks.code.wire import canonical_repr, decode
 
 
 def _spec(tests, setup="", prompt="", entry="f"):
@@ -119,3 +120,72 @@ def test_a_plain_rows_prompt_is_never_run_here(fam, tmp_path):
     assert fam.score(task, "```python\ndef f(x):\n    return x * 2\n```").correct
     assert not fam.score(task, "```python\ndef f(x):\n    return x\n```").correct
     assert not marker.exists() and not os.path.exists("ran")
+
+
+def test_honest_sets_decode_and_record_in_one_order():
+    """Members that share a hash are refused only past the cap; an honest set's record is
+    the same text whatever order its members iterate in."""
+    big = decode({"S": list(range(10_000)) + [-1, -2]})  # -1 and -2 share a hash
+    assert len(big) == 10_002
+    a = {"b", "a", "c"}
+    b = set(reversed(sorted(a)))
+    assert canonical_repr(a) == canonical_repr(b) == "{'a', 'b', 'c'}"
+    value = {"k": [frozenset({2, 1}), (set(),), ({"z", "y"},)]}
+    assert canonical_repr(value) == "{'k': [frozenset({1, 2}), (set(),), ({'y', 'z'},)]}"
+
+
+def test_a_large_row_goes_to_the_sandbox():
+    """Past PLAIN_MAX_CHARS a row's literals are the sandbox's to build and bound."""
+    n = PLAIN_MAX_CHARS // 20  # about 25 characters a key: past the cap
+    keys = ", ".join(f"{k * (2**61 - 1)}: 0" for k in range(1, n))
+    assert not is_plain(_spec([f"assert f({{{keys}}}) == 1"]))
+    assert is_plain(_spec(["assert f({1: 0}) == 1"]))
+
+
+def test_deep_dicts_are_judged_alike_on_both_paths(fam, monkeypatch):
+    """A dict argument nested 50 deep: the sandbox replay's reply held it past its depth cap
+    (a dict is three JSON levels), so the same row passed here and failed there."""
+    arg = "1"
+    for _ in range(50):
+        arg = f"{{1: {arg}}}"
+    task = Task(
+        id="deep",
+        question="q",
+        family="code",
+        meta={
+            "entry_point": "f",
+            "prompt_code": "",
+            "setup": "",
+            "tests": [f"assert f({arg}) == 1"],
+        },
+    )
+    pairs = [(task, "```python\ndef f(d):\n    return 1\n```")]
+    here = _verdicts(CodeFamily(sandbox=fam.sandbox), pairs, monkeypatch, plain=True)
+    there = _verdicts(CodeFamily(sandbox=fam.sandbox), pairs, monkeypatch, plain=False)
+    assert here == there and here[0][1]
+
+
+@pytest.mark.parametrize(
+    "fields,why",
+    [
+        ({"prompt_code": None}, "prompt_code is not a string"),
+        ({"setup": 5}, "setup is not a string"),
+        ({"entry_point": 5}, "entry_point is not a string"),
+        ({"tests": [None]}, "a test is not a string"),
+        ({"tests": [b"assert f(1) == 1"]}, "a test is not a string"),
+        ({"tests": [["assert f(1) == 1"]]}, "a test is not a string"),
+        ({"tests": []}, "no tests"),
+        ({"tests": "assert f(1) == 1"}, "no tests"),
+        ({"tests": ["assert f('\ud800') == 1"]}, "not valid text"),
+    ],
+)
+def test_a_hand_built_bad_row_gets_its_own_verdict(fam, fields, why):
+    """Rows the loaders would refuse, built as Tasks: ``bad_tests``, never a raise, and the
+    batch's good row is scored."""
+    base = {"entry_point": "f", "prompt_code": "", "setup": "", "tests": ["assert f(1) == 1"]}
+    bad = Task(id="bad", question="q", family="code", meta={**base, **fields})
+    good = Task(id="good", question="q", family="code", meta=base)
+    prog = "```python\ndef f(x):\n    return x\n```"
+    got = CodeFamily(sandbox=fam.sandbox).score_pairs([(bad, prog), (good, prog)])
+    assert got[0].score == 0.0 and got[0].reason.startswith("bad_tests") and why in got[0].reason
+    assert got[1].correct

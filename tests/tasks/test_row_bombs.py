@@ -122,7 +122,7 @@ def _reply(obj_or_text: object) -> str:
         # a reply that does not close: not a reply
         ('{"cases": [null], "calls": [["f", [' + "[" * 10, None),
         # nested past the cap: refused before it is built
-        ('{"cases": [null], "calls": [["f", [' + "[" * 200 + "]" * 200 + "], {}]]}", "too_big"),
+        ('{"cases": [null], "calls": [["f", [' + "[" * 300 + "]" * 300 + "], {}]]}", "too_big"),
     ],
     ids=["in a string", "escaped quotes", "a stray backslash", "not ascii", "unclosed", "deep"],
 )

@@ -122,6 +122,27 @@ def is_stdio(task: Task) -> bool:
     return task.meta.get("format") == "stdio"
 
 
+#: a code row's text fields besides its tests (each a string where present)
+_ROW_TEXT = ("entry_point", "prompt_code", "setup", "harness")
+
+
+def row_fields_error(task: Task) -> str | None:
+    """Why a code row's fields cannot be judged, else None: the loaders refuse such rows,
+    a :class:`Task` built by hand reaches the judge as it is. A row with no tests would pass
+    every program; a test or text field that is not a string has no code to read."""
+    tests = task.meta.get("tests")
+    if not isinstance(tests, list | tuple) or not tests:
+        return "the row has no tests (a non-empty list)"
+    if is_stdio(task):
+        return None  # stdin/stdout cases: the stdio judge reads and checks them
+    if not all(type(t) is str for t in tests):
+        return "a test is not a string"
+    for name in _ROW_TEXT:
+        if name in task.meta and type(task.meta[name]) is not str:
+            return f"{name} is not a string"
+    return None
+
+
 #: the longest any verifier time limit may be (seconds), as the user's own config sets it
 MAX_LIMIT_S = 3600.0
 #: the most seconds data may ask the judge to wait: a task's own per-case ``time_limit`` (a
@@ -370,6 +391,10 @@ class CodeFamily:
         programs: dict[int, str] = {}
         for i in todo:
             task, text = pairs[i]
+            why = row_fields_error(task)
+            if why is not None:  # a row built past the loaders: its own verdict, no raise
+                out[i] = self._bad_tests(task, text, ValueError(why))
+                continue
             program = self.program_of(task, text)
             if program is None:
                 out[i] = self._verdict(task, None, None)
@@ -401,7 +426,8 @@ class CodeFamily:
 
     @staticmethod
     def _bad_tests(task: Task, program: str, err: BaseException) -> Verdict:
-        n = len(task.meta["tests"])
+        tests = task.meta.get("tests")
+        n = len(tests) if isinstance(tests, list | tuple) else 0
         why = f"{type(err).__name__}({str(err)[:160]!r})"
         details = {
             "passed": 0,

@@ -108,6 +108,8 @@ def parse_code(src: str, what: str) -> ast.Module:
         tree = ast.parse(src)
     except SyntaxError as e:
         raise RowCodeError(f"{what} does not parse ({e.msg}, line {e.lineno})", True) from None
+    except UnicodeEncodeError as e:  # a lone surrogate: not text a source file can hold
+        raise RowCodeError(f"{what} is not valid text ({e.reason} at {e.start})", True) from None
     except LIMIT_ERRORS as e:
         raise RowCodeError(past_limits(what, e)) from None
     if ast_depth(tree) > MAX_AST_DEPTH:  # later walks and compile() recurse on this depth

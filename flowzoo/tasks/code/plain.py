@@ -14,7 +14,8 @@ A row is plain when its setup and every test pass a whitelist of syntax (:func:`
   the sandbox), ``not``, ``and``/``or``, a call, a literal;
 - a call: of a name the candidate defines (or an alias of one, or the JSON comparison a
   converter writes), with literal or call arguments, no ``*``/``**``;
-- a literal: constants, lists, tuples, sets and dicts of literals, a signed number.
+- a literal: constants, lists, tuples, sets and dicts of literals, a signed number;
+- at most :data:`PLAIN_MAX_CHARS` characters of setup and tests.
 
 Nothing else: no other name (builtins, modules, the prompt's helpers), no attribute, no
 subscript, no operator, no loop, no definition. The row's prompt code is never run here: a
@@ -32,6 +33,12 @@ import functools
 from flowzoo.tasks.code.names import CONVERTER_NAMES, LIMIT_ERRORS, RowCodeError, parse_code
 from flowzoo.tasks.code.testcode import JudgeSpec
 
+#: the most characters of setup and tests together a plain row may have (HumanEval's largest
+#: row: 1,221 tokens). A larger row's literals go to the sandbox: building a dict or set
+#: display of members that share a hash costs the square of their number (20,000 took 5 s
+#: here, where no deadline can interrupt it), and the sandbox's caps on a replay's files and
+#: reply, which a larger row meets there, would judge it otherwise
+PLAIN_MAX_CHARS = 1 << 16
 _CMP = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 #: the converter's JSON comparison (the judge's own helper under a spelled name)
 _HELPERS = frozenset(n for n in CONVERTER_NAMES if n.startswith("_fz"))
@@ -117,6 +124,8 @@ def _plain_source(source: tuple, remote: tuple[str, ...], modules: tuple[str, ..
     if not source or modules:
         return False
     _, _, setup, tests = source
+    if len(setup or "") + sum(map(len, tests)) > PLAIN_MAX_CHARS:
+        return False
     names = frozenset(remote)
     try:
         aliases = _setup_aliases(parse_code(setup or "", "setup"), names)

@@ -25,12 +25,14 @@ from flowzoo.tasks.code.wire import MAX_DEPTH, shortened
 #: the bases are over 200x and 90x that. A 16 MB reply of nested lists (a few KB on the wire)
 #: once took the trainer from 42 MB to 964 MB; now it is refused (``judge_limit``).
 REPLY_BASE_BYTES = 1 << 20
-REPLY_BYTES_PER_CHAR = 8
+#: (a character outside the BMP is 12 bytes JSON-escaped, so 8 refused honest rows of them)
+REPLY_BYTES_PER_CHAR = 16
 REPLY_BASE_VALUES = 100_000
 REPLY_VALUES_PER_CHAR = 1
 #: the deepest nesting of a reply: its own three levels, a call's argument list, and wire
-#: values as deep as ``wire.encode`` sends them (a tuple, set or dict is two JSON levels)
-MAX_REPLY_DEPTH = 2 * (MAX_DEPTH + 2) + 6
+#: values as deep as ``wire.encode`` sends them (a tuple or set is two JSON levels, a dict
+#: three: ``{"D": [[key, value], ...]}``; two refused honest rows of dicts 45 deep)
+MAX_REPLY_DEPTH = 3 * (MAX_DEPTH + 2) + 6
 #: what one JSON value costs the judge at most once built (a list, a one-key dict: ~64 bytes
 #: measured), for the first-pass cache's byte budget
 REPLY_VALUE_BYTES = 64

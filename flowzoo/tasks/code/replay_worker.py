@@ -37,7 +37,7 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from flowzoo.tasks.code.testcode import CHECK, HELPERS, JudgeSpec, Pending
-from flowzoo.tasks.code.wire import RemoteRef, decode, encode, shortened
+from flowzoo.tasks.code.wire import RemoteRef, canonical_repr, decode, encode, shortened
 
 #: how long past the replay's own limit its sandbox run may go before it is killed
 GRACE_S = 5.0
@@ -103,7 +103,7 @@ class Outcome(NamedTuple):
 
     def summary(self) -> str:
         if self.kind == "value":
-            return repr(self.value)
+            return canonical_repr(self.value)
         if self.kind == "ref":  # a handle: its type, as the candidate's process named it
             return f"ref:{self.name}"
         return f"{self.kind}:{self.name}"
