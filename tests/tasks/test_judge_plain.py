@@ -175,6 +175,7 @@ def test_deep_dicts_are_judged_alike_on_both_paths(fam, monkeypatch):
         ({"tests": [b"assert f(1) == 1"]}, "a test is not a string"),
         ({"tests": [["assert f(1) == 1"]]}, "a test is not a string"),
         ({"tests": []}, "no tests"),
+        ({"tests": ["assert f(1) == 1", "  \n"]}, "test 1 is blank"),
         ({"tests": "assert f(1) == 1"}, "no tests"),
         ({"tests": ["assert f('\ud800') == 1"]}, "not valid text"),
     ],

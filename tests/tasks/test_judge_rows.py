@@ -173,6 +173,7 @@ MBPP_TESTS = ["assert dbl(2) == 4", "assert dbl(0) == 0"]
             "'max' names a Python builtin",
         ),
         ({"test_list": ["assert dbl(2) ==="]}, "does not parse"),
+        ({"test_list": ["assert dbl(2) == 4", "  "]}, "'test_list' entry 1 is blank"),
         (  # the setup's own dbl would stand in for the candidate's
             {"test_setup_code": "def dbl(x):\n    return 2 * x"},
             "test_setup_code binds the entry point 'dbl' itself",

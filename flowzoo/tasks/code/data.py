@@ -354,6 +354,9 @@ def mbpp_task(row: dict, source: str = "mbpp") -> Task:
         raise ValueError(f"{source}: MBPP row needs 'text' and a non-empty 'test_list'")
     if not isinstance(row["text"], str) or not all(isinstance(t, str) for t in tests):
         raise ValueError(f"{source}: MBPP 'text' and every 'test_list' entry must be text")
+    blank = [i for i, t in enumerate(tests) if not t.strip()]
+    if blank:  # a case that passes every program: partial credit for nothing
+        raise ValueError(f"{source}: MBPP 'test_list' entry {blank[0]} is blank")
     first = tests[0]
     code, setup = row.get("code") or "", row.get("test_setup_code") or ""
     for k, v in (("code", code), ("test_setup_code", setup)):

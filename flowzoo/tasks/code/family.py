@@ -137,6 +137,9 @@ def row_fields_error(task: Task) -> str | None:
         return None  # stdin/stdout cases: the stdio judge reads and checks them
     if not all(type(t) is str for t in tests):
         return "a test is not a string"
+    blank = [i for i, t in enumerate(tests) if not t.strip()]
+    if blank:  # a case that passes every program: partial credit for nothing
+        return f"test {blank[0]} is blank"
     for name in _ROW_TEXT:
         if name in task.meta and type(task.meta[name]) is not str:
             return f"{name} is not a string"
