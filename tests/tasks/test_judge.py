@@ -1,5 +1,6 @@
 """The code judge's own rules: strict decoding and equality, the answer channel's parser (fed
-real ExecResults with crafted output), and replay rounds (a real sandbox)."""
+real ExecResults with crafted output), and replay rounds (a real sandbox; plain rows, as
+most here are, replayed in the judge's process: ``plain.py``)."""
 
 import json
 

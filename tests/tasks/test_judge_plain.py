@@ -127,6 +127,10 @@ def test_honest_sets_decode_and_record_in_one_order():
     the same text whatever order its members iterate in."""
     big = decode({"S": list(range(10_000)) + [-1, -2]})  # -1 and -2 share a hash
     assert len(big) == 10_002
+    # lattice points around the origin: (x, -1) and (x, -2) share hashes, in pairs
+    pts = [{"T": [x, y]} for x in range(-70, 71) for y in range(-70, 71) if abs(x) + abs(y) <= 70]
+    assert len(decode({"S": pts})) == len(pts) == 9_941
+    assert len(decode({"D": [[p, 0] for p in pts]})) == 9_941
     a = {"b", "a", "c"}
     b = set(reversed(sorted(a)))
     assert canonical_repr(a) == canonical_repr(b) == "{'a', 'b', 'c'}"
@@ -165,6 +169,21 @@ def test_deep_dicts_are_judged_alike_on_both_paths(fam, monkeypatch):
     assert here == there and here[0][1]
 
 
+def test_a_large_answer_sent_back_out_is_judged_alike_on_both_paths(fam, monkeypatch):
+    """``f(f(1))`` sends the candidate's answer (120,000 items) back out as an argument: the
+    sandbox replay's reply carries it, and its caps grew only with the row's source."""
+    task = Task(
+        id="nested",
+        question="q",
+        family="code",
+        meta={"entry_point": "f", "prompt_code": "", "setup": "", "tests": ["assert f(f(1)) == 1"]},
+    )
+    prog = "```python\ndef f(x):\n    return [0] * 120_000 if x == 1 else 1\n```"
+    here = _verdicts(CodeFamily(sandbox=fam.sandbox), [(task, prog)], monkeypatch, plain=True)
+    there = _verdicts(CodeFamily(sandbox=fam.sandbox), [(task, prog)], monkeypatch, plain=False)
+    assert here == there and here[0][1], (here, there)
+
+
 @pytest.mark.parametrize(
     "fields,why",
     [
@@ -178,6 +197,9 @@ def test_deep_dicts_are_judged_alike_on_both_paths(fam, monkeypatch):
         ({"tests": ["assert f(1) == 1", "  \n"]}, "test 1 is blank"),
         ({"tests": "assert f(1) == 1"}, "no tests"),
         ({"tests": ["assert f('\ud800') == 1"]}, "not valid text"),
+        ({"prompt_code": "def f(x):\n    '\ud800'\n"}, "prompt_code is not valid text"),
+        ({"format": "stdio", "tests": [["1\n"]]}, "not a pair of strings"),
+        ({"format": "stdio", "tests": [None]}, "not a pair of strings"),
     ],
 )
 def test_a_hand_built_bad_row_gets_its_own_verdict(fam, fields, why):
@@ -190,3 +212,19 @@ def test_a_hand_built_bad_row_gets_its_own_verdict(fam, fields, why):
     got = CodeFamily(sandbox=fam.sandbox).score_pairs([(bad, prog), (good, prog)])
     assert got[0].score == 0.0 and got[0].reason.startswith("bad_tests") and why in got[0].reason
     assert got[1].correct
+
+
+def test_a_set_answer_is_recorded_in_one_order(fam):
+    """The record of a set answer (``details["cases"]``, the text Voting's behaviour classes
+    read) lists its members sorted, whatever order the candidate's set iterated in."""
+    task = Task(
+        id="sets",
+        question="q",
+        family="code",
+        meta={"entry_point": "f", "prompt_code": "", "setup": "", "tests": ["assert f(1) == 0"]},
+    )
+    words = ["pear", "apple", "fig", "kiwi", "banana"]
+    for order in (words, words[::-1]):
+        prog = f"```python\ndef f(x):\n    s = set()\n    for w in {order!r}:\n        s.add(w)\n    return s\n```"
+        v = CodeFamily(sandbox=fam.sandbox).score(task, prog)
+        assert v.details["cases"][0][1] == "{'apple', 'banana', 'fig', 'kiwi', 'pear'}"

@@ -67,8 +67,8 @@ def _row_with(style: str, field: str, code: str) -> dict:
     """An honest row with ``code`` added in ``field``."""
     if style == "mbpp":
         row = {**MBPP, "test_list": ["assert f(1) == 2"]}
-        if field == "test_list":
-            return {**row, "test_list": ["assert f(1) == 2", code]}
+        if field == "test_list":  # no code: no test added (a blank one is refused at load)
+            return {**row, "test_list": ["assert f(1) == 2"] + ([code] if code else [])}
         if field == "test_setup_code":
             return {**row, "test_setup_code": code}
         return {**row, "code": row["code"] + code + "\n"}

@@ -1,4 +1,5 @@
-"""A row's own test code is untrusted: it runs confined, in a sandbox run of its own.
+"""A row's own test code is untrusted: it runs confined, in a sandbox run of its own (every
+attack here uses code a plain row, replayed in the judge's process, may not hold).
 
 Each attack is placed where a dataset puts code (MBPP ``test_setup_code``, a HumanEval
 prompt helper, a test statement, a HumanEval ``check`` function), on every sandbox mode that

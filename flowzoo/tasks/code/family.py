@@ -134,7 +134,11 @@ def row_fields_error(task: Task) -> str | None:
     if not isinstance(tests, list | tuple) or not tests:
         return "the row has no tests (a non-empty list)"
     if is_stdio(task):
-        return None  # stdin/stdout cases: the stdio judge reads and checks them
+        ok = all(
+            isinstance(t, list | tuple) and len(t) == 2 and all(type(x) is str for x in t)
+            for t in tests
+        )
+        return None if ok else "a stdin/stdout test is not a pair of strings"
     if not all(type(t) is str for t in tests):
         return "a test is not a string"
     blank = [i for i, t in enumerate(tests) if not t.strip()]
@@ -143,7 +147,18 @@ def row_fields_error(task: Task) -> str | None:
     for name in _ROW_TEXT:
         if name in task.meta and type(task.meta[name]) is not str:
             return f"{name} is not a string"
+        if name in task.meta and not _is_text(task.meta[name]):
+            return f"{name} is not valid text (a lone surrogate)"
     return None
+
+
+def _is_text(s: str) -> bool:
+    """Whether ``s`` is text a source file can hold (no lone surrogate)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 #: the longest any verifier time limit may be (seconds), as the user's own config sets it
@@ -301,7 +316,7 @@ class CodeFamily:
         spec = judge_spec(
             task.meta.get("entry_point", ""),
             task.meta.get("prompt_code", ""),
-            task.meta.get("setup", "") or "",
+            task.meta.get("setup", ""),
             tuple(task.meta["tests"]),
         )
         # a harness the task adds to every program (e.g. the call reaching a Solution method)

@@ -18,7 +18,9 @@ The row's test code is untrusted too (a file someone else wrote), so the replay 
 run of its own, in the same backend, never the candidate's run: it sees no host file and no
 network, writes only to its own scratch dirs, and its reply is read here as untrusted data
 (``replay_reply.read_reply``). The candidate never runs there; the row decides only its own
-verdict, as it always does.
+verdict, as it always does. A plain row (``plain.py``: tests that only call the candidate
+with literals and compare with literals, checked by a syntax whitelist) gives a sandbox
+nothing to confine: its replays run here, its prompt code never.
 
 Calls are discovered by replaying the test code: a first pass records every call the tests
 make (an unknown result is an absorbing ``Pending`` placeholder; this first pass is the
@@ -94,7 +96,8 @@ class JudgeRun(RunRecord):
     """One program judged against one task's tests, round by round: :meth:`job` gives the
     next sandbox run (or None when decided), :meth:`feed` takes its result. The runs
     alternate: the row's test code replayed in a run of its own (:mod:`replay_worker`), then
-    the candidate answering the calls it made, then the replay again with the answers."""
+    the candidate answering the calls it made, then the replay again with the answers; a
+    plain row's replays (``plain.py``) happen here, so only the candidate's runs remain."""
 
     spec: JudgeSpec
     program: str
@@ -103,8 +106,9 @@ class JudgeRun(RunRecord):
     max_rounds: int = 4
     known: dict[str, list[Outcome]] = field(default_factory=dict)
     cases: list[CaseResult | None] = field(default_factory=list)
-    #: replay the row's code in a sandbox run of its own (always, in the family). False runs
-    #: it in this process: a measurement reference only, never for rows one did not write
+    #: replay the row's code in a sandbox run of its own (in the family, every row that is
+    #: not plain). False runs any row here, its prompt too: a measurement reference only,
+    #: never for rows one did not write
     isolated: bool = True
     _calls: list = field(default_factory=list)
     _keys: list[str] = field(default_factory=list)
@@ -113,6 +117,8 @@ class JudgeRun(RunRecord):
     _want: str = "replay"
     _issued: str | None = None
     _driven: bool = False
+    #: characters of the replay request last sent (its reply's caps grow with them)
+    _sent: int = 0
 
     def __post_init__(self) -> None:
         if not self._confined:
@@ -127,7 +133,10 @@ class JudgeRun(RunRecord):
         any row's with ``isolated=False`` (the reference, trusted rows only)."""
         spec = self.spec._replace(prompt=None) if self.isolated else self.spec
         self.cases, session = replay(spec, self.known, REPLAY_CALLS, REPLAY_LIMIT_S)
-        self._calls, self._keys = session.calls, session.keys
+        # the keys made again from the calls, as a sandbox replay's reply is read: the
+        # deadline's asynchronous exception can land between a call's two appends
+        self._calls = session.calls
+        self._keys = [json.dumps(c, sort_keys=True) for c in session.calls]
         self._replayed()
 
     def _replay_job(self) -> Job:
@@ -135,6 +144,9 @@ class JudgeRun(RunRecord):
         main, files = replay_worker.request(
             self.spec.source, self.known, REPLAY_CALLS, REPLAY_LIMIT_S, spec=self.spec
         )
+        # the reply's caps grow with what the judge sent in: the answers a nested call
+        # (``f(f(1))``) sends back out as arguments, besides the row's own source
+        self._sent = len(files["replay.json"])
         return Job(main, files=files, timeout_s=REPLAY_LIMIT_S + replay_worker.GRACE_S)
 
     def _take_replay(self, res: ExecResult) -> None:
@@ -144,7 +156,7 @@ class JudgeRun(RunRecord):
         if res.exit_code == 0 and res.status != "sandbox_error":
             try:
                 got = replay_reply.read_reply(
-                    res.stdout, self.spec.n_cases, REPLAY_CALLS, self.spec.source
+                    res.stdout, self.spec.n_cases, REPLAY_CALLS, self.spec.source, self._sent
                 )
             except replay_reply.ReplyTooBig:
                 status = "reply_too_big"

@@ -13,7 +13,8 @@ A row is plain when its setup and every test pass a whitelist of syntax (:func:`
 - a check: a comparison with ``==``, ``!=``, ``in`` or ``not in`` (made type-strict, as in
   the sandbox), ``not``, ``and``/``or``, a call, a literal;
 - a call: of a name the candidate defines (or an alias of one, or the JSON comparison a
-  converter writes), with literal or call arguments, no ``*``/``**``;
+  converter writes), with arguments that are checks themselves (literals, calls,
+  comparisons), no ``*``/``**``;
 - a literal: constants, lists, tuples, sets and dicts of literals, a signed number;
 - at most :data:`PLAIN_MAX_CHARS` characters of setup and tests.
 
@@ -22,7 +23,9 @@ subscript, no operator, no loop, no definition. The row's prompt code is never r
 plain row's tests cannot reach any name it defines (such a name is not the candidate's), and
 what a prompt does to its own replay in the sandbox (hang, patch the judge's helpers there)
 only decides its own row's verdict. The replay is the same code as in the sandbox
-(``replay_worker.replay``) under the same call and time limits.
+(``replay_worker.replay``) under the same call limit and deadline; what only a sandbox run
+has (a kill at the deadline plus grace, caps on its reply and files) bounds work a plain row
+cannot make: no loop, no operator, at most 64 KiB of literals.
 """
 
 from __future__ import annotations
@@ -120,15 +123,10 @@ def _plain_test(tree: ast.Module, callables: frozenset[str]) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _plain_source(source: tuple, remote: tuple[str, ...], modules: tuple[str, ...]) -> bool:
-    if not source or modules:
-        return False
-    _, _, setup, tests = source
-    if len(setup or "") + sum(map(len, tests)) > PLAIN_MAX_CHARS:
-        return False
+def _plain_source(setup: str, tests: tuple, remote: tuple[str, ...]) -> bool:
     names = frozenset(remote)
     try:
-        aliases = _setup_aliases(parse_code(setup or "", "setup"), names)
+        aliases = _setup_aliases(parse_code(setup, "setup"), names)
         if aliases is None:
             return False
         callables = names | aliases | _HELPERS
@@ -139,5 +137,11 @@ def _plain_source(source: tuple, remote: tuple[str, ...], modules: tuple[str, ..
 
 def is_plain(spec: JudgeSpec) -> bool:
     """Whether ``spec``'s setup and tests pass the whitelist (the module doc): replayed in
-    the judge's process, its prompt not run."""
-    return _plain_source(spec.source, spec.remote, spec.modules)
+    the judge's process, its prompt not run. The size cap is checked before the cache, so
+    the cache holds at most 1,024 rows of at most :data:`PLAIN_MAX_CHARS` each."""
+    if not spec.source or spec.modules:
+        return False
+    _, _, setup, tests = spec.source
+    if len(setup or "") + sum(map(len, tests)) > PLAIN_MAX_CHARS:
+        return False
+    return _plain_source(setup or "", tuple(tests), spec.remote)

@@ -54,10 +54,13 @@ class Reply(NamedTuple):
     cost: int
 
 
-def reply_limits(source: tuple) -> tuple[int, int]:
+def reply_limits(source: tuple, sent: int = 0) -> tuple[int, int]:
     """(bytes, JSON values) a reply to a replay of ``source`` (entry point, prompt code,
-    setup, tests) may hold once decompressed: a wide margin over what an honest reply needs."""
+    setup, tests) may hold once decompressed: a wide margin over what an honest reply needs.
+    ``sent``: the characters of the answers the judge sent in (their wire JSON), which a
+    nested call (``f(f(1))``) sends back out as an argument."""
     chars = len(source[1]) + len(source[2]) + sum(len(t) for t in source[3]) if source else 0
+    chars += sent
     return (
         REPLY_BASE_BYTES + REPLY_BYTES_PER_CHAR * chars,
         REPLY_BASE_VALUES + REPLY_VALUES_PER_CHAR * chars,
@@ -98,12 +101,14 @@ def _values(data: bytes, max_values: int) -> int:
     return n
 
 
-def read_reply(stdout: str, n_cases: int, max_calls: int, source: tuple = ()) -> Reply | None:
+def read_reply(
+    stdout: str, n_cases: int, max_calls: int, source: tuple = (), sent: int = 0
+) -> Reply | None:
     """A replay run's reply (cases, calls, call keys, cost), checked as untrusted data (the
     row's code ran there): None when it is not a well-formed reply, :class:`ReplyTooBig` when
     it is past the caps for ``source`` (:func:`reply_limits`, :data:`MAX_REPLY_DEPTH`), found
     while inflating and before parsing, so an oversized reply is never built."""
-    max_bytes, max_values = reply_limits(source)
+    max_bytes, max_values = reply_limits(source, sent)
     try:
         data = _inflate(stdout, max_bytes)
         n_values = _values(data, max_values)

@@ -6,7 +6,8 @@ it had the trainer's uid, cwd, files and network whenever a completion was score
 replay is a sandbox run of its own, in the backend that runs candidates, separate from the
 candidate's run: no network, no host files, writes only to the run's own scratch dirs, and
 killed at the replay's limit plus :data:`GRACE_S` (a C-level computation or a blocking call
-in the test code can no longer hold a verdict either).
+in the test code can no longer hold a verdict either). A plain row (``plain.py``: literals
+and calls only) is replayed by the same :func:`replay` in the judge's process instead.
 
 This module is shipped into that run as source (with ``testcode``, ``names`` and ``wire``
 and empty package files: stdlib only), and the judge (``judge.py``) talks to it by files and
@@ -42,7 +43,7 @@ from flowzoo.tasks.code.wire import RemoteRef, canonical_repr, decode, encode, s
 #: how long past the replay's own limit its sandbox run may go before it is killed
 GRACE_S = 5.0
 #: a replay pass's bounds: calls the tests may make, and seconds (Python bytecode is
-#: interrupted at the limit; the replay's sandbox run is killed shortly after it)
+#: interrupted at the limit; a replay's sandbox run is killed shortly after it)
 REPLAY_CALLS = 20_000
 REPLAY_LIMIT_S = 60.0
 

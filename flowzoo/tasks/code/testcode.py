@@ -1,4 +1,5 @@
-"""The task's test code (a row's, replayed confined: see ``replay_worker``), made ready for
+"""The task's test code (a row's, replayed confined unless plain: see ``replay_worker``,
+``plain``), made ready for
 the judge: compiled once per task, with every ``==``/``!=``/``in``/``not in`` made
 type-strict and every ``assert`` made tolerant of the placeholders that stand in for results
 not known yet (see ``judge.py``), and the names it uses sorted into the candidate's

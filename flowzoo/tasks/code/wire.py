@@ -17,11 +17,12 @@ if TYPE_CHECKING:  # this module is shipped into every sandboxed replay: imports
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
-#: the most members of one set, frozenset or dict (keys) that may share a hash value with
-#: another member: building a set of colliding members costs the square of their number
-#: (40,000 multiples of 2**61 - 1 took 10 s to decode). An honest set's members share hashes
-#: almost never (``-1`` and ``-2`` do); a runner never sends two equal members.
-MAX_SHARED_HASHES = 256
+#: what building one set, frozenset or dict may cost, in hash-table probes past one per
+#: member: members that share a hash value cost the square of their number (40,000 multiples
+#: of 2**61 - 1 took 10 s to decode), so a value whose groups of equal hashes sum, squared,
+#: past 4 per member plus this is refused. Honest members share hashes in pairs at most
+#: (``hash(-1) == hash(-2)``: lattice points around the origin pair up), which costs 2 per member
+HASH_PROBE_BUDGET = 1 << 16
 
 
 class WireError(ValueError):
@@ -123,15 +124,22 @@ def _decode(x: Any, depth: int, budget: list[int]) -> Any:
 
 
 def _few_shared_hashes(members: list) -> None:
-    """Refuse members of one set or dict that share hash values past
-    :data:`MAX_SHARED_HASHES` (a collision attack on the judge's time), counted after a sort
-    (no hash table: the count itself must not be quadratic). TypeError: an unhashable one."""
-    if len(members) <= MAX_SHARED_HASHES:
+    """Refuse members of one set or dict whose groups of equal hash values cost past
+    :data:`HASH_PROBE_BUDGET` to build (a collision attack on the judge's time), counted
+    after a sort (no hash table: the count itself must not be quadratic). TypeError: an
+    unhashable one."""
+    if len(members) * len(members) <= HASH_PROBE_BUDGET:
         return
     hashes = sorted(map(hash, members))
-    shared = sum(a == b for a, b in zip(hashes, hashes[1:], strict=False))
-    if shared > MAX_SHARED_HASHES:
-        raise WireError(f"value: {shared} members of one set or dict share hash values")
+    cost, run = 0, 1
+    for a, b in zip(hashes, hashes[1:], strict=False):
+        if a == b:
+            run += 1
+        else:
+            cost, run = cost + run * run, 1
+    cost += run * run
+    if cost > 4 * len(members) + HASH_PROBE_BUDGET:
+        raise WireError(f"value: members of one set or dict share hash values (cost {cost:,})")
 
 
 def strict_eq(a: Any, b: Any, depth: int = 0) -> bool:
