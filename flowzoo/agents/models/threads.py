@@ -238,6 +238,11 @@ def _set(n: int, why: str, announce: bool) -> int:
 
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
+    # with more than one thread, some CPU kernels accumulate in a thread-dependent order: two
+    # runs of the main job at 2 threads differed in the last bits (29 of 36 tensors, 6e-8),
+    # so a resumed run could not continue exactly; the deterministic kernels gave one digest,
+    # at no measured cost, and at one thread the same digest as before
+    torch.use_deterministic_algorithms(True, warn_only=True)
     if announce and _count != n:
         print(f"flowzoo: {n} CPU thread(s) for torch ({why}; --threads sets it)", file=sys.stderr)
     _count = n
