@@ -44,8 +44,8 @@ Protocol on the control fds (the server's original stdin/stdout). Request: a hea
 UTF-8 and stdin's, raw (copied out a chunk at a time). Reply: a header line ``{"rc", "sig",
 "timed_out", "truncated", "wall", "out", "err", "clean", "failed"}`` (``out``/``err``: byte
 counts), that many bytes of stdout and of stderr, then the server's line ``{"clean": bool}``.
-argv: ``ROOT [--wipe DIR ...] [--ipc] [--max-files N] [--uid N --preload mod,mod]`` (the uid
-drop is for mechanisms without a user namespace; ``--max-files``: the files a run may make on
+argv: ``ROOT [--wipe DIR ...] [--ipc] [--max-files N] [--uid N] [--preload mod,mod]`` (the
+uid drop: mechanisms without a user namespace; ``--max-files``: the files a run may make on
 each of its file systems, a fresh tmpfs's ``nr_inodes``, else a watch on the shared ones).
 """
 
@@ -582,8 +582,7 @@ def main(argv):
             max_files = int(rest.pop(0))
         elif a == "--preload":
             preload = [m for m in rest.pop(0).split(",") if m]
-    # stdlib modules first (before a uid drop, while the interpreter's prefix is readable):
-    # every run is forked with them imported instead of importing them itself
+    # stdlib modules first (before a uid drop, while the prefix is readable): runs fork warm
     for m in preload:
         try:
             __import__(m)

@@ -29,6 +29,7 @@ from flowzoo.tasks.code.names import (
     RowCodeError,
     called_names,
     check_row_code,
+    first_blank,
     mbpp_entry_point,
     parse_code,
     past_limits,
@@ -354,9 +355,8 @@ def mbpp_task(row: dict, source: str = "mbpp") -> Task:
         raise ValueError(f"{source}: MBPP row needs 'text' and a non-empty 'test_list'")
     if not isinstance(row["text"], str) or not all(isinstance(t, str) for t in tests):
         raise ValueError(f"{source}: MBPP 'text' and every 'test_list' entry must be text")
-    blank = [i for i, t in enumerate(tests) if not t.strip()]
-    if blank:  # a case that passes every program: partial credit for nothing
-        raise ValueError(f"{source}: MBPP 'test_list' entry {blank[0]} is blank")
+    if (blank := first_blank(tests)) is not None:
+        raise ValueError(f"{source}: MBPP 'test_list' entry {blank} is blank")
     first = tests[0]
     code, setup = row.get("code") or "", row.get("test_setup_code") or ""
     for k, v in (("code", code), ("test_setup_code", setup)):

@@ -23,6 +23,7 @@ from flowzoo.tasks.code import judge
 from flowzoo.tasks.code.contests import ROW_MAX_CASE_S
 from flowzoo.tasks.code.harness import extract_program
 from flowzoo.tasks.code.judge import JudgeRun
+from flowzoo.tasks.code.names import first_blank
 from flowzoo.tasks.code.stdio import StdioRun
 from flowzoo.tasks.code.testcode import judge_spec
 from flowzoo.tasks.memo import Memo
@@ -141,9 +142,8 @@ def row_fields_error(task: Task) -> str | None:
         return None if ok else "a stdin/stdout test is not a pair of strings"
     if not all(type(t) is str for t in tests):
         return "a test is not a string"
-    blank = [i for i, t in enumerate(tests) if not t.strip()]
-    if blank:  # a case that passes every program: partial credit for nothing
-        return f"test {blank[0]} is blank"
+    if (blank := first_blank(tests)) is not None:
+        return f"test {blank} is blank"
     for name in _ROW_TEXT:
         if name in task.meta and type(task.meta[name]) is not str:
             return f"{name} is not a string"

@@ -49,6 +49,7 @@ from flowzoo.tasks.code.replay_worker import (
     REPLAY_LIMIT_S,
     CaseResult,
     Outcome,
+    call_key,
     replay,
 )
 from flowzoo.tasks.code.testcode import JudgeSpec
@@ -136,7 +137,7 @@ class JudgeRun(RunRecord):
         # the keys made again from the calls, as a sandbox replay's reply is read: the
         # deadline's asynchronous exception can land between a call's two appends
         self._calls = session.calls
-        self._keys = [json.dumps(c, sort_keys=True) for c in session.calls]
+        self._keys = [call_key(c) for c in session.calls]
         self._replayed()
 
     def _replay_job(self) -> Job:

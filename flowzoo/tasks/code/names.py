@@ -140,6 +140,12 @@ def _reserved(name: str) -> bool:
     return name.startswith(RESERVED_PREFIXES)
 
 
+def first_blank(tests: list[str] | tuple[str, ...]) -> int | None:
+    """The index of the first blank test, else None: a case every program passes (partial
+    credit for nothing), refused by the loaders and, in a row built by hand, by the judge."""
+    return next((i for i, t in enumerate(tests) if not t.strip()), None)
+
+
 def check_name(name: object, what: str = "entry_point") -> str:
     """``name`` if a row may name a function so: it is written into the trusted test source
     and proxied to the candidate, so a non-identifier (``f(); import os``), a keyword, a

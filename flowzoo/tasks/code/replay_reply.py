@@ -14,7 +14,7 @@ import re
 import zlib
 from typing import NamedTuple
 
-from flowzoo.tasks.code.replay_worker import CaseResult
+from flowzoo.tasks.code.replay_worker import CaseResult, call_key
 from flowzoo.tasks.code.wire import MAX_DEPTH, shortened
 
 #: what a reply may hold once decompressed, checked before any of it is built: bytes and
@@ -57,8 +57,9 @@ class Reply(NamedTuple):
 def reply_limits(source: tuple, sent: int = 0) -> tuple[int, int]:
     """(bytes, JSON values) a reply to a replay of ``source`` (entry point, prompt code,
     setup, tests) may hold once decompressed: a wide margin over what an honest reply needs.
-    ``sent``: the characters of the answers the judge sent in (their wire JSON), which a
-    nested call (``f(f(1))``) sends back out as an argument."""
+    ``sent``: the characters of the replay request the judge sent (``replay.json``: the row's
+    source and compiled spec again, and the answers it knows, which a nested call,
+    ``f(f(1))``, sends back out as an argument)."""
     chars = len(source[1]) + len(source[2]) + sum(len(t) for t in source[3]) if source else 0
     chars += sent
     return (
@@ -136,7 +137,7 @@ def read_reply(
             if type(call[1]) is not list or type(call[2]) is not dict:
                 return None
         # the keys the replay looked answers up by (``_Session.call``), computed here
-        keys = [json.dumps(c, sort_keys=True) for c in calls]
+        keys = [call_key(c) for c in calls]
         # built: the values, their strings (4 bytes a character at most) and the keys
         return Reply(out, calls, keys, REPLY_VALUE_BYTES * n_values + 5 * len(data))
     except ReplyTooBig:

@@ -111,6 +111,12 @@ class Outcome(NamedTuple):
 
 
 # ------------------------------------------------------------------------------ replay
+def call_key(call: list) -> str:
+    """A recorded call's key (name, encoded args and kwargs): the answers the judge knows are
+    filed under it, by the replay's session and when the judge reads a replay's calls."""
+    return json.dumps(call, sort_keys=True)
+
+
 class _Session:
     """One replay pass: answers calls from what is known, records the calls it makes."""
 
@@ -134,7 +140,7 @@ class _Session:
                 self.pending = True
                 raise _Stop() from None
             raise
-        key = json.dumps(enc, sort_keys=True)
+        key = call_key(enc)
         n = self.seen[key]
         self.seen[key] = n + 1
         self.calls.append(enc)
