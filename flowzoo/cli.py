@@ -174,6 +174,8 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
     if (args.code_testbed or args.stage) and (args.fast or args.ship):  # tests'; the default
         raise SystemExit("--code-testbed and --stage go with neither --fast nor --ship")
+    if args.ship and (args.fast or args.steps):  # only a recipe's own build is shipped
+        raise SystemExit("--ship ships a recipe's own build; it goes without --fast and --steps")
     apply_threads(args.threads)  # a build keeps it (its own pick is only the default)
     levers = {"steps": args.steps} if args.steps else {}
     if args.code_testbed:  # a recipe number on the command line: the registry's name instead
@@ -188,8 +190,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         if args.model
         else [fast_config(s) if args.fast else PretrainConfig(scale=s, **levers) for s in scales]
     )
-    for cfg in cfgs:
-        scale = cfg.scale
+    names = args.model or [None] * len(cfgs)  # shipped under the name it is asked for by
+    for cfg, name in zip(cfgs, names, strict=True):
+        scale = name or cfg.scale
         t = time.time()
         path = ensure_tiny(cfg, cache_dir=args.cache_dir, shipped=False)
         meta = json.loads((path / "flowzoo_tiny.json").read_text())
@@ -198,7 +201,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
             f"trained {meta['train_seconds']:.0f}s (this call {time.time() - t:.0f}s) -> {path}"
         )
         if args.ship:
-            entry = ship(path, cfg)
+            entry = ship(path, cfg, name)
             print(f"{scale}: shipped in the package ({entry['bytes']:,} bytes, key {entry['key']})")
     return 0
 
@@ -234,7 +237,7 @@ def _named_builds(args: argparse.Namespace, levers: dict) -> list:
     from flowzoo.tiny.recipe import named_config
 
     other = [f for f, on in (("--scale", args.scale), ("--code-testbed", args.code_testbed),
-                             ("--stage", args.stage), ("--fast", args.fast), ("--ship", args.ship)) if on]  # fmt: skip
+                             ("--stage", args.stage), ("--fast", args.fast)) if on]  # fmt: skip
     if other:
         raise SystemExit(f"--model names a whole recipe; it goes without {', '.join(other)}")
     out = []
@@ -413,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--ship",
         action="store_true",
-        help="copy the built model into the package (flowzoo/tiny/weights) with its hashes",
+        help="copy the built model into the package (flowzoo/tiny/weights/<name>: the --model "
+        "name, or the scale) with its hashes; later runs load it instead of building",
     )
     pt.add_argument(
         "--steps", type=int, default=None, help="pretraining steps (default: the scale's budget)"

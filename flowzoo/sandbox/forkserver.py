@@ -30,7 +30,7 @@ from flowzoo.sandbox.forkserver_ns import _request_inodes
 
 #: the jail (unshare's file system, a no-op elsewhere), the guard (seccomp), then the server:
 #: its run side first (``forkserver_main.py`` imports it when imported as a module)
-SERVER_FILES = ("forkserver_ns.py", "forkserver_main.py")
+SERVER_FILES = ("forkserver_ns.py", "forkserver_io.py", "forkserver_main.py")
 GUARD_SOURCE = "\n".join(Path(__file__).with_name(f).read_text() for f in ("jail.py", "guard.py"))
 #: a run's namespaces and file systems, then the server's loop
 SERVER_SOURCE = "\n".join(
@@ -83,6 +83,10 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
+#: how long the server may take to clean up after a run (it gives leftovers 5 s to die)
+SETTLE_S = 15.0
+
+
 @dataclass
 class Reply:
     rc: int | None
@@ -93,7 +97,8 @@ class Reply:
     out: bytes
     err: bytes
     memory_hit: bool
-    #: the server emptied every dir the run could write (else it must be replaced)
+    #: the server emptied every dir the run could write (else it must be replaced); with
+    #: ``request(settle=False)`` not yet known here (True), :meth:`ForkServer.settle` says
     clean: bool = True
     #: why the run's namespaces could not be made (the program never ran)
     failed: str | None = None
@@ -173,6 +178,8 @@ class ForkServer:
         #: what the server wrote and no reply has taken yet (a bytearray: appending is linear,
         #: where growing ``bytes`` copied it on every read, quadratic in a large output)
         self._buf = bytearray()
+        #: a run's reply was read and the server's line after it (is it clean?) not yet
+        self._unsettled = False
         try:
             hello = self._read_line(time.monotonic() + start_timeout_s)
         except ServerDied as e:
@@ -238,6 +245,15 @@ class ForkServer:
     def _memory_hits(self) -> int:
         return self.group.memory_hits() if self.group is not None else 0
 
+    def settle(self, timeout_s: float = SETTLE_S) -> bool:
+        """Read the server's line after the last run: True when it emptied everything the
+        run could write and may serve another run; False (or ServerDied) means replace it."""
+        if not self._unsettled:
+            return True
+        line = self._read_line(time.monotonic() + timeout_s)
+        self._unsettled = False
+        return json.loads(line).get("clean") is True
+
     def request(
         self,
         files: dict[str, str],
@@ -245,8 +261,16 @@ class ForkServer:
         limits: list[tuple[int, int]],
         timeout_s: float,
         cap: int,
+        settle: bool = True,
     ) -> Reply:
-        """Run one program; raises :class:`ServerDied` if the server is lost meanwhile."""
+        """Run one program; raises :class:`ServerDied` if the server is lost meanwhile.
+
+        ``settle=False`` returns at the run's reply, before the server has cleaned up after
+        it (the run's namespaces torn down, leftovers killed, dirs emptied): the caller's
+        own work overlaps that, and :meth:`settle` before the next request says whether the
+        server may be reused (the reply's ``clean`` then speaks only of the run itself)."""
+        if not self.settle():
+            raise ServerDied("the server could not clean up after its last run")
         before = self._memory_hits()
         # the body: a JSON line of sizes and limits, then the files' bytes and stdin's, raw, so
         # that the run's process copies them out a chunk at a time (never whole in its memory)
@@ -280,7 +304,8 @@ class ForkServer:
         r = json.loads(self._read_line(deadline))
         out = self._read_exact(int(r["out"]), deadline)
         err = self._read_exact(int(r["err"]), deadline)
-        clean = json.loads(self._read_line(deadline)).get("clean") is True
+        self._unsettled = True
+        clean = self.settle(deadline - time.monotonic()) if settle else True
         return Reply(
             r["rc"],
             r["sig"],

@@ -36,7 +36,10 @@ run's output goes from its pipes into memfds the same way, and from there to the
 (``sendfile``). Each request is handled, header to reply, by a child of the server that exits
 after it (:func:`_handle`), so the reply's text (exit status, output sizes, wall time) is
 never in the server either; the server learns only whether the run went well, and says
-whether it is clean on a line of its own after the reply.
+whether it is clean on a line of its own after the reply. The handler itself moves into the
+run's namespaces (one fork fewer: a fork of the server is a third of a run's start-up) and
+replies as soon as the init reports the program's end; the namespaces' teardown and the
+server's checks come after the reply, overlapping the host's own work.
 
 Protocol on the control fds (the server's original stdin/stdout). Request: a header line
 ``{"timeout": s, "cap": bytes, "size": n}`` and ``n`` bytes of body: a JSON line ``{"files":
@@ -49,7 +52,6 @@ uid drop: mechanisms without a user namespace; ``--max-files``: the files a run 
 each of its file systems, a fresh tmpfs's ``nr_inodes``, else a watch on the shared ones).
 """
 
-import errno
 import json
 import os
 import resource
@@ -59,16 +61,16 @@ import sys
 import time
 
 if __name__ != "__main__":  # imported (docker.py, tests); as ``-c`` the run side precedes this
+    from flowzoo.sandbox.forkserver_io import _memfd, _read_body, _send_file, _splice, _spool
     from flowzoo.sandbox.forkserver_ns import (
         _child,
-        _libc,
         _prctl,
         _say,
         deny_namespaces,
-        enter_run_ns,
         make_workdir,
         prepare_run_ns,
         read_status,
+        start_run,
     )
     from flowzoo.sandbox.guard import _FZ_UNFILTERED_EXIT, _FZ_UNFILTERED_MARK
 
@@ -223,101 +225,15 @@ def _read_header(fd):
             raise ValueError("request header too long")
 
 
-def _memfd(name):
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("fz-" + name, os.MFD_CLOEXEC)
-    return _syscall(_libc().memfd_create, ("fz-" + name).encode(), 1)  # MFD_CLOEXEC
-
-
-def _syscall(fn, *args):
-    import ctypes
-
-    got = fn(*args)
-    if got < 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-    return got
-
-
-def _kernel_splice(src, dst, n):
-    """``os.splice`` (Python 3.10+), else the libc call: a sandbox image may have 3.8."""
-    if hasattr(os, "splice"):
-        return os.splice(src, dst, n)
-    import ctypes
-
-    f = _libc().splice
-    f.restype = ctypes.c_ssize_t
-    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    f.argtypes += [ctypes.c_size_t, ctypes.c_uint]
-    return _syscall(f, src, None, dst, None, n, 0)
-
-
-def _splice(src, dst, n):
-    """Up to ``n`` bytes from ``src`` (a pipe) to ``dst`` inside the kernel; 0 at its end.
-    Where ``src`` is no pipe (a socket) they bounce through a pipe of this process's own,
-    still never through its memory."""
-    try:
-        return _kernel_splice(src, dst, n)
-    except OSError as e:
-        if e.errno != errno.EINVAL:
-            raise
-    r, w = os.pipe()
-    try:
-        got = _kernel_splice(src, w, min(n, 1 << 16))
-        left = got
-        while left:
-            left -= _kernel_splice(r, dst, left)
-        return got
-    finally:
-        os.close(r)
-        os.close(w)
-
-
-def _spool(src, n):
-    """A memfd holding the next ``n`` bytes of ``src`` (the request's body)."""
-    fd = _memfd("request")
-    while n:
-        got = _splice(src, fd, n)
-        if not got:
-            os.close(fd)
-            raise EOFError("the request ended early")
-        n -= got
-    return fd
-
-
-def _read_body(fd, size):
-    """The request's first line, read by the run's own process from the body's memfd; the
-    files and stdin stay there (``body``: the fd, their offset) for :func:`make_workdir`."""
-    line = bytearray()
-    while b"\n" not in line:
-        chunk = os.pread(fd, min(1 << 16, size - len(line)), len(line))
-        if not chunk:
-            raise ValueError("a request without its first line")
-        line += chunk
-    start = line.index(b"\n") + 1
-    req = json.loads(bytes(line[: start - 1]))
-    if start + sum(n for _, n in req["files"]) + (req.get("stdin") or 0) != size:
-        raise ValueError("a request whose sizes do not add up")
-    req["body"] = (fd, start)
-    return req
-
-
-def _send_file(out, fd, n):
-    """``n`` bytes of memfd ``fd`` to ``out`` inside the kernel (``sendfile``)."""
-    off = 0
-    while off < n:
-        sent = os.sendfile(out, fd, off, n - off)
-        if not sent:
-            raise OSError(errno.EIO, "short sendfile")
-        off += sent
-
-
-def _collect(pid, out_r, err_r, deadline, cap, null, watch=None, kill=None):
+def _collect(pid, out_r, err_r, deadline, cap, null, watch=None, kill=None, told=None):
     """Move the run's output into two memfds (at most ``cap`` bytes each, the rest to
     ``null``) until it ends; ``watch`` = (dirs, max new inodes, inodes before the run): a run
     that creates more files than that is killed (tmpfs has no inode limit bubblewrap can set). ``kill`` ends
-    the whole run (default: the process group of ``pid``). (out memfd, its size, err memfd,
-    its size, truncated, timed_out, status)."""
+    the whole run (default: the process group of ``pid``). ``told``: the fd the run's init
+    reports the program's end on (fresh namespaces): the run has ended when it is readable,
+    and ``pid`` is not waited for (its namespaces' teardown comes after the reply; the
+    status is then ``REPORTED``, the init's report still unread). (out memfd, its size, err
+    memfd, its size, truncated, timed_out, status)."""
     if kill is None:
 
         def kill():
@@ -341,13 +257,16 @@ def _collect(pid, out_r, err_r, deadline, cap, null, watch=None, kill=None):
             over_quota = True
             kill()
         if status is None:
-            got, st = os.waitpid(pid, os.WNOHANG)
+            got, st = _ended(pid, told)
             if got:
                 status, exited_at = st, now
         if exited_at is not None and now - exited_at > 0.2:
             break  # something the program left behind holds the pipes
-        ready, _, _ = select.select(open_fds, [], [], min(deadline - now, 0.05))
+        waits = open_fds + ([told] if told is not None and status is None else [])
+        ready, _, _ = select.select(waits, [], [], min(deadline - now, 0.05))
         for fd in ready:
+            if fd == told:
+                continue  # seen by _ended on the next pass
             room = cap - kept[fd]
             moved = _splice(fd, sinks[fd] if room > 0 else null, room if room > 0 else 1 << 16)
             if not moved:
@@ -358,11 +277,12 @@ def _collect(pid, out_r, err_r, deadline, cap, null, watch=None, kill=None):
                 truncated = True
     if status is None and not timed_out:
         while time.monotonic() < deadline:
-            got, st = os.waitpid(pid, os.WNOHANG)
+            got, st = _ended(pid, told)
             if got:
                 status = st
                 break
-            time.sleep(0.002)
+            wait = [told] if told is not None else []
+            select.select(wait, [], [], min(max(deadline - time.monotonic(), 0), 0.002))
         else:
             timed_out = True
     kill()
@@ -374,6 +294,20 @@ def _collect(pid, out_r, err_r, deadline, cap, null, watch=None, kill=None):
     if over_quota:
         kept[err_r] += os.pwrite(sinks[err_r], _over_quota(watch[1]), kept[err_r])
     return sinks[out_r], kept[out_r], sinks[err_r], kept[err_r], truncated, timed_out, status
+
+
+#: the status ``_collect`` gives when the run's init has reported (``read_status`` reads it)
+REPORTED = -1
+
+
+def _ended(pid, told):
+    """(True, status) once the run has ended: its init's report fd readable (fresh
+    namespaces: the report or the init's death), else ``pid`` exited; (False, None) before."""
+    if told is None:
+        got, st = os.waitpid(pid, os.WNOHANG)
+        return bool(got), st if got else None
+    ready, _, _ = select.select([told], [], [], 0)
+    return bool(ready), REPORTED if ready else None
 
 
 def _server_state():
@@ -489,6 +423,28 @@ def _send(fd, obj):
         data = data[os.write(fd, data) :]
 
 
+def _load(body, size):
+    """The request's body (in the run's own process): its files, stdin and limits."""
+    try:
+        return _read_body(body, size)
+    except BaseException as e:  # noqa: BLE001 - too big for its memory, or malformed
+        raise OSError(
+            f"the request could not be read in the run ({type(e).__name__}: {e})"[:500]
+        ) from None
+
+
+def _program(workdir, req, out_w, err_w):
+    """The run's program (pid 2 in fresh namespaces; never returns)."""
+    _child(workdir, req.get("stdin") is not None, req["limits"], out_w, err_w)
+
+
+def _drain(out_r, err_r):
+    """A run that never started: empty output, both pipes closed."""
+    os.close(out_r)
+    os.close(err_r)
+    return _memfd("out"), 0, _memfd("err"), 0, False, False
+
+
 def _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files):
     """One request (in a child of the server): read its header, spool its body, fork the
     run, collect its output and reply; the exit code says how it went."""
@@ -504,18 +460,16 @@ def _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files):
     # (``inodes`` of them, the header says), which the run may make beyond max_files
     before = _inodes([root, *wipe]) if max_files and not fresh else 0
     t0 = time.monotonic()
-    pid = os.fork()
+    if fresh:  # the run's own process (its init) reads the request, never the server
+        pid = start_run(st_w, plan, lambda: _load(body, size), _program, (out_w, err_w))
+    else:
+        pid = os.fork()
     if pid == 0:
         try:  # the run's own process reads the request, never the server
-            req = _read_body(body, size)
-            has_stdin, limits = req.get("stdin") is not None, req["limits"]
+            req = _load(body, size)
         except BaseException as e:  # noqa: BLE001 - too big for its memory, or malformed
-            why = f"the request could not be read in the run ({type(e).__name__}: {e})"[:500]
-            _say(st_w if fresh else err_w, ("E" if fresh else "flowzoo sandbox: ") + why)
+            _say(err_w, f"flowzoo sandbox: {e}")
             os._exit(1)
-        if fresh:
-            os.close(st_r)
-            enter_run_ns(st_w, plan, req, _child, (has_stdin, limits, out_w, err_w))
         # shared namespaces: the files go in the server's own root (emptied after the run)
         workdir = make_workdir(root, req)
         try:  # the run's init does this in fresh namespaces
@@ -523,7 +477,7 @@ def _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files):
         except OSError:
             os.write(err_w, (_FZ_UNFILTERED_MARK + "\n").encode())
             os._exit(_FZ_UNFILTERED_EXIT)
-        _child(workdir, has_stdin, limits, out_w, err_w)
+        _program(workdir, req, out_w, err_w)
     os.close(body)
     os.close(out_w)
     os.close(err_w)
@@ -533,16 +487,28 @@ def _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files):
 
         def kill(pid=pid):
             try:
-                os.kill(pid, signal.SIGKILL)  # its init dies with it, and the run with that
-            except OSError:
+                os.kill(pid, signal.SIGKILL)  # the run's init: the run dies with it
+            except (OSError, TypeError):
                 pass
 
     elif max_files:
         watch = ([root, *wipe], max_files + int(head.get("inodes", 0)), before)
-    out, n_out, err, n_err, truncated, timed_out, status = _collect(
-        pid, out_r, err_r, t0 + float(head["timeout"]), int(head["cap"]), null, watch, kill
-    )
+    if pid is None:  # no namespaces for the run (why: on st_r); nothing ran
+        out, n_out, err, n_err, truncated, timed_out, status = *_drain(out_r, err_r), None
+    else:
+        out, n_out, err, n_err, truncated, timed_out, status = _collect(
+            pid,
+            out_r,
+            err_r,
+            t0 + float(head["timeout"]),
+            int(head["cap"]),
+            null,
+            watch,
+            kill,
+            st_r if fresh else None,
+        )
     failed = None
+    status_pending = fresh and status == REPORTED  # its process not yet reaped
     if fresh:
         status, failed, over = read_status(st_r)
         if over:
@@ -559,6 +525,11 @@ def _handle(ctl_in, ctl_out, null, fresh, plan, root, wipe, max_files):
     _send(ctl_out, {**reply, "wall": wall, "out": n_out, "err": n_err, "failed": failed})
     for fd, n in ((out, n_out), (err, n_err)):
         _send_file(ctl_out, fd, n)
+    if status_pending:  # the run's namespaces go after the reply, before the server's checks
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
     return HANDLED if failed is None else HANDLED_FAILED
 
 

@@ -299,15 +299,16 @@ def deny_namespaces():
         raise OSError("cannot install the seccomp filter that denies namespaces and mounts")
 
 
-def _run_init(st_w, plan, req, start, args):
-    """pid 1 of a run's pid namespace (never returns): its own /proc and file systems, the
-    request's files, no capabilities, no namespace or mount to make from here on (for it and
-    the program), then ``start(workdir, *args)`` as pid 2; writes the
-    program's wait status (and ``Q`` if it made more files than allowed) to ``st_w`` and
-    exits, and with it every process the run made (the kernel kills a pid namespace whose
-    init ends)."""
+def _run_init(st_w, plan, load, start, args):
+    """pid 1 of a run's pid namespace (never returns): reads the request (``load()``), makes
+    its own /proc and file systems with the request's files, drops every capability, leaves
+    no namespace or mount to make from here on (for it and the program), then
+    ``start(workdir, request, *args)`` as pid 2; writes the program's wait status (and ``Q``
+    if it made more files than allowed) to ``st_w`` and exits, and with it every process the
+    run made (the kernel kills a pid namespace whose init ends)."""
     try:
         _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the server ends the run
+        req = load() if load is not None else None  # the run's own process reads it
         _fresh_fs(plan, req)
         _drop_caps()
         workdir = make_workdir(plan[0][0], req) if req else None
@@ -318,7 +319,7 @@ def _run_init(st_w, plan, req, start, args):
         os._exit(1)
     if pid == 0:
         os.close(st_w)
-        start(workdir, *args)
+        start(workdir, req, *args)
     # default dispositions: pid 1 ignores every signal the run sends it then
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.closerange(3, st_w)
@@ -417,9 +418,12 @@ def _map_ids(uid, gid):
         _prctl(PR_SET_DUMPABLE, 0)
 
 
-def enter_run_ns(st_w, plan, req, start, args):
-    """In the server's child (never returns): new namespaces for the run (``RUN_NS``) and
-    their init. This process stays outside the pid ns: killing it kills the init, and the run."""
+def start_run(st_w, plan, load, start, args):
+    """In the request's handler: new namespaces (``RUN_NS``) for this process, and their
+    init forked (:func:`_run_init`); the init's pid, or None when they could not be made (why
+    is on ``st_w``). The handler stays outside the pid ns, where the run cannot name it:
+    killing the init kills the run. Why the handler and no process of its own: a fork of
+    the server is a third of a run's start-up."""
     try:
         uid, gid = os.geteuid(), os.getegid()
         _check(_libc().unshare(RUN_NS), "unshare")
@@ -427,14 +431,10 @@ def enter_run_ns(st_w, plan, req, start, args):
         pid = os.fork()
     except BaseException as e:
         _say(st_w, f"E{e}")
-        os._exit(1)
+        return None
     if pid == 0:
-        _run_init(st_w, plan, req, start, args)
-    os.closerange(0, 1 << 16)
-    try:
-        os.waitpid(pid, 0)
-    finally:
-        os._exit(0)
+        _run_init(st_w, plan, load, start, args)
+    return pid
 
 
 def prepare_run_ns(root, wipe, max_files):
@@ -472,9 +472,13 @@ def prepare_run_ns(root, wipe, max_files):
 def _trial(plan):
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:
+    if pid == 0:  # as a request's handler would, with a program that exits at once
         os.close(r)
-        enter_run_ns(w, plan, None, lambda _: os._exit(0), ())
+        init = start_run(w, plan, None, lambda *_: os._exit(0), ())
+        os.closerange(0, 1 << 16)
+        if init is not None:
+            os.waitpid(init, 0)
+        os._exit(0)
     os.close(w)
     os.waitpid(pid, 0)
     got = os.read(r, 4096).decode(errors="replace").strip()

@@ -506,11 +506,30 @@ class ProcessSandbox(ConcurrentRunMixin):
         if self._pid != os.getpid():  # a fork the at-fork hook did not see (a raw fork)
             self._forked()
         self._exit_cleanup()
-        with self._pool_lock:
-            for i, srv in enumerate(self._idle):
-                if srv.memory_mb >= lim.memory_mb:
-                    return self._idle.pop(i)
+        while True:
+            with self._pool_lock:
+                i = next((i for i, s in enumerate(self._idle) if s.memory_mb >= lim.memory_mb), -1)
+                if i < 0:
+                    break
+                srv = self._idle.pop(i)
+            if self._settled(srv):
+                return srv
         return self._start_server(lim)
+
+    @staticmethod
+    def _settled(srv) -> bool:
+        """Whether an idle server cleaned up after its last run (its line read now: the
+        run's reply came back before it, ``request(settle=False)``); one that did not, or
+        died meanwhile, is closed."""
+        from flowzoo.sandbox.forkserver import ServerDied
+
+        try:
+            if srv.settle():
+                return True
+        except (ServerDied, OSError, ValueError):
+            pass
+        srv.close()
+        return False
 
     def _give_back(self, srv) -> None:
         with self._pool_lock:
@@ -534,7 +553,11 @@ class ProcessSandbox(ConcurrentRunMixin):
             return ExecResult("sandbox_error", None, "", str(e), 0.0, backend=backend)
         t0 = time.monotonic()
         try:
-            r = srv.request(all_files, stdin, _rlimits(lim), lim.timeout_s, lim.max_output_bytes)
+            # the reply comes before the server's clean-up, which overlaps the caller's work;
+            # the next run that takes this server reads how it went (_take_server)
+            r = srv.request(
+                all_files, stdin, _rlimits(lim), lim.timeout_s, lim.max_output_bytes, settle=False
+            )
         except ServerDied as e:
             srv.close()
             wall = time.monotonic() - t0

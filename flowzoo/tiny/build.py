@@ -323,38 +323,44 @@ def shipped_manifest() -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-@functools.lru_cache(maxsize=8)
-def _verified(scale: str, key: str) -> Path | None:
-    """The shipped model of ``scale`` if it was built by the recipe with ``key`` and every
-    file matches its sha256 (checked once per process); None otherwise."""
-    entry = shipped_manifest().get(scale)
-    path = SHIPPED / scale
-    if not entry or entry.get("key") != key or not path.is_dir():
-        return None
-    for name, digest in entry["files"].items():
-        f = path / name
-        if not f.exists() or _sha256(f) != digest:
-            print(
-                f"flowzoo: shipped {scale} file {name} is missing or altered; building instead",
-                file=sys.stderr,
-            )
-            return None
-    return path
+@functools.lru_cache(maxsize=16)
+def _verified(key: str) -> Path | None:
+    """The shipped model built by the recipe with ``key`` (whatever name it is shipped
+    under) if every file matches its sha256 (checked once per process); None otherwise."""
+    for slot, entry in shipped_manifest().items():
+        if entry.get("key") != key:
+            continue
+        path = SHIPPED / slot
+        for name, digest in entry["files"].items():
+            f = path / name
+            if not f.exists() or _sha256(f) != digest:
+                print(
+                    f"flowzoo: shipped {slot} file {name} is missing or altered; building instead",
+                    file=sys.stderr,
+                )
+                return None
+        return path
+    return None
 
 
-def ship(path: str | os.PathLike, cfg: PretrainConfig) -> dict:
-    """Copy a built model into the package (``weights/<scale>``) and record it in the
-    manifest: the recipe key and version, the corpus fingerprint and each file's sha256."""
-    src, dst = Path(path), SHIPPED / cfg.scale
+def ship(path: str | os.PathLike, cfg: PretrainConfig, name: str | None = None) -> dict:
+    """Copy a built model into the package (``weights/<name>``: the model name it is asked
+    for by, the scale for a scale's default build) and record it in the manifest under that
+    name: the recipe key and version, the corpus fingerprint and each file's sha256. Why by
+    name: a named build (``tiny-m-conflict``) is a scale's second model, not its default."""
+    name = name or cfg.scale
+    if (named := named_config(name)) is None or named.key() != cfg.key():
+        raise ValueError(f"{name!r} does not name the recipe being shipped (key {cfg.key()})")
+    src, dst = Path(path), SHIPPED / name
     dst.mkdir(parents=True, exist_ok=True)
     names = sorted(f.name for f in src.iterdir() if f.is_file() and f.name != "checkpoint.pt")
     for old in dst.iterdir():
         if old.name not in names:
             old.unlink()
-    for name in names:  # a new file, renamed over the old: a process that maps it keeps it
-        tmp = dst / f".{name}.tmp"
-        shutil.copyfile(src / name, tmp)
-        os.replace(tmp, dst / name)
+    for file in names:  # a new file, renamed over the old: a process that maps it keeps it
+        tmp = dst / f".{file}.tmp"
+        shutil.copyfile(src / file, tmp)
+        os.replace(tmp, dst / file)
     entry = {
         "key": cfg.key(),
         "recipe_version": RECIPE_VERSION,
@@ -362,7 +368,7 @@ def ship(path: str | os.PathLike, cfg: PretrainConfig) -> dict:
         "files": {n: _sha256(dst / n) for n in names},
         "bytes": sum((dst / n).stat().st_size for n in names),
     }
-    manifest = {**shipped_manifest(), cfg.scale: entry}
+    manifest = {**shipped_manifest(), name: entry}
     (SHIPPED / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     _verified.cache_clear()
     return entry
@@ -425,7 +431,7 @@ def ensure_tiny(
         cfg = name_or_cfg
     else:
         cfg = fast_config(name_or_cfg) if fast else PretrainConfig(scale=name_or_cfg)
-    if shipped and (found := _verified(cfg.scale, cfg.key())) is not None:
+    if shipped and (found := _verified(cfg.key())) is not None:
         return found
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "tiny"
     path = root / f"{cfg.scale}-{cfg.key()}"
@@ -480,7 +486,7 @@ def model_table() -> list[dict[str, str]]:
                 continue
             key = cfg.key()
             cached = cache_root() / "tiny" / f"{scale}-{key}"
-            if _verified(scale, key) is not None:
+            if _verified(key) is not None:
                 status = "shipped"
             elif _built(cached):
                 status = f"built: {cached}"

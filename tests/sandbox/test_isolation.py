@@ -170,6 +170,24 @@ def test_forkserver_replaces_a_lost_server_and_honours_bigger_memory(fsrv):
     assert r.status == "memory", r
 
 
+def test_a_run_replies_before_its_server_has_cleaned_up_and_an_unclean_one_is_dropped(fsrv):
+    """The reply comes before the server's clean-up (the run's namespaces torn down,
+    leftovers killed), whose line the next run on that server reads first; a server that
+    says it is not clean then is closed, never given another run."""
+    r = fsrv.run("import os\nif os.fork() == 0:\n    import time; time.sleep(60)\nprint(1)")
+    assert r.status == "ok" and r.stdout == "1\n", r
+    assert any(srv._unsettled for srv in fsrv._idle)  # its clean line not read yet
+    assert all(srv.settle() for srv in fsrv._idle)  # the leftover sleeper was killed
+    assert not any(srv._unsettled for srv in fsrv._idle)
+    assert fsrv.run("print(2)").stdout == "2\n"
+    dirty = list(fsrv._idle)
+    for srv in dirty:
+        srv.settle = lambda *a, **k: False  # as a server that could not empty its dirs says
+    assert fsrv.run("print(3)").stdout == "3\n"
+    assert not any(srv.alive for srv in dirty)
+    assert not {id(s) for s in fsrv._idle} & {id(s) for s in dirty}
+
+
 def test_forkserver_outlives_the_thread_that_started_it():
     """bwrap's --die-with-parent follows the starting *thread*: servers started from a
     short-lived pool thread must survive it (they are spawned from one long-lived thread)."""

@@ -16,7 +16,6 @@ import pytest
 from flowzoo.tiny import build as tiny
 from flowzoo.tiny.build import (
     RECIPE_VERSION,
-    PretrainConfig,
     corpus_fingerprint,
     ensure_tiny,
     fast_config,
@@ -24,6 +23,7 @@ from flowzoo.tiny.build import (
     shipped_manifest,
 )
 from flowzoo.tiny.corpus import make_corpus
+from flowzoo.tiny.recipe import named_config
 
 
 def test_shipped_models_match_the_recipe_that_builds_them():
@@ -31,9 +31,11 @@ def test_shipped_models_match_the_recipe_that_builds_them():
     the shipped files do not: rebuild with ``flowzoo pretrain-tiny --scale S --ship``."""
     manifest = shipped_manifest()
     assert "tiny-s" in manifest
-    for scale, entry in manifest.items():
-        cfg = PretrainConfig(scale=scale)
-        hint = f"rebuild: flowzoo pretrain-tiny --scale {scale} --ship"
+    for scale, entry in manifest.items():  # each shipped under the name that asks for it
+        cfg = named_config(scale)
+        assert cfg is not None, scale
+        flag = "--scale" if scale == cfg.scale else "--model"
+        hint = f"rebuild: flowzoo pretrain-tiny {flag} {scale} --ship"
         assert entry["key"] == cfg.key(), hint
         assert entry["recipe_version"] == RECIPE_VERSION, hint
         assert entry["corpus_fingerprint"] == corpus_fingerprint(cfg), hint
@@ -52,6 +54,33 @@ def test_first_use_loads_the_shipped_model_without_a_build(tmp_path, monkeypatch
     model = AutoModelForCausalLM.from_pretrained(path)
     assert sum(p.numel() for p in model.parameters()) == tiny.parameter_count("tiny-s")
     assert not any(tmp_path.iterdir())  # nothing built, nothing cached
+
+
+def test_a_named_build_ships_under_its_name_beside_the_scale(tmp_path, monkeypatch):
+    """``pretrain-tiny --model tiny-m-conflict --ship``: a scale's second build gets a slot of
+    its own, found by its recipe key; the scale's default stays where it was, and a name that
+    is not the recipe's is refused."""
+    copy = tmp_path / "weights"
+    shutil.copytree(tiny.SHIPPED, copy)
+    monkeypatch.setattr(tiny, "SHIPPED", copy)
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / "config.json").write_text("{}")
+    (built / "checkpoint.pt").write_text("not shipped")
+    cfg = named_config("tiny-m-conflict")
+    monkeypatch.setattr(tiny, "pretrain", lambda *a, **k: pytest.fail("built instead of loaded"))
+    tiny._verified.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="does not name the recipe"):
+            tiny.ship(built, cfg, "tiny-m")
+        entry = tiny.ship(built, cfg, "tiny-m-conflict")
+        assert entry["key"] == cfg.key() and set(entry["files"]) == {"config.json"}
+        assert shipped_manifest()["tiny-m-conflict"] == entry
+        assert ensure_tiny(cfg, cache_dir=tmp_path / "cache") == copy / "tiny-m-conflict"
+        assert ensure_tiny("tiny-s", cache_dir=tmp_path / "cache") == copy / "tiny-s"
+    finally:
+        tiny._verified.cache_clear()
+    assert not (tmp_path / "cache").exists()
 
 
 def test_an_altered_shipped_file_is_not_used(tmp_path, monkeypatch, capsys):
