@@ -256,6 +256,38 @@ def test_row_code_past_the_parser_fails_its_row_and_the_batch_is_judged(fam):
             judge_spec("f", "", "", (code,))
 
 
+def test_number_literals_sharing_hashes_fail_their_row_before_compiling(fam):
+    """20,000 multiples of ``2**61 - 1`` in one test took 7.5 s to compile in the judge's
+    process (one table of constants, every key colliding): the row is refused with
+    ``bad_tests`` before any compile, on every field; honest numbers pass, however many (a
+    literal repeated, lattice points that share hashes in pairs, floats)."""
+    import time
+
+    p = 2**61 - 1
+    keys = ", ".join(f"{k * p}: 0" for k in range(1, 20_000))
+    bad = [
+        task([f"assert f({{{keys}}}) == 2"], "tests"),
+        task(["assert f(1) == 2"], "setup", setup=f"X = {{{keys}}}"),
+        task(["assert f(1) == 2"], "prompt", prompt_code=f"X = {{{keys}}}"),
+    ]
+    t0 = time.monotonic()
+    got = fam.score_pairs([(t, RIGHT) for t in bad])
+    assert time.monotonic() - t0 < 60  # not the minutes a compile of each would take here
+    for t, v in zip(bad, got, strict=True):
+        assert v.reason.startswith("bad_tests:") and "share hash values" in v.reason, t.id
+    lattice = ", ".join(f"({x}, {y})" for x in range(-80, 81) for y in range(-80, 81))
+    honest = task(
+        [
+            f"assert f(len([{lattice}])) == {161 * 161 + 1}",
+            "assert f(len([" + ", ".join(["0"] * 20_000) + "])) == 20001",
+        ],
+        "honest",
+        setup="X = [" + ", ".join(f"{k}.5" for k in range(20_000)) + "]",
+    )
+    (v,) = fam.score_pairs([(honest, RIGHT)])
+    assert v.score == 1.0, v.reason
+
+
 def _write(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -114,7 +114,38 @@ def parse_code(src: str, what: str) -> ast.Module:
         raise RowCodeError(past_limits(what, e)) from None
     if ast_depth(tree) > MAX_AST_DEPTH:  # later walks and compile() recurse on this depth
         raise RowCodeError(past_limits(what, RecursionError(f"deeper than {MAX_AST_DEPTH}")))
+    check_constant_hashes(tree, what)
     return tree
+
+
+def check_constant_hashes(tree: ast.AST, what: str) -> None:
+    """A :class:`RowCodeError` naming ``what`` when its distinct number literals share hash
+    values past :data:`~flowzoo.tasks.code.wire.HASH_PROBE_BUDGET` (4 probes a literal plus
+    the budget). Why: ``compile`` keeps one table of a code object's constants, so 20,000
+    multiples of ``2**61 - 1`` took 7.5 s to compile in the judge's process, in one step no
+    deadline interrupts. Only numbers: a str's or bytes' hash is seeded per process, so no
+    row can plan a collision of them."""
+    from flowzoo.tasks.code.wire import HASH_PROBE_BUDGET, probe_cost
+
+    nums = [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and type(n.value) in (int, float, complex)
+    ]
+    if len(nums) * len(nums) <= HASH_PROBE_BUDGET:
+        return
+    # distinct values only (the compiler shares equal ones), counted after a sort: a set of
+    # them would be the very table whose cost is in question
+    keyed = sorted(
+        (hash(v), type(v).__name__, (v.real, v.imag) if type(v) is complex else v) for v in nums
+    )
+    hashes = [k[0] for i, k in enumerate(keyed) if i == 0 or k != keyed[i - 1]]
+    cost = probe_cost(hashes)
+    if cost > 4 * len(hashes) + HASH_PROBE_BUDGET:
+        raise RowCodeError(
+            f"{what}'s number literals share hash values (about {cost:,} probes to compile): "
+            "past the judge's limits; use fewer or other numbers"
+        )
 
 
 #: deepest syntax tree a row's code may have: every later walk and ``compile`` recurses on

@@ -130,16 +130,21 @@ def _few_shared_hashes(members: list) -> None:
     unhashable one."""
     if len(members) * len(members) <= HASH_PROBE_BUDGET:
         return
-    hashes = sorted(map(hash, members))
+    cost = probe_cost(sorted(map(hash, members)))
+    if cost > 4 * len(members) + HASH_PROBE_BUDGET:
+        raise WireError(f"value: members of one set or dict share hash values (cost {cost:,})")
+
+
+def probe_cost(hashes: list[int]) -> int:
+    """What building one hash table of distinct keys with these (sorted) hash values costs in
+    probes, about: each group of equal hashes, squared, summed."""
     cost, run = 0, 1
     for a, b in zip(hashes, hashes[1:], strict=False):
         if a == b:
             run += 1
         else:
             cost, run = cost + run * run, 1
-    cost += run * run
-    if cost > 4 * len(members) + HASH_PROBE_BUDGET:
-        raise WireError(f"value: members of one set or dict share hash values (cost {cost:,})")
+    return cost + run * run if hashes else 0
 
 
 def strict_eq(a: Any, b: Any, depth: int = 0) -> bool:
