@@ -528,6 +528,9 @@ class ProcessSandbox(ConcurrentRunMixin):
                 return True
         except (ServerDied, OSError, ValueError):
             pass
+        except BaseException:  # an interrupt while waiting: the server goes, always
+            srv.close()
+            raise
         srv.close()
         return False
 

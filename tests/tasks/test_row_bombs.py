@@ -260,15 +260,17 @@ def test_number_literals_sharing_hashes_fail_their_row_before_compiling(fam):
     """20,000 multiples of ``2**61 - 1`` in one test took 7.5 s to compile in the judge's
     process (one table of constants, every key colliding): the row is refused with
     ``bad_tests`` before any compile, on every field; honest numbers pass, however many (a
-    literal repeated, lattice points that share hashes in pairs, floats)."""
+    literal repeated, lattice points that share hashes in pairs, 3,000 powers of two)."""
     import time
 
     p = 2**61 - 1
     keys = ", ".join(f"{k * p}: 0" for k in range(1, 20_000))
+    folded = ", ".join(f"{k} * (2**61 - 1): 0" for k in range(1, 20_000))  # one constant each
+    negated = ", ".join(f"-{k} * {p}" for k in range(1, 20_000))
     bad = [
         task([f"assert f({{{keys}}}) == 2"], "tests"),
-        task(["assert f(1) == 2"], "setup", setup=f"X = {{{keys}}}"),
-        task(["assert f(1) == 2"], "prompt", prompt_code=f"X = {{{keys}}}"),
+        task(["assert f(1) == 2"], "setup", setup=f"X = {{{folded}}}"),
+        task(["assert f(1) == 2"], "prompt", prompt_code=f"X = [{negated}]"),
     ]
     t0 = time.monotonic()
     got = fam.score_pairs([(t, RIGHT) for t in bad])
@@ -280,6 +282,7 @@ def test_number_literals_sharing_hashes_fail_their_row_before_compiling(fam):
         [
             f"assert f(len([{lattice}])) == {161 * 161 + 1}",
             "assert f(len([" + ", ".join(["0"] * 20_000) + "])) == 20001",
+            "assert f(len([" + ", ".join(f"2**{k}" for k in range(3_000)) + "])) == 3001",
         ],
         "honest",
         setup="X = [" + ", ".join(f"{k}.5" for k in range(20_000)) + "]",

@@ -118,21 +118,27 @@ def parse_code(src: str, what: str) -> ast.Module:
     return tree
 
 
-def check_constant_hashes(tree: ast.AST, what: str) -> None:
-    """A :class:`RowCodeError` naming ``what`` when its distinct number literals share hash
-    values past :data:`~flowzoo.tasks.code.wire.HASH_PROBE_BUDGET` (4 probes a literal plus
-    the budget). Why: ``compile`` keeps one table of a code object's constants, so 20,000
-    multiples of ``2**61 - 1`` took 7.5 s to compile in the judge's process, in one step no
-    deadline interrupts. Only numbers: a str's or bytes' hash is seeded per process, so no
-    row can plan a collision of them."""
-    from flowzoo.tasks.code.wire import HASH_PROBE_BUDGET, probe_cost
+#: probes a row's constants may cost to compile past 4 a value (``2**24``: about 0.3 s here,
+#: where 20,000 colliding keys, 4e8 probes, took 7.5 s); far above what honest rows need
+#: (3,000 powers of two fall in 61 hash groups: 150,000 probes)
+COMPILE_PROBE_BUDGET = 1 << 24
+#: the largest result, in bits, a constant expression is folded to here (CPython folds less)
+_FOLD_BITS = 4096
+_NUMBER = (int, float, complex)
 
-    nums = [
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and type(n.value) in (int, float, complex)
-    ]
-    if len(nums) * len(nums) <= HASH_PROBE_BUDGET:
+
+def check_constant_hashes(tree: ast.AST, what: str) -> None:
+    """A :class:`RowCodeError` naming ``what`` when its distinct numbers share hash values
+    past :data:`COMPILE_PROBE_BUDGET`. Why: ``compile`` keeps one table of a code object's
+    constants, so 20,000 multiples of ``2**61 - 1`` took 7.5 s to compile in the judge's
+    process, in one step no deadline interrupts. The numbers are what the compiler would
+    hold: literals, and arithmetic on them folded first (``k * (2**61 - 1)`` is one
+    constant). Only numbers: a str's or bytes' hash is seeded per process, so no row can plan
+    a collision of them."""
+    from flowzoo.tasks.code.wire import probe_cost
+
+    nums = _folded_numbers(tree)
+    if len(nums) * len(nums) <= COMPILE_PROBE_BUDGET:
         return
     # distinct values only (the compiler shares equal ones), counted after a sort: a set of
     # them would be the very table whose cost is in question
@@ -141,11 +147,76 @@ def check_constant_hashes(tree: ast.AST, what: str) -> None:
     )
     hashes = [k[0] for i, k in enumerate(keyed) if i == 0 or k != keyed[i - 1]]
     cost = probe_cost(hashes)
-    if cost > 4 * len(hashes) + HASH_PROBE_BUDGET:
+    if cost > 4 * len(hashes) + COMPILE_PROBE_BUDGET:
         raise RowCodeError(
-            f"{what}'s number literals share hash values (about {cost:,} probes to compile): "
-            "past the judge's limits; use fewer or other numbers"
+            f"{what}'s numbers share hash values (about {cost:,} probes to compile): past "
+            "the judge's limits; use fewer or other numbers"
         )
+
+
+def _folded_numbers(tree: ast.AST) -> list:
+    """The value of every largest constant number expression in ``tree`` (a literal, or
+    arithmetic on literals, folded as the compiler folds it, results up to 4,096 bits)."""
+    out: list = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        v = _number(node)
+        if v is not None:
+            out.append(v)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _number(node: ast.AST):
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) in _NUMBER else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+        v = _number(node.operand)
+        ops = {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Invert: lambda x: ~x}
+        return None if v is None else _safe(ops[type(node.op)], v)
+    if not isinstance(node, ast.BinOp) or isinstance(node.op, ast.MatMult):
+        return None
+    a = _number(node.left)
+    b = None if a is None else _number(node.right)
+    if b is None:
+        return None
+    op = type(node.op)
+    ints = type(a) is int and type(b) is int
+    if ints and op is ast.Mult and a.bit_length() + b.bit_length() > _FOLD_BITS:
+        return None
+    if ints and op is ast.Pow and b * max(abs(a).bit_length(), 1) > _FOLD_BITS:
+        return None
+    if ints and op is ast.LShift and (b < 0 or a.bit_length() + b > _FOLD_BITS):
+        return None
+    return _safe(lambda x, y: _BINARY[op](x, y), a, b)
+
+
+_BINARY = {
+    ast.Add: lambda x, y: x + y,
+    ast.Sub: lambda x, y: x - y,
+    ast.Mult: lambda x, y: x * y,
+    ast.Div: lambda x, y: x / y,
+    ast.FloorDiv: lambda x, y: x // y,
+    ast.Mod: lambda x, y: x % y,
+    ast.Pow: lambda x, y: x**y,
+    ast.LShift: lambda x, y: x << y,
+    ast.RShift: lambda x, y: x >> y,
+    ast.BitOr: lambda x, y: x | y,
+    ast.BitXor: lambda x, y: x ^ y,
+    ast.BitAnd: lambda x, y: x & y,
+}
+
+
+def _safe(fn, *args):
+    """``fn(*args)`` if it gives a number, else None (an error, or a type the compiler
+    would not fold into a number)."""
+    try:
+        v = fn(*args)
+    except (ArithmeticError, ValueError, TypeError):
+        return None
+    return v if type(v) in _NUMBER else None
 
 
 #: deepest syntax tree a row's code may have: every later walk and ``compile`` recurses on
