@@ -416,8 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--ship",
         action="store_true",
-        help="copy the built model into the package (flowzoo/tiny/weights/<name>: the --model "
-        "name, or the scale) with its hashes; later runs load it instead of building",
+        help="copy the built model into the package (weights/<the --model name or scale>)",
     )
     pt.add_argument(
         "--steps", type=int, default=None, help="pretraining steps (default: the scale's budget)"

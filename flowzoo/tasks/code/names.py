@@ -174,8 +174,7 @@ def _number(node: ast.AST):
         return node.value if type(node.value) in _NUMBER else None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
         v = _number(node.operand)
-        ops = {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Invert: lambda x: ~x}
-        return None if v is None else _safe(ops[type(node.op)], v)
+        return None if v is None else _safe(_UNARY[type(node.op)], v)
     if not isinstance(node, ast.BinOp) or isinstance(node.op, ast.MatMult):
         return None
     a = _number(node.left)
@@ -193,6 +192,7 @@ def _number(node: ast.AST):
     return _safe(lambda x, y: _BINARY[op](x, y), a, b)
 
 
+_UNARY = {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Invert: lambda x: ~x}
 _BINARY = {
     ast.Add: lambda x, y: x + y,
     ast.Sub: lambda x, y: x - y,
